@@ -1,0 +1,150 @@
+"""Evaluators: what the search asks of a network, and two evaluators that need none.
+
+Terms:
+- evaluation: for one position, a policy (a probability per flat index, pass last), a value (expected result in
+  [-1, 1]: +1 a sure win, -1 a sure loss), a score lead (points) and an ownership map (per point, +1 owned by,
+  -1 owned against), all from the view of the side to move. The search converts perspectives; nothing here does.
+- batch: the evaluations of a sequence of positions of one board size, as arrays with the batch first.
+- Evaluator: anything with evaluate(states) -> EvaluationBatch (a structural Protocol; no base class needed).
+- position key: features.position_key(state), everything the network input depends on; two positions with the
+  same key get the same evaluation, so CachedEvaluator stores evaluations under it.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, Sequence
+
+import numpy as np
+
+from gtp_engine.features import position_key
+
+if TYPE_CHECKING:
+    from gtp_engine.game import GameState
+
+
+@dataclass
+class EvaluationBatch:
+    """Evaluations of B positions with board area A; every field is from the side to move's view.
+
+    policy float32 [B, A + 1] probabilities (pass last; illegal moves near 0 but not guaranteed: search masks);
+    value float32 [B] in [-1, 1]; score float32 [B] lead in points; ownership float32 [B, A] in [-1, 1].
+    """
+
+    policy: np.ndarray
+    value: np.ndarray
+    score: np.ndarray
+    ownership: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.value)
+
+    @classmethod
+    def stack(cls, rows: Sequence[tuple[np.ndarray, float, float, np.ndarray]]) -> EvaluationBatch:
+        """Builds a batch from per-position (policy, value, score, ownership) rows."""
+        return cls(
+            policy=np.stack([r[0] for r in rows]).astype(np.float32, copy=False),
+            value=np.array([r[1] for r in rows], dtype=np.float32),
+            score=np.array([r[2] for r in rows], dtype=np.float32),
+            ownership=np.stack([r[3] for r in rows]).astype(np.float32, copy=False),
+        )
+
+    def row(self, i: int) -> tuple[np.ndarray, float, float, np.ndarray]:
+        """Position i as (policy, value, score, ownership), arrays copied so the batch can be freed."""
+        return self.policy[i].copy(), float(self.value[i]), float(self.score[i]), self.ownership[i].copy()
+
+
+class Evaluator(Protocol):
+    def evaluate(self, states: Sequence[GameState]) -> EvaluationBatch:
+        """Evaluates positions that all have one board size; an empty sequence gives an empty batch."""
+        ...
+
+
+class UniformEvaluator:
+    """No knowledge: the policy is uniform over the legal moves (pass included), value, score, ownership 0.
+
+    Used by tests, by the engine when no network is given, and as a baseline in matches.
+    """
+
+    def evaluate(self, states: Sequence[GameState]) -> EvaluationBatch:
+        if not states:
+            return _empty_batch(0)
+        area = states[0].grid.area
+        legal = np.stack([s.legal_mask() for s in states]).astype(np.float32)
+        policy = legal / legal.sum(axis=1, keepdims=True)
+        count = len(states)
+        return EvaluationBatch(
+            policy=policy,
+            value=np.zeros(count, np.float32),
+            score=np.zeros(count, np.float32),
+            ownership=np.zeros((count, area), np.float32),
+        )
+
+
+class CachedEvaluator:
+    """Wraps an evaluator with a least-recently-used cache of up to `capacity` positions, keyed by position key.
+
+    Misses of one call (duplicates within the call counted once) go to the inner evaluator as one batch.
+    A cached position returns exactly the numbers of its first evaluation, even where the inner evaluator
+    is random (a random symmetry). Safe to share between threads.
+    """
+
+    def __init__(self, inner: Evaluator, capacity: int = 100_000):
+        if capacity < 1:
+            raise ValueError("cache capacity must be at least 1")
+        self.inner = inner
+        self.capacity = capacity
+        self.hits = 0
+        self.misses = 0
+        self._entries: collections.OrderedDict = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def evaluate(self, states: Sequence[GameState]) -> EvaluationBatch:
+        if not states:
+            return self.inner.evaluate(states)
+        keys = [position_key(s) for s in states]
+        rows: list = [None] * len(states)
+        missing: dict = {}  # key -> index of its first state among the misses
+        with self._lock:
+            for i, key in enumerate(keys):
+                entry = self._entries.get(key)
+                if entry is not None:
+                    self._entries.move_to_end(key)
+                    rows[i] = entry
+                    self.hits += 1
+                elif key not in missing:
+                    missing[key] = i
+                    self.misses += 1
+                else:
+                    self.hits += 1
+        if missing:
+            fresh = self.inner.evaluate([states[i] for i in missing.values()])
+            new_rows = {key: fresh.row(j) for j, key in enumerate(missing)}
+            with self._lock:
+                for key, row in new_rows.items():
+                    self._entries[key] = row
+                    self._entries.move_to_end(key)
+                while len(self._entries) > self.capacity:
+                    self._entries.popitem(last=False)
+            for i, key in enumerate(keys):
+                if rows[i] is None:
+                    rows[i] = new_rows[key]
+        return EvaluationBatch.stack(rows)
+
+
+def _empty_batch(area: int) -> EvaluationBatch:
+    return EvaluationBatch(
+        policy=np.zeros((0, area + 1), np.float32),
+        value=np.zeros(0, np.float32),
+        score=np.zeros(0, np.float32),
+        ownership=np.zeros((0, area), np.float32),
+    )

@@ -1,0 +1,183 @@
+"""Features: a position becomes the network's input, spatial planes and global values (feature set version 1).
+
+Terms:
+- own / opponent: the side to move / the other side. Every input is from the side to move's view.
+- spatial planes: float32 [B, C, H, W], 1.0 or 0.0 per point, channels named in SPATIAL (their order is the
+  network's channel order). The on-board plane is 1 on every point, so a network can tell the edge from
+  zero padding and a batch may pad smaller boards into a larger tensor.
+- liberty planes: the stones of chains with exactly 1, exactly 2, or 3 or more liberties, per side.
+- ko plane: the point the side to move may not play now because of the simple ko rule.
+- last-move planes: the point of the move 1..5 moves ago (whoever played it); empty for a pass or before move 1.
+- global values: float32 [B, G], named in GLOBAL. Compensation is komi plus the handicap bonus white gets
+  under area scoring, from the side to move's view (positive when the side to move receives it), in units
+  of 20 points; the prisoner balance counts only under territory scoring.
+- position key: a hashable value holding everything the features read, so equal keys give equal inputs.
+- symmetries: encode can apply a symmetry per position (symmetry.py); it permutes the board before the planes
+  are built, which costs less than transforming the finished planes.
+
+Bump FEATURES_VERSION whenever the meaning or order of any input changes; networks record the version they
+were trained with and the engine refuses a mismatch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from gtp_engine import symmetry
+from gtp_engine.board import BLACK, WHITE
+from gtp_engine.coords import PASS
+
+if TYPE_CHECKING:
+    from gtp_engine.game import GameState
+
+FEATURES_VERSION = 1
+HISTORY = 5  # last-move planes
+
+SPATIAL = (
+    "on_board",
+    "own_stones",
+    "opponent_stones",
+    "own_1_liberty",
+    "own_2_liberties",
+    "own_3plus_liberties",
+    "opponent_1_liberty",
+    "opponent_2_liberties",
+    "opponent_3plus_liberties",
+    "ko_ban",
+) + tuple(f"move_{k}_ago" for k in range(1, HISTORY + 1))
+
+GLOBAL = (
+    "compensation",
+    "territory_scoring",
+    "prisoner_balance",
+    "simple_ko",
+    "situational_superko",
+    "suicide_allowed",
+    "last_move_pass",
+    "move_before_pass",
+)
+
+SPATIAL_CHANNELS = len(SPATIAL)
+GLOBAL_FEATURES = len(GLOBAL)
+_KO = SPATIAL.index("ko_ban")
+_LAST = SPATIAL.index("move_1_ago")
+_SCALE = 20.0  # points per unit of the global score-like inputs
+
+
+def position_key(state: GameState) -> tuple:
+    """Everything encode() reads from `state`, as a hashable tuple."""
+    board = state.board
+    rules = state.rules
+    territory = rules.scoring == "territory"
+    return (
+        board.width,
+        board.height,
+        board.hash,
+        state.to_play,
+        _ko_ban(state),
+        tuple(point for _, point in state.moves[-HISTORY:]),
+        _compensation(state),
+        territory,
+        _prisoner_balance(state) if territory else 0,
+        rules.ko,
+        rules.suicide_allowed,
+    )
+
+
+def encode(states: Sequence[GameState], symmetries: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Spatial float32 [B, C, H, W] and global float32 [B, G] inputs for positions of one board size.
+
+    With `symmetries` (one per position, all keeping one output shape), position i is encoded as if the board
+    had been transformed by symmetries[i]; a transpose swaps H and W.
+    """
+    first = states[0].board
+    g = first.grid
+    height, width = g.height, g.width
+    count, area = len(states), g.area
+    cells = np.frombuffer(b"".join([s.board.colors for s in states]), np.uint8).reshape(count, -1)[:, g.point_of]
+    libs = np.stack([s.board.liberties() for s in states])
+    to_play = np.array([s.to_play for s in states], np.uint8)[:, None]
+
+    # Points named by position (ko ban, last moves) as (position, channel, flat index) triples.
+    rows, channels, flats = [], [], []
+    for i, s in enumerate(states):
+        ko = _ko_ban(s)
+        if ko != PASS:
+            rows.append(i)
+            channels.append(_KO)
+            flats.append(ko)
+        for k, (_, point) in enumerate(reversed(s.moves[-HISTORY:])):
+            if point != PASS:
+                rows.append(i)
+                channels.append(_LAST + k)
+                flats.append(point)
+    flats = g.flat_of[flats] if flats else np.zeros(0, np.int64)
+
+    if symmetries is not None:
+        syms = np.asarray(symmetries, np.int64)
+        table = symmetry.permutation_table(height, width)
+        perms = table[syms]
+        cells = np.take_along_axis(cells, perms, 1)
+        libs = np.take_along_axis(libs, perms, 1)
+        if len(flats):
+            # The point at original flat j lands at inverse_perm[j] (square boards: the inverse's permutation).
+            inverse_syms = np.asarray(symmetry.INVERSE)[syms[rows]]
+            flats = table[inverse_syms, flats]
+        if syms[0] & symmetry.TRANSPOSE:
+            height, width = width, height
+
+    planes = np.zeros((count, SPATIAL_CHANNELS, area), np.float32)
+    planes[:, 0] = 1.0
+    own = cells == to_play
+    opponent = cells == (3 - to_play)
+    planes[:, 1] = own
+    planes[:, 2] = opponent
+    for side, base in ((own, 3), (opponent, 6)):
+        planes[:, base] = side & (libs == 1)
+        planes[:, base + 1] = side & (libs == 2)
+        planes[:, base + 2] = side & (libs >= 3)
+    planes[rows, channels, flats] = 1.0
+
+    globals_ = np.zeros((count, GLOBAL_FEATURES), np.float32)
+    for i, s in enumerate(states):
+        rules = s.rules
+        territory = rules.scoring == "territory"
+        last = s.moves[-2:]
+        globals_[i] = (
+            _compensation(s) / _SCALE,
+            territory,
+            _prisoner_balance(s) / _SCALE if territory else 0.0,
+            rules.ko == "simple",
+            rules.ko == "situational",
+            rules.suicide_allowed,
+            len(last) >= 1 and last[-1][1] == PASS,
+            len(last) >= 2 and last[-2][1] == PASS,
+        )
+    return planes.reshape(count, SPATIAL_CHANNELS, height, width), globals_
+
+
+def _ko_ban(state: GameState) -> int:
+    """The simple-ko point the side to move may not play, or PASS. The board's ko point binds only the side
+    that did not make the last move."""
+    ko = state.board.ko_point
+    if ko == PASS or (state.moves and state.moves[-1][0] == state.to_play):
+        return PASS
+    return ko
+
+
+def _compensation(state: GameState) -> float:
+    """Komi plus white's handicap bonus under area scoring, from the side to move's view."""
+    points = state.komi
+    if state.rules.scoring == "area" and state.handicap_stones > 0:
+        bonus = state.rules.white_handicap_bonus
+        points += {"0": 0, "N": state.handicap_stones, "N-1": state.handicap_stones - 1}[bonus]
+    return points if state.to_play == WHITE else -points
+
+
+def _prisoner_balance(state: GameState) -> int:
+    """Stones the side to move has captured minus stones the opponent has captured."""
+    captures = state.board.captures
+    own = state.to_play
+    return captures[own] - captures[BLACK + WHITE - own]
