@@ -1,0 +1,178 @@
+"""Time budgets: properties over random clocks for every time system, and the GTP time_left semantics."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gtp_engine.timecontrol import (
+    Clock,
+    ColorClock,
+    TimeSettings,
+    after_move,
+    after_time_left,
+    budget,
+    start_clock,
+)
+
+seconds = st.floats(min_value=0.0, max_value=7200.0, allow_nan=False)
+positive = st.floats(min_value=0.5, max_value=600.0, allow_nan=False)
+lags = st.floats(min_value=0.0, max_value=5.0, allow_nan=False)
+areas = st.sampled_from([9 * 9, 13 * 13, 19 * 19])
+stones = st.integers(min_value=0, max_value=361)
+overhead_fraction = st.floats(min_value=0.0, max_value=0.99)
+
+
+@st.composite
+def time_settings(draw, kind=None):
+    kind = kind or draw(st.sampled_from(["absolute", "byoyomi", "canadian", "fischer"]))
+    main = draw(seconds)
+    if kind == "absolute":
+        return TimeSettings("absolute", main)
+    if kind == "byoyomi":
+        return TimeSettings("byoyomi", main, draw(positive), periods=draw(st.integers(1, 10)))
+    if kind == "canadian":
+        return TimeSettings("canadian", main, draw(positive), stones=draw(st.integers(1, 30)))
+    capped = draw(st.booleans())
+    return TimeSettings(
+        "fischer", main, increment=draw(st.floats(0.0, 60.0)),
+        main_time_limit=draw(st.floats(1.0, 7200.0)) if capped else None,
+        max_move_time=draw(st.floats(1.0, 600.0)) if capped else None,
+    )
+
+
+@st.composite
+def clocks(draw, settings: TimeSettings):
+    if settings.kind in ("absolute", "fischer"):
+        return ColorClock(main_left=draw(seconds))
+    if not draw(st.booleans()):
+        return ColorClock(main_left=draw(seconds))
+    clock = ColorClock(in_overtime=True, period_left=draw(st.floats(0.0, settings.period_time)))
+    if settings.kind == "byoyomi":
+        clock.periods_left = draw(st.integers(1, settings.periods))
+    else:
+        clock.stones_left = draw(st.integers(1, settings.stones))
+    return clock
+
+
+@st.composite
+def situations(draw, kind=None):
+    s = draw(time_settings(kind))
+    return s, draw(clocks(s)), draw(areas), draw(stones), draw(lags)
+
+
+def hard_limit(s: TimeSettings, clock: ColorClock) -> float:
+    """What a move may take at most before it loses the game or a byo-yomi period."""
+    if s.kind in ("absolute", "fischer"):
+        return clock.main_left
+    if clock.in_overtime:
+        return clock.period_left
+    return clock.main_left + (s.period_time if s.kind == "byoyomi" else s.period_time / s.stones)
+
+
+@settings(max_examples=300, deadline=None)
+@given(situations())
+def test_budget_is_ordered_and_within_time_left_minus_lag(situation):
+    s, clock, area, on_board, lag = situation
+    b = budget(s, clock, area, on_board, lag)
+    assert 0.0 <= b.minimum <= b.recommended <= b.maximum
+    assert b.maximum <= max(0.0, hard_limit(s, clock) - lag) + 1e-9
+
+
+@settings(max_examples=200, deadline=None)
+@given(situations("byoyomi"), overhead_fraction)
+def test_byoyomi_periods_are_never_lost(situation, fraction):
+    s, clock, area, on_board, lag = situation
+    b = budget(s, clock, area, on_board, lag)
+    periods_before = clock.periods_left if clock.in_overtime else s.periods
+    # The move runs to its maximum and the unseen overhead eats up to (almost) the whole lag buffer, where the
+    # clock had that much left at all.
+    overhead = fraction * min(lag, hard_limit(s, clock) - b.maximum)
+    after = after_move(s, clock, b.maximum + overhead)
+    assert not after.in_overtime or after.periods_left == periods_before
+
+
+@settings(max_examples=200, deadline=None)
+@given(situations("canadian"))
+def test_canadian_stones_are_spread_over_the_period(situation):
+    s, clock, area, on_board, lag = situation
+    if not clock.in_overtime:
+        clock = ColorClock(in_overtime=True, period_left=s.period_time, stones_left=s.stones)
+    b = budget(s, clock, area, on_board, lag)
+    usable = max(0.0, clock.period_left - lag)
+    n = clock.stones_left
+    assert b.recommended <= usable / n + 1e-9
+    # Even a move at the maximum leaves each later stone of the period at least 3/4 of an even share.
+    assert usable - b.maximum >= 0.75 * (n - 1) / n * usable - 1e-9
+
+
+@settings(max_examples=100, deadline=None)
+@given(situations(), st.floats(0.0, 600.0))
+def test_more_time_never_gives_a_smaller_recommendation(situation, extra):
+    s, clock, area, on_board, lag = situation
+    if clock.in_overtime:
+        return
+    more = ColorClock(main_left=clock.main_left + extra)
+    assert budget(s, more, area, on_board, lag).recommended >= budget(s, clock, area, on_board, lag).recommended - 1e-9
+
+
+def test_no_time_limit_has_no_budget():
+    assert budget(TimeSettings.from_gtp(0, 1, 0), ColorClock(), 361, 0) is None
+    assert TimeSettings.from_gtp(1800, 0, 0) == TimeSettings("absolute", 1800)
+    assert TimeSettings.from_gtp(600, 300, 25).kind == "canadian"
+
+
+def test_absolute_budget_plays_faster_as_the_board_fills_less_of_the_clock():
+    s = TimeSettings("absolute", 1800)
+    clock = start_clock(s)
+    opening = budget(s, clock, 361, 0)
+    middle = budget(s, clock, 361, 200)
+    assert 0 < opening.recommended < middle.recommended < 1800
+    assert opening.minimum == 0
+
+
+def test_kgs_byoyomi_time_left_counts_periods():
+    s = TimeSettings("byoyomi", 300, 30, periods=5)
+    clock = Clock(s)
+    clock.time_left(1, 212, 0)
+    assert clock.clocks[1] == ColorClock(main_left=212)
+    clock.time_left(2, 27, 3)
+    white = clock.clocks[2]
+    assert white.in_overtime and white.periods_left == 3 and white.period_left == 27
+    b = clock.budget(2, 361, 100, lag_buffer=1.0)
+    assert b.minimum == b.recommended == b.maximum == pytest.approx(26.0)
+
+
+def test_time_left_zero_zero_enters_overtime():
+    s = TimeSettings("canadian", 600, 300, stones=25)
+    clock = after_time_left(s, start_clock(s), 0, 0)
+    assert clock.in_overtime and clock.stones_left == 25 and clock.period_left == 300
+
+
+def test_canadian_transcript_numbers():
+    s = TimeSettings("canadian", 600, 300, stones=25)
+    clock = after_time_left(s, start_clock(s), 41, 3)
+    b = budget(s, clock, 361, 150, lag_buffer=1.0)
+    assert b.recommended == pytest.approx(40 / 3)
+    assert b.maximum == pytest.approx(40 / 2.5)
+
+
+def test_spend_moves_through_main_time_and_periods():
+    s = TimeSettings("canadian", 10, 60, stones=2)
+    clock = after_move(s, start_clock(s), 25)  # 10 s of main time, then 15 s of the first period
+    assert clock.in_overtime and clock.period_left == 45 and clock.stones_left == 1
+    clock = after_move(s, clock, 40)  # the period's last stone: a fresh period starts
+    assert clock.period_left == 60 and clock.stones_left == 2
+    b = TimeSettings("byoyomi", 0, 30, periods=3)
+    clock = after_move(b, start_clock(b), 65)  # overruns two periods
+    assert clock.periods_left == 1 and clock.period_left == 30
+
+
+def test_fischer_adds_increment_up_to_the_cap_and_spends_what_the_cap_would_waste():
+    s = TimeSettings("fischer", 100, increment=10, main_time_limit=105, max_move_time=30)
+    clock = after_move(s, start_clock(s), 2)
+    assert clock.main_left == 105
+    b = budget(s, clock, 81, 10, lag_buffer=1.0)
+    assert b.minimum == pytest.approx(10)  # 105 + 10 would be capped back to 105
+    assert b.maximum <= 29
