@@ -1,0 +1,409 @@
+"""GameState: a board plus everything the rules need beyond it: whose turn, komi, superko history, undo, scoring.
+
+Terms:
+- Rules: the rule set. scoring is "area" (stones + surrounded points, Chinese / Tromp-Taylor) or "territory"
+  (surrounded points + prisoners, Japanese); ko is "positional" superko (no move may recreate an earlier board),
+  "situational" superko (no move may recreate an earlier board with the same player to move) or "simple" (only the
+  immediate recapture is banned); suicide_allowed lets a move remove its own chain; white_handicap_bonus is the
+  compensation White gets per handicap stone under area scoring ("0", "N" or "N-1").
+- position key: what superko compares: the board's stones hash, plus who is to move under situational superko.
+- setup stones: stones put on the board outside the move sequence (handicap, SGF AB/AW). They are not moves:
+  undo never goes back past them.
+- score: Black's points minus White's points, komi and handicap bonus included; positive means Black leads.
+- dead stones: a set of points whose stones the players agree are captured; scoring removes them first.
+
+A GameState owns its board and plays on it in place; copy() copies it (what the search does once per new node).
+Undo replays the moves since the last setup stones from a saved board: it costs a fraction of a millisecond on a
+full 19x19 game and keeps play itself as cheap as the board's own play.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, NamedTuple, Sequence
+
+import numpy as np
+
+from gtp_engine.board import BLACK, EMPTY, WHITE, Board, IllegalMoveError, opponent
+from gtp_engine.coords import PASS, Grid, to_gtp
+
+SCORINGS = ("area", "territory")
+KO_RULES = ("positional", "situational", "simple")
+HANDICAP_BONUSES = ("0", "N", "N-1")
+
+# Distinguishes "white to move" in situational superko keys.
+_WHITE_TO_MOVE_KEY = 0x5D3A_9F1B_2C47_E681
+
+
+@dataclass(frozen=True)
+class Rules:
+    scoring: str = "area"
+    ko: str = "positional"
+    suicide_allowed: bool = False
+    white_handicap_bonus: str = "N"
+    name: str = "chinese"
+
+    def __post_init__(self) -> None:
+        if self.scoring not in SCORINGS:
+            raise ValueError(f"unknown scoring {self.scoring!r}; expected one of {SCORINGS}")
+        if self.ko not in KO_RULES:
+            raise ValueError(f"unknown ko rule {self.ko!r}; expected one of {KO_RULES}")
+        if self.white_handicap_bonus not in HANDICAP_BONUSES:
+            raise ValueError(f"unknown handicap bonus {self.white_handicap_bonus!r}")
+
+    @staticmethod
+    def named(name: str) -> "Rules":
+        key = name.strip().lower().replace("_", "-")
+        key = _RULE_ALIASES.get(key, key)
+        if key not in RULE_SETS:
+            raise ValueError(f"unknown rules {name!r}; known: {', '.join(sorted(RULE_SETS))}")
+        return RULE_SETS[key]
+
+
+RULE_SETS = {
+    "chinese": Rules(),
+    "tromp-taylor": Rules("area", "positional", True, "0", "tromp-taylor"),
+    "aga": Rules("area", "situational", False, "N-1", "aga"),
+    "new-zealand": Rules("area", "situational", True, "0", "new-zealand"),
+    "japanese": Rules("territory", "simple", False, "0", "japanese"),
+    "korean": Rules("territory", "simple", False, "0", "korean"),
+}
+_RULE_ALIASES = {"cn": "chinese", "jp": "japanese", "tt": "tromp-taylor", "nz": "new-zealand", "ko": "korean"}
+
+
+class _UndoStart(NamedTuple):
+    """Where undo replays from: the state right after the last setup stones (the board in it is never mutated)."""
+
+    board: Board
+    to_play: int
+    consecutive_passes: int
+    max_stones_seen: int
+    moves: int  # len(GameState.moves) then
+    history: int  # len(GameState._history) then
+
+
+class GameState:
+    def __init__(self, width: int = 19, height: int | None = None, komi: float = 7.5, rules: Rules = Rules()):
+        self.board = Board(width, height)
+        self.grid: Grid = self.board.grid
+        self.komi = float(komi)
+        self.rules = rules
+        self.to_play = BLACK
+        self.moves: list[tuple[int, int]] = []
+        self.setup: list[tuple[int, int]] = []
+        self.handicap_stones = 0
+        self.consecutive_passes = 0
+        self._history: list[int] = [self._key(self.board.hash, BLACK)]
+        # Most stones ever on the board in this line: a move that adds a stone without capturing can only repeat
+        # an earlier board if some earlier board had that many stones, so superko checks can usually be skipped.
+        self._max_stones_seen = 0
+        self._mark_start()
+
+    @property
+    def width(self) -> int:
+        return self.grid.width
+
+    @property
+    def height(self) -> int:
+        return self.grid.height
+
+    @property
+    def move_number(self) -> int:
+        return len(self.moves)
+
+    @property
+    def is_over(self) -> bool:
+        return self.consecutive_passes >= 2
+
+    def copy(self) -> "GameState":
+        other = GameState.__new__(GameState)
+        other.__dict__.update(self.__dict__)
+        other.board = self.board.copy()
+        other.moves = self.moves[:]
+        other.setup = self.setup[:]
+        other._history = self._history[:]
+        return other
+
+    def last_moves(self, n: int) -> list[tuple[int, int]]:
+        return self.moves[-n:] if n > 0 else []
+
+    # ---- legality -------------------------------------------------------------------------------------
+
+    def _key(self, stones_hash: int, to_play: int) -> int:
+        if self.rules.ko == "situational" and to_play == WHITE:
+            return stones_hash ^ _WHITE_TO_MOVE_KEY
+        return stones_hash
+
+    def illegal_reason(self, point: int, color: int | None = None) -> str | None:
+        color = self.to_play if color is None else color
+        board = self.board
+        reason = board.illegal_reason(point, color, self.rules.suicide_allowed)
+        if reason is not None or point == PASS or self.rules.ko == "simple":
+            return reason
+        if not self._superko_possible(board) and not _may_capture(board, point, color):
+            return None
+        if self._key(board.hash_after(point, color), opponent(color)) in self._history:
+            return "superko"
+        return None
+
+    def _superko_possible(self, board: Board) -> bool:
+        """Whether a move that captures nothing could repeat an earlier board: it adds a stone, so only if some
+        earlier board held one stone more than this one."""
+        return board.stone_count[BLACK] + board.stone_count[WHITE] + 1 <= self._max_stones_seen
+
+    def is_legal(self, point: int, color: int | None = None) -> bool:
+        return self.illegal_reason(point, color) is None
+
+    def legal_mask(self) -> np.ndarray:
+        """Legal moves for the side to move in flat order, pass last and always legal."""
+        color, board = self.to_play, self.board
+        mask = np.empty(self.grid.area + 1, dtype=bool)
+        mask[-1] = True
+        if self.rules.ko == "simple" or len(self._history) == 1:
+            mask[:-1] = board.legal_mask(color, self.rules.suicide_allowed)
+            return mask
+        legal, removes_stones = board.move_masks(color, self.rules.suicide_allowed)
+        mask[:-1] = legal
+        self._mask_superko(mask, legal, removes_stones, color)
+        return mask
+
+    def _mask_superko(self, mask: np.ndarray, legal: np.ndarray, removes_stones: np.ndarray, color: int) -> None:
+        board, g = self.board, self.grid
+        next_to_play = opponent(color)
+        history_set = set(self._history)
+        for flat in np.flatnonzero(removes_stones).tolist():
+            if self._key(board.hash_after(g.points[flat], color), next_to_play) in history_set:
+                mask[flat] = False
+        if not self._superko_possible(board):
+            return
+        simple_flat = np.flatnonzero(legal & ~removes_stones)
+        keys = np.uint64(self._key(board.hash, next_to_play)) ^ _zobrist_flat(board, color)[simple_flat]
+        mask[simple_flat[np.isin(keys, np.array(self._history, dtype=np.uint64))]] = False
+
+    # ---- moves ----------------------------------------------------------------------------------------
+
+    def play(self, point: int, color: int | None = None) -> None:
+        """Plays a checked move for color (default: the side to move); raises IllegalMoveError."""
+        color = self.to_play if color is None else color
+        reason = self.illegal_reason(point, color)
+        if reason is not None:
+            raise IllegalMoveError(reason, f"{'black' if color == BLACK else 'white'} "
+                                           f"{to_gtp(self.grid, point)} is illegal: {reason}")
+        self._apply(point, color)
+
+    def play_unchecked(self, point: int) -> None:
+        """Plays a move the caller knows is legal (the search) for the side to move."""
+        self._apply(point, self.to_play)
+
+    def _apply(self, point: int, color: int) -> None:
+        board = self.board
+        board.play_unchecked(point, color)
+        self.moves.append((color, point))
+        self.to_play = opponent(color)
+        self.consecutive_passes = self.consecutive_passes + 1 if point == PASS else 0
+        stones = board.stone_count[BLACK] + board.stone_count[WHITE]
+        if stones > self._max_stones_seen:
+            self._max_stones_seen = stones
+        self._history.append(self._key(board.hash, self.to_play))
+
+    def undo(self) -> None:
+        """Takes back the last move (a pass too). Raises IndexError("cannot undo") at the start or at setup stones."""
+        if not self.can_undo:
+            raise IndexError("cannot undo")
+        start = self._start
+        replay = self.moves[start.moves:-1]
+        self.board = start.board.copy()
+        self.to_play = start.to_play
+        self.consecutive_passes = start.consecutive_passes
+        self._max_stones_seen = start.max_stones_seen
+        del self.moves[start.moves:]
+        del self._history[start.history:]
+        for color, point in replay:
+            self._apply(point, color)
+
+    @property
+    def can_undo(self) -> bool:
+        return len(self.moves) > self._start.moves
+
+    def place_setup(self, color: int, points: Iterable[int]) -> None:
+        """Puts setup stones on the board. Undo stops here: the moves before become history that cannot be undone."""
+        board = self.board.copy()  # a refused stone leaves the game as it was
+        placed = list(points)
+        for point in placed:
+            board.place_stone(point, color)
+        self.board = board
+        self.setup.extend((color, point) for point in placed)
+        self._history.append(self._key(board.hash, self.to_play))
+        self._max_stones_seen = max(self._max_stones_seen, board.stone_count[BLACK] + board.stone_count[WHITE])
+        self._mark_start()
+
+    def _mark_start(self) -> None:
+        self._start = _UndoStart(self.board.copy(), self.to_play, self.consecutive_passes, self._max_stones_seen,
+                                 len(self.moves), len(self._history))
+
+    def set_to_play(self, color: int) -> None:
+        """Says who moves next outside the move sequence (SGF PL, a setup position); undo stops here like at setup."""
+        self.to_play = color
+        self._history[-1] = self._key(self.board.hash, color)
+        self._mark_start()
+
+    def place_handicap(self, points: Sequence[int]) -> None:
+        """Black's handicap stones on an empty board; White moves next."""
+        if self.moves or self.board.stone_count[BLACK] + self.board.stone_count[WHITE]:
+            raise ValueError("board not empty")
+        if len(set(points)) != len(points) or PASS in points:
+            raise ValueError("bad vertex list")
+        self.place_setup(BLACK, points)
+        self.handicap_stones = len(points)
+        self.set_to_play(WHITE)
+
+    # ---- scoring --------------------------------------------------------------------------------------
+
+    def area_ownership(self, dead: Iterable[int] = ()) -> np.ndarray:
+        """Tromp-Taylor ownership in flat order after removing dead stones: +1 Black, -1 White, 0 neither."""
+        colors = self._colors_without(dead)
+        g = self.grid
+        owner = np.zeros(g.area, dtype=np.int8)
+        for flat, p in enumerate(g.points):
+            c = colors[p]
+            if c == BLACK:
+                owner[flat] = 1
+            elif c == WHITE:
+                owner[flat] = -1
+        for region, borders in _empty_regions(g, colors):
+            if borders == {BLACK}:
+                owner[g.flat_of[region]] = 1
+            elif borders == {WHITE}:
+                owner[g.flat_of[region]] = -1
+        return owner
+
+    def area_score(self, dead: Iterable[int] = ()) -> float:
+        owner = self.area_ownership(dead)
+        return float(np.sum(owner == 1) - np.sum(owner == -1)) - self.komi - self._handicap_bonus()
+
+    def territory_score(self, dead: Iterable[int] = ()) -> float:
+        """Japanese-style count: surrounded empty points plus prisoners (captures and dead stones).
+
+        Points inside seki are not told apart here: an empty region bordered by one colour counts as territory.
+        """
+        dead = set(dead)
+        colors = self._colors_without(dead)
+        g = self.grid
+        territory = {BLACK: 0, WHITE: 0}
+        for region, borders in _empty_regions(g, colors):
+            if len(borders) == 1:
+                territory[next(iter(borders))] += len(region)
+        board = self.board
+        dead_black = sum(1 for p in dead if board.colors[p] == BLACK)
+        dead_white = sum(1 for p in dead if board.colors[p] == WHITE)
+        black = territory[BLACK] + board.captures[BLACK] + dead_white
+        white = territory[WHITE] + board.captures[WHITE] + dead_black
+        return float(black - white) - self.komi
+
+    def score(self, dead: Iterable[int] = ()) -> float:
+        return self.area_score(dead) if self.rules.scoring == "area" else self.territory_score(dead)
+
+    def _handicap_bonus(self) -> float:
+        n, bonus = self.handicap_stones, self.rules.white_handicap_bonus
+        if n == 0 or bonus == "0":
+            return 0.0
+        return float(n if bonus == "N" else n - 1)
+
+    def _colors_without(self, dead: Iterable[int]) -> bytearray:
+        colors = self.board.colors[:]
+        for p in dead:
+            if colors[p] in (BLACK, WHITE):
+                colors[p] = EMPTY
+        return colors
+
+
+def _may_capture(board: Board, point: int, color: int) -> bool:
+    """True when a move at point could remove stones (a neighbouring opponent chain, or a suicide)."""
+    colors, head, libs = board.colors, board.chain_head, board.chain_libs
+    opp = 3 - color
+    has_empty = False
+    for n in board.grid.neighbors[point]:
+        c = colors[n]
+        if c == EMPTY:
+            has_empty = True
+        elif c == opp and libs[head[n]] <= 4:
+            return True
+    return not has_empty
+
+
+_zobrist_flat_cache: dict[tuple[Grid, int], np.ndarray] = {}
+
+
+def _zobrist_flat(board: Board, color: int) -> np.ndarray:
+    """The board's Zobrist keys for color as uint64, in flat order."""
+    key = (board.grid, color)
+    keys = _zobrist_flat_cache.get(key)
+    if keys is None:
+        table = board._zobrist[color]
+        keys = np.array([table[p] for p in board.grid.points], dtype=np.uint64)
+        _zobrist_flat_cache[key] = keys
+    return keys
+
+
+def _empty_regions(g: Grid, colors: bytearray) -> list[tuple[list[int], set[int]]]:
+    """Each maximal connected set of empty points with the set of colours it touches."""
+    seen = bytearray(g.array_size)
+    neighbors = g.neighbors
+    regions = []
+    for start in g.points:
+        if colors[start] != EMPTY or seen[start]:
+            continue
+        seen[start] = 1
+        region, borders, stack = [], set(), [start]
+        while stack:
+            p = stack.pop()
+            region.append(p)
+            for n in neighbors[p]:
+                c = colors[n]
+                if c == EMPTY:
+                    if not seen[n]:
+                        seen[n] = 1
+                        stack.append(n)
+                elif c == BLACK or c == WHITE:
+                    borders.add(c)
+        regions.append((region, borders))
+    return regions
+
+
+def fixed_handicap_points(g: Grid, count: int) -> list[int]:
+    """GTP's fixed handicap layout (spec 4.1.1). Raises ValueError("invalid number of stones") where undefined."""
+    size = g.width
+    if g.width != g.height or size < 7:
+        raise ValueError("invalid number of stones")
+    limit = 9 if size % 2 == 1 and size >= 9 else 4
+    if not 2 <= count <= limit:
+        raise ValueError("invalid number of stones")
+    edge = 2 if size <= 12 else 3
+    near, far, mid = edge, size - 1 - edge, size // 2
+    # (row, col) with row 0 at the top: D4 is the lower left, Q16 the upper right.
+    lower_left, upper_right = (far, near), (near, far)
+    upper_left, lower_right = (near, near), (far, far)
+    left, right, bottom, top, center = (mid, near), (mid, far), (far, mid), (near, mid), (mid, mid)
+    corners = [lower_left, upper_right, upper_left, lower_right]
+    layouts = {
+        2: corners[:2],
+        3: corners[:3],
+        4: corners,
+        5: corners + [center],
+        6: corners + [left, right],
+        7: corners + [left, right, center],
+        8: corners + [left, right, bottom, top],
+        9: corners + [left, right, bottom, top, center],
+    }
+    return [g.point(row, col) for row, col in layouts[count]]
+
+
+def format_result(score: float) -> str:
+    """GTP/SGF result text for a score from Black's view: B+3.5, W+0.5 or 0 for a draw."""
+    if score == 0:
+        return "0"
+    winner = "B" if score > 0 else "W"
+    margin = abs(score)
+    text = f"{margin:.1f}" if margin != int(margin) else str(int(margin))
+    return f"{winner}+{text}"
+

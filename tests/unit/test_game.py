@@ -1,0 +1,266 @@
+"""Game rules on ASCII positions: superko cycles, undo, setup stones, scoring and handicap placement."""
+
+import numpy as np
+import pytest
+
+from gtp_engine.board import BLACK, WHITE, Board, IllegalMoveError
+from gtp_engine.coords import PASS, from_gtp, grid, to_gtp
+from gtp_engine.game import GameState, Rules, fixed_handicap_points, format_result
+
+
+def game_from_ascii(text, to_play=BLACK, rules=Rules(), komi=0.0):
+    board = Board.from_ascii(text)
+    game = GameState(board.width, board.height, komi=komi, rules=rules)
+    game.place_setup(BLACK, board.stones(BLACK))
+    game.place_setup(WHITE, board.stones(WHITE))
+    game.set_to_play(to_play)
+    return game
+
+
+def at(game, vertex):
+    return from_gtp(game.grid, vertex)
+
+
+def play_all(game, vertices):
+    for vertex in vertices.split():
+        game.play(at(game, vertex))
+
+
+# Three kos stacked on a 4x9 board. Ko 1 (rows 9-7) and ko 3 (rows 3-1) hold a white stone that black can take;
+# ko 2 (rows 6-4) holds a black stone that white can take.
+TRIPLE_KO = """
+    . X O .
+    X O . O
+    . X O .
+    . X O .
+    X . X O
+    . X O .
+    . X O .
+    X O . O
+    . X O .
+"""
+
+
+def test_triple_ko_cycle_is_stopped_by_positional_superko():
+    game = game_from_ascii(TRIPLE_KO)
+    start = game.board.hash
+    # Black takes ko 1, white takes ko 2, black takes ko 3, then each ko is taken back in the same order.
+    play_all(game, "C8 B5 C2 B8 C5")
+    last = at(game, "B2")
+    assert game.board.is_legal(last, WHITE)  # legal under simple ko: it is not an immediate recapture
+    assert game.board.hash_after(last, WHITE) == start
+    assert game.illegal_reason(last) == "superko"
+    assert not game.legal_mask()[game.grid.flat(last)]
+    with pytest.raises(IllegalMoveError) as error:
+        game.play(last)
+    assert error.value.reason == "superko"
+
+
+def test_triple_ko_cycle_is_allowed_under_simple_ko():
+    game = game_from_ascii(TRIPLE_KO, rules=Rules.named("japanese"))
+    play_all(game, "C8 B5 C2 B8 C5 B2")
+    assert game.board.to_ascii() == Board.from_ascii(TRIPLE_KO).to_ascii()
+
+
+# Black's stone at B1 with white above: black throws in at A1 (two stones in atari), white captures both at C1,
+# and black's recapture of one stone at B1 would restore the starting board.
+SEND_TWO_RETURN_ONE = """
+    . . . . .
+    O O X . .
+    . X . X .
+"""
+
+
+def test_sending_two_returning_one_positional_vs_situational():
+    game = game_from_ascii(SEND_TWO_RETURN_ONE)
+    play_all(game, "A1 C1")
+    assert game.board.captures[WHITE] == 2
+    recapture = at(game, "B1")
+    assert game.board.is_legal(recapture, BLACK)
+    assert game.illegal_reason(recapture) == "superko"
+
+    situational = game_from_ascii(SEND_TWO_RETURN_ONE, rules=Rules.named("aga"))
+    play_all(situational, "A1 C1")
+    # The same board recurs, but with white (not black) to move: situational superko allows it.
+    assert situational.illegal_reason(recapture) is None
+    situational.play(recapture)
+    assert situational.board.to_ascii() == Board.from_ascii(SEND_TWO_RETURN_ONE).to_ascii()
+
+
+def test_pass_never_violates_superko_and_two_passes_end_the_game():
+    game = GameState(5)
+    game.play(PASS)
+    assert not game.is_over
+    game.play(PASS)
+    assert game.is_over
+    game.undo()
+    assert not game.is_over and game.to_play == WHITE
+
+
+def test_undo_restores_everything_and_stops_at_setup_stones():
+    game = game_from_ascii(TRIPLE_KO)
+    before = (game.board.to_ascii(), game.board.hash, game.to_play, game.legal_mask().tobytes())
+    play_all(game, "C8 B5")
+    game.undo()
+    game.undo()
+    assert (game.board.to_ascii(), game.board.hash, game.to_play, game.legal_mask().tobytes()) == before
+    assert not game.can_undo
+    with pytest.raises(IndexError, match="cannot undo"):
+        game.undo()
+
+
+def test_undo_restores_the_ko_ban():
+    game = game_from_ascii(TRIPLE_KO)
+    play_all(game, "C8 A1")
+    game.undo()
+    assert game.illegal_reason(at(game, "B8")) == "ko"
+
+
+def test_copy_is_independent():
+    game = GameState(9)
+    play_all(game, "E5 C3")
+    other = game.copy()
+    other.play(at(other, "G7"))
+    assert game.board.colors[at(game, "G7")] == 0
+    assert game.move_number == 2 and other.move_number == 3
+
+
+def test_moves_for_either_colour_in_any_order():
+    game = GameState(9)
+    game.play(at(game, "E5"), BLACK)
+    game.play(at(game, "C3"), BLACK)
+    assert game.to_play == WHITE
+    assert game.moves == [(BLACK, at(game, "E5")), (BLACK, at(game, "C3"))]
+
+
+SCORED = """
+    . X O . .
+    X X O . .
+    . X O O O
+    X X O . .
+    . X O . O
+"""
+
+
+def test_area_score_without_dead_stones():
+    game = game_from_ascii(SCORED, komi=7.5)
+    # Black: 7 stones + A5 A3 A1 = 10; white: 8 stones + D5 E5 D4 E4 D2 E2 D1 = 15.
+    assert game.area_score() == (10 - 15) - 7.5
+    ownership = game.area_ownership().reshape(5, 5)
+    assert ownership[0, 0] == 1 and ownership[0, 4] == -1
+
+
+def test_area_score_with_dead_stones():
+    game = game_from_ascii("""
+        . X O . .
+        X X O . .
+        . X O X O
+        X X O . .
+        . X O . O
+    """, komi=0.5)
+    dead_black = [at(game, "D3")]
+    alive_count = game.area_score()
+    dead_count = game.area_score(dead=dead_black)
+    # Alive, D3 makes both right-hand regions neutral: black 8 stones + 3 points, white 7 stones.
+    assert alive_count == (11 - 7) - 0.5
+    # Dead, D3 and both regions are white's: black 7 + 3, white 7 + 8.
+    assert dead_count == (10 - 15) - 0.5
+
+
+def test_territory_score_counts_prisoners_and_dead_stones():
+    game = game_from_ascii("""
+        . X O . .
+        X X O . .
+        . X O X O
+        X X O . .
+        . X O . O
+    """, komi=6.5, rules=Rules.named("japanese"))
+    game.board.captures[WHITE] = 2
+    score = game.territory_score(dead=[at(game, "D3")])
+    # Black: territory A5 A3 A1. White: territory D5 E5 D4 E4 D3 D2 E2 D1, 2 captures and the dead stone.
+    assert score == 3 - (8 + 2 + 1) - 6.5
+
+
+def test_tromp_taylor_neutral_points():
+    game = game_from_ascii("""
+        X . O
+        X . O
+        X . O
+    """)
+    assert game.area_score() == 0  # the middle column touches both colours
+
+
+def test_handicap_bonus_under_area_scoring():
+    chinese = GameState(9, komi=0.5)
+    chinese.place_handicap(fixed_handicap_points(chinese.grid, 4))
+    aga = GameState(9, komi=0.5, rules=Rules.named("aga"))
+    aga.place_handicap(fixed_handicap_points(aga.grid, 4))
+    assert chinese.to_play == WHITE
+    assert chinese.area_score() == 81 - 0.5 - 4
+    assert aga.area_score() == 81 - 0.5 - 3
+    assert not chinese.can_undo
+
+
+def test_handicap_refused_on_a_non_empty_board():
+    game = GameState(9)
+    game.play(at(game, "E5"))
+    with pytest.raises(ValueError, match="board not empty"):
+        game.place_handicap(fixed_handicap_points(game.grid, 2))
+
+
+def vertices(size, count):
+    return " ".join(to_gtp(grid(size), p) for p in fixed_handicap_points(grid(size), count))
+
+
+@pytest.mark.parametrize("count, expected", [
+    (2, "D4 Q16"), (3, "D4 Q16 D16"), (4, "D4 Q16 D16 Q4"), (5, "D4 Q16 D16 Q4 K10"),
+    (6, "D4 Q16 D16 Q4 D10 Q10"), (7, "D4 Q16 D16 Q4 D10 Q10 K10"),
+    (8, "D4 Q16 D16 Q4 D10 Q10 K4 K16"), (9, "D4 Q16 D16 Q4 D10 Q10 K4 K16 K10"),
+])
+def test_fixed_handicap_19(count, expected):
+    assert vertices(19, count) == expected
+
+
+def test_fixed_handicap_13_and_9():
+    assert vertices(13, 9) == "D4 K10 D10 K4 D7 K7 G4 G10 G7"
+    assert vertices(9, 5) == "C3 G7 C7 G3 E5"
+    assert vertices(9, 9) == "C3 G7 C7 G3 C5 G5 E3 E7 E5"
+
+
+@pytest.mark.parametrize("size, count", [(19, 1), (19, 10), (9, 10), (8, 5), (7, 5), (6, 2), (10, 5)])
+def test_fixed_handicap_invalid_counts(size, count):
+    with pytest.raises(ValueError, match="invalid number of stones"):
+        fixed_handicap_points(grid(size), count)
+
+
+def test_fixed_handicap_small_boards():
+    assert vertices(7, 4) == "C3 E5 C5 E3"
+    assert vertices(8, 4) == "C3 F6 C6 F3"
+
+
+def test_rules_by_name():
+    assert Rules.named("Chinese") == Rules()
+    assert Rules.named("tt").suicide_allowed
+    assert Rules.named("japanese").scoring == "territory"
+    with pytest.raises(ValueError, match="unknown rules"):
+        Rules.named("martian")
+
+
+def test_format_result():
+    assert format_result(3.5) == "B+3.5"
+    assert format_result(-0.5) == "W+0.5"
+    assert format_result(12.0) == "B+12"
+    assert format_result(0.0) == "0"
+
+
+def test_legal_mask_agrees_with_is_legal_in_a_random_game():
+    rng = np.random.default_rng(3)
+    game = GameState(7)
+    for _ in range(120):
+        mask = game.legal_mask()
+        expected = [game.is_legal(p) for p in game.grid.points] + [True]
+        assert mask.tolist() == expected
+        choices = np.flatnonzero(mask)
+        game.play(game.grid.from_flat(int(rng.choice(choices))))
+        if game.is_over:
+            break
