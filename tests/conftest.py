@@ -1,0 +1,38 @@
+"""Shared fixtures. Add fixtures here; do not change existing ones without checking their users."""
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tiny_onnx_model(tmp_path_factory):
+    """Path of a randomly initialised "tiny" network exported to ONNX (parity-checked; a few seconds, once)."""
+    pytest.importorskip("torch")
+    from gtp_engine.training.export_onnx import export_random
+
+    path = tmp_path_factory.mktemp("models") / "tiny.onnx"
+    export_random(path, "tiny", seed=0)
+    return path
+
+
+@pytest.fixture
+def random_states():
+    """make(size, count, seed=0, max_fill=0.7, **GameState args) -> GameStates, each after 0..max_fill * area
+    random legal moves; size is an int or (width, height)."""
+    import numpy as np
+
+    from gtp_engine.game import GameState
+
+    def make(size, count, seed=0, max_fill=0.7, **game_args):
+        rng = np.random.default_rng(seed)
+        states = []
+        for _ in range(count):
+            width, height = size if isinstance(size, tuple) else (size, size)
+            state = GameState(width, height, **game_args)
+            for _ in range(int(rng.integers(0, int(max_fill * state.grid.area) + 1))):
+                state.play(state.grid.from_flat(int(rng.choice(np.flatnonzero(state.legal_mask())))))
+                if state.is_over:
+                    break
+            states.append(state)
+        return states
+
+    return make
