@@ -1,0 +1,376 @@
+"""SGF game records: reading one game from SGF bytes and writing a game back, through sgfmill.
+
+Terms:
+- record: a GameRecord, what one SGF game says about a game: board size, komi, rules name, handicap,
+  setup stones, the moves of the main line, result and players. It is plain data; GameRecord.to_game
+  replays it into a GameState, which is where legality is checked.
+- main line: from the root, the first child at every node (OGS files nest every move in its own variation).
+- setup stones: AB / AW / AE in the root and in the nodes before the first move, applied in order.
+  Setup after the first move is rejected: a GameState holds setup only before its moves.
+- source: the name of the data (usually the file name), repeated in every error message.
+
+Decoding: the bytes are decoded to text before they are parsed, because multi-byte charsets (Shift_JIS,
+GBK) use the byte values of '\\' and ']' inside characters. Order: a byte-order mark; UTF-16 without one
+(NUL bytes); the CA property; without CA, UTF-8 and then ISO-8859-1, the SGF default. Text that does not
+decode in its declared charset is tried as UTF-8 (a common mislabel) and otherwise decoded with
+replacement characters, since only names and comments are affected.
+
+sgfmill's Sgf_game knows square boards only, so this module uses sgfmill's grammar layer (parsing, text
+unescaping, serialising) and reads points with coords.from_sgf, which gives rectangular boards
+(SZ[columns:rows]) too.
+"""
+
+from __future__ import annotations
+
+import codecs
+import dataclasses
+import math
+import re
+from pathlib import Path
+
+from sgfmill import sgf_grammar
+
+import gtp_engine
+from gtp_engine import coords
+from gtp_engine.board import BLACK, WHITE, IllegalMoveError
+from gtp_engine.game import GameState, Rules
+
+_COLOR_OF = {"B": BLACK, "W": WHITE}
+_LETTER_OF = {BLACK: "B", WHITE: "W"}
+_BOMS = (  # UTF-32 first: its little-endian BOM starts with UTF-16's
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+_CHARSET_RE = re.compile(rb"(?<![A-Za-z])CA\s*\[\s*([^\]]*?)\s*\]")
+_SETUP = ("AB", "AW", "AE")
+
+
+class SgfError(ValueError):
+    """Input that cannot be read as one Go game. reason is a short category (for counting), detail the rest."""
+
+    def __init__(self, source: str, reason: str, detail: str = ""):
+        self.source = source
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"{source}: {reason}" + (f": {detail}" if detail else ""))
+
+
+@dataclasses.dataclass
+class GameRecord:
+    """One game as an SGF file states it. Points are coords points of grid(width, height)."""
+
+    width: int
+    height: int
+    komi: float | None = None  # None: no KM property
+    rules: str | None = None  # the RU text as written
+    handicap: int = 0  # HA, 0 when absent
+    setup: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # (color, point)
+    first_player: int | None = None  # PL before the first move
+    moves: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # (color, point), PASS allowed
+    result: str | None = None
+    black: str | None = None
+    white: str | None = None
+    black_rank: str | None = None
+    white_rank: str | None = None
+    source: str = "<sgf>"
+
+    @property
+    def grid(self) -> coords.Grid:
+        return coords.grid(self.width, self.height)
+
+    @classmethod
+    def from_game(
+        cls,
+        game: GameState,
+        *,
+        black: str | None = None,
+        white: str | None = None,
+        black_rank: str | None = None,
+        white_rank: str | None = None,
+        result: str | None = None,
+    ) -> GameRecord:
+        return cls(
+            width=game.grid.width,
+            height=game.grid.height,
+            komi=game.komi,
+            rules=game.rules.name,
+            handicap=game.handicap_stones,
+            setup=list(game.setup),
+            first_player=None if game.moves else game.to_play,
+            moves=list(game.moves),
+            result=result,
+            black=black,
+            white=white,
+            black_rank=black_rank,
+            white_rank=white_rank,
+        )
+
+    def game_rules(self) -> Rules:
+        """The rules RU names when game.py knows the name, else the default rules."""
+        if self.rules:
+            try:
+                return Rules.named(self.rules)
+            except ValueError:
+                pass
+        return Rules()
+
+    def to_game(self, rules: Rules | None = None, max_moves: int | None = None) -> GameState:
+        """Replays the record with legality checks (rules from RU unless given); stops after max_moves moves.
+
+        Raises SgfError for setup stones without liberties and for an illegal move (its number and reason).
+        """
+        game = GameState(self.width, self.height, komi=self.komi or 0.0, rules=rules or self.game_rules())
+        self._place_setup(game)
+        g = self.grid
+        for number, (color, point) in enumerate(self.moves[:max_moves], start=1):
+            try:
+                game.play(point, color)
+            except IllegalMoveError as e:
+                move = f"{_LETTER_OF[color]} {coords.to_gtp(g, point)}"
+                raise SgfError(self.source, f"illegal move ({e.reason})", f"move {number} {move}: {e}") from None
+        return game
+
+    def _place_setup(self, game: GameState) -> None:
+        black = [p for c, p in self.setup if c == BLACK]
+        white = [p for c, p in self.setup if c == WHITE]
+        try:
+            if self.handicap >= 2 and len(black) == self.handicap and not white:
+                game.place_handicap(black)
+            else:
+                for color, points in ((BLACK, black), (WHITE, white)):
+                    if points:
+                        game.place_setup(color, points)
+        except ValueError as e:  # Board.place_stone refuses a chain without liberties
+            raise SgfError(self.source, "illegal setup", str(e)) from None
+        if self.first_player is not None and not self.moves:
+            game.to_play = self.first_player
+
+    def to_sgf(self) -> bytes:
+        """The record as UTF-8 SGF: game information in the root, setup there too, one node per move."""
+        g = self.grid
+        size = str(self.width) if self.width == self.height else f"{self.width}:{self.height}"
+        root: dict[str, list[bytes]] = {
+            "FF": [b"4"],
+            "GM": [b"1"],
+            "CA": [b"UTF-8"],
+            "AP": [f"gtp_engine:{gtp_engine.__version__}".encode()],
+            "SZ": [size.encode()],
+        }
+        if self.komi is not None:
+            komi = int(self.komi) if self.komi.is_integer() else self.komi  # 7.5 and 6, exactly
+            root["KM"] = [str(komi).encode()]
+        if self.handicap:
+            root["HA"] = [str(self.handicap).encode()]
+        for ident, text in (
+            ("RU", self.rules),
+            ("RE", self.result),
+            ("PB", self.black),
+            ("PW", self.white),
+            ("BR", self.black_rank),
+            ("WR", self.white_rank),
+        ):
+            if text:
+                root[ident] = [sgf_grammar.escape_text(text.encode("utf-8"))]
+        for color, ident in ((BLACK, "AB"), (WHITE, "AW")):
+            points = [coords.to_sgf(g, p).encode() for c, p in self.setup if c == color]
+            if points:
+                root[ident] = points
+        if self.first_player is not None:
+            root["PL"] = [_LETTER_OF[self.first_player].encode()]
+        tree = sgf_grammar.Coarse_game_tree()
+        tree.sequence = [root] + [
+            {_LETTER_OF[color]: [coords.to_sgf(g, point).encode()]} for color, point in self.moves
+        ]
+        return sgf_grammar.serialise_game_tree(tree)
+
+
+def save_sgf(game: GameState, **info: str | None) -> bytes:
+    """SGF bytes for a game; info: black, white, black_rank, white_rank, result (see GameRecord.from_game)."""
+    return GameRecord.from_game(game, **info).to_sgf()
+
+
+def load_sgf_file(path: str | Path) -> GameRecord:
+    """Reads the first game of an SGF file. OSError propagates; bad content raises SgfError."""
+    return load_sgf(Path(path).read_bytes(), source=str(path))
+
+
+def load_sgf(data: bytes, source: str = "<sgf>") -> GameRecord:
+    """Reads the first game of SGF bytes (later games of a collection are ignored). Raises SgfError."""
+    text = _decode(data, source)
+    if text.lstrip().startswith(";"):  # some Fox files lack the opening parenthesis
+        text = "(" + text
+    try:
+        tree = sgf_grammar.parse_sgf_game(text.encode("utf-8"))
+    except ValueError as e:
+        raise SgfError(source, "not SGF", str(e)) from None
+    return _Reader(source, list(sgf_grammar.main_sequence_iter(tree))).record
+
+
+def _decode(data: bytes, source: str) -> str:
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            return _decode_as(data, [encoding])
+    head = data[:64]
+    if b"\x00" in head:  # UTF-16 without a byte-order mark: the NUL is the high byte of ASCII characters
+        return _decode_as(data, ["utf-16-le" if head[1:2] == b"\x00" else "utf-16-be"])
+    match = _CHARSET_RE.search(data)
+    if match is None:
+        return _decode_as(data, ["utf-8", "iso-8859-1"])
+    charset = match.group(1).decode("ascii", "replace")
+    try:
+        declared = codecs.lookup(charset).name
+        if declared.startswith(("utf-16", "utf-32")):  # a readable CA means ASCII-compatible bytes: mislabelled
+            declared = "utf-8"
+        return _decode_as(data, [declared, "utf-8"])
+    except LookupError:  # unknown, or a codec that is not a text encoding (base64, zip)
+        raise SgfError(source, "bad encoding", f"unknown charset CA[{charset}]") from None
+
+
+def _decode_as(data: bytes, encodings: list[str]) -> str:
+    """The text in the first encoding that decodes all the data, else the first with replacement characters."""
+    for encoding in encodings:
+        try:
+            return data.decode(encoding)
+        except UnicodeDecodeError:
+            continue
+    return data.decode(encodings[0], "replace")
+
+
+class _Reader:
+    """Interprets the property maps of a main line; the result is .record."""
+
+    def __init__(self, source: str, nodes: list[dict[str, list[bytes]]]):
+        self.source = source
+        root = nodes[0]
+        if root.get("GM", [b"1"])[0].strip() != b"1":
+            self.fail("not Go", f"GM[{self.text(root['GM'][0])}]")
+        width, height = self.size(root)
+        try:
+            self.grid = coords.grid(width, height)
+        except ValueError as e:
+            self.fail("unsupported size", str(e))
+        self.record = GameRecord(width=width, height=height, source=source)
+        first_move = next((i for i, node in enumerate(nodes) if "B" in node or "W" in node), len(nodes))
+        for node in nodes[:first_move]:
+            self.read_info(node)
+            self.read_setup(node)
+        for node in nodes[first_move:]:
+            self.read_move(node)
+
+    def fail(self, reason: str, detail: str = ""):
+        raise SgfError(self.source, reason, detail)
+
+    def text(self, raw: bytes) -> str:
+        return sgf_grammar.simpletext_value(raw).decode("utf-8").strip()
+
+    def size(self, root: dict[str, list[bytes]]) -> tuple[int, int]:
+        if "SZ" not in root:
+            return 19, 19
+        raw = self.text(root["SZ"][0])
+        try:
+            parts = [int(part) for part in raw.split(":")]
+        except ValueError:
+            parts = []
+        if len(parts) not in (1, 2):
+            self.fail("bad property", f"SZ[{raw}]")
+        return parts[0], parts[-1]
+
+    def read_info(self, node: dict[str, list[bytes]]) -> None:
+        """Game information from any node before the first move; the first value met wins."""
+        record = self.record
+        for ident, field in (
+            ("RU", "rules"),
+            ("RE", "result"),
+            ("PB", "black"),
+            ("PW", "white"),
+            ("BR", "black_rank"),
+            ("WR", "white_rank"),
+        ):
+            if ident in node and getattr(record, field) is None:
+                setattr(record, field, self.text(node[ident][0]))
+        if "KM" in node and record.komi is None:
+            raw = self.text(node["KM"][0])
+            try:
+                komi = float(raw) if raw else 0.0
+            except ValueError:
+                komi = math.nan
+            if not math.isfinite(komi):
+                self.fail("bad property", f"KM[{raw}]")
+            record.komi = komi
+        if "HA" in node and not record.handicap:
+            raw = self.text(node["HA"][0])
+            if not raw.isdigit():
+                self.fail("bad property", f"HA[{raw}]")
+            record.handicap = int(raw)
+        if "PL" in node:
+            record.first_player = self.color(node["PL"][0])
+
+    def color(self, raw: bytes) -> int:
+        letter = self.text(raw)[:1].upper()
+        if letter not in _COLOR_OF:
+            self.fail("bad property", f"colour {letter!r}")
+        return _COLOR_OF[letter]
+
+    def read_setup(self, node: dict[str, list[bytes]]) -> None:
+        lists = {ident: self.points(node.get(ident, []), ident) for ident in _SETUP}
+        seen: set[int] = set()
+        for ident in _SETUP:
+            clash = seen.intersection(lists[ident])
+            if clash:
+                self.fail("illegal setup", f"{ident} names a point already set up in the same node")
+            seen.update(lists[ident])
+        stones = dict((p, c) for c, p in self.record.setup)
+        for ident, color in (("AE", None), ("AB", BLACK), ("AW", WHITE)):
+            for point in lists[ident]:
+                stones.pop(point, None)
+                if color is not None:
+                    stones[point] = color
+        self.record.setup = [(c, p) for p, c in stones.items()]
+
+    def points(self, values: list[bytes], ident: str) -> list[int]:
+        """A point list, with FF[4] rectangles 'aa:cc' expanded; empty values (an empty list) are skipped."""
+        points: list[int] = []
+        for raw in values:
+            text = raw.decode("utf-8").strip()
+            if not text:
+                continue
+            corners = [self.point(part, ident) for part in text.split(":")]
+            if len(corners) > 2:
+                self.fail("bad point", f"{ident}[{text}]")
+            (row0, col0), (row1, col1) = (self.grid.row_col(p) for p in (corners[0], corners[-1]))
+            points += [
+                self.grid.point(row, col)
+                for row in range(min(row0, row1), max(row0, row1) + 1)
+                for col in range(min(col0, col1), max(col0, col1) + 1)
+            ]
+        return points
+
+    def point(self, text: str, ident: str) -> int:
+        try:
+            point = coords.from_sgf(self.grid, text)
+        except ValueError:
+            point = None
+        if point is None or point == coords.PASS:
+            self.fail("bad point", f"{ident}[{text}] on a {self.grid.width}x{self.grid.height} board")
+        return point
+
+    def read_move(self, node: dict[str, list[bytes]]) -> None:
+        number = len(self.record.moves) + 1
+        if any(ident in node for ident in _SETUP):
+            self.fail("setup after moves", f"AB/AW/AE at move {number}")
+        idents = [ident for ident in ("B", "W") if ident in node]
+        if not idents:
+            return  # a node with comments or markup only
+        if len(idents) > 1 or len(node[idents[0]]) > 1:
+            self.fail("bad move", f"move {number} has more than one B/W value")
+        ident = idents[0]
+        text = node[ident][0].decode("utf-8").strip()
+        try:
+            point = coords.from_sgf(self.grid, text)
+        except ValueError:
+            self.fail("bad point", f"move {number} {ident}[{text}] on a {self.grid.width}x{self.grid.height} board")
+        self.record.moves.append((_COLOR_OF[ident], point))
+

@@ -1,0 +1,191 @@
+"""sgf_io on real SGF files: passes, handicap, OGS nesting, encodings, rectangular boards, rejections, saving."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gtp_engine import coords
+from gtp_engine.board import BLACK, WHITE
+from gtp_engine.coords import PASS
+from gtp_engine.game import GameState, Rules
+from gtp_engine.sgf_io import GameRecord, SgfError, load_sgf, load_sgf_file, save_sgf
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def load(name: str) -> GameRecord:
+    return load_sgf_file(FIXTURES / name)
+
+
+def main_line_by_regex(text: str) -> list[tuple[int, str]]:
+    """The moves of a file whose every node holds one move and whose main line is everything (OGS files)."""
+    return [({"B": BLACK, "W": WHITE}[c], p) for c, p in re.findall(r";\s*([BW])\[([a-z]*)\]", text)]
+
+
+def test_passes_written_as_empty_value():
+    game = load("2-passes.sgf").to_game()
+    assert game.moves == [(BLACK, PASS), (WHITE, PASS)]
+    assert game.is_over
+
+
+def test_passes_written_as_tt_up_to_19x19_only():
+    record = load("panda1.sgf")
+    raw = main_line_by_regex((FIXTURES / "panda1.sgf").read_text())
+    assert "tt" in [p for _, p in raw]
+    assert [p == "tt" for _, p in raw] == [p == PASS for _, p in record.moves]
+    big = load_sgf(b"(;SZ[20];B[tt];W[])")
+    assert big.moves == [(BLACK, coords.grid(20).point(19, 19)), (WHITE, PASS)]
+
+
+@pytest.mark.parametrize("name, stones", [("panda1.sgf", 2), ("ogs_16994283.sgf", 3)])
+def test_handicap_stones_from_ab(name, stones):
+    record = load(name)
+    assert record.handicap == stones
+    game = record.to_game()
+    assert game.handicap_stones == stones
+    assert sorted(game.setup) == sorted(record.setup)
+    assert all(color == BLACK for color, _ in record.setup) and len(record.setup) == stones
+    assert record.moves[0][0] == WHITE
+    before_first_move = record.to_game(max_moves=0)
+    assert before_first_move.to_play == WHITE
+    assert before_first_move.board.stones(BLACK) == sorted(p for _, p in record.setup)
+
+
+@pytest.mark.parametrize("name", ["ogs_16975155.sgf", "ogs_16994283.sgf"])
+def test_ogs_nested_variations_give_the_whole_main_line(name):
+    text = (FIXTURES / name).read_text()
+    assert text.count("(") > 30  # every move really is nested in its own variation
+    record = load(name)
+    g = record.grid
+    assert [(c, coords.to_sgf(g, p) if p != PASS else "") for c, p in record.moves] == [
+        (c, "" if p == "tt" else p) for c, p in main_line_by_regex(text)
+    ]
+    assert record.to_game().move_number == len(record.moves)
+
+
+def test_utf16_and_utf8_bom_read_the_same_game():
+    utf16 = load("utf16le.sgf")
+    utf8 = load("utf8bom.sgf")
+    assert (FIXTURES / "utf16le.sgf").read_bytes()[:2] == b"\xff\xfe"
+    assert (FIXTURES / "utf8bom.sgf").read_bytes()[:3] == b"\xef\xbb\xbf"
+    assert len(utf8.moves) > 100
+    utf16.source = utf8.source
+    assert utf16 == utf8
+    assert utf8.black == "Kitani Minoru"
+
+
+def test_charset_from_ca_decodes_before_parsing():
+    record = load("japanese.sgf")
+    raw = (FIXTURES / "japanese.sgf").read_bytes()
+    assert b"CA[Shift_JIS]" in raw
+    assert record.black == raw.split(b"PB[")[1].split(b"]")[0].decode("shift_jis")
+    assert len(record.moves) == 2
+
+
+def test_setup_over_several_nodes_follows_the_main_line():
+    record = load("setup-variations.sgf")
+    g = record.grid
+    stones = {coords.to_sgf(g, p): c for c, p in record.setup}
+    # Root AB/AW, then AE[ab][ac][cd] AB[bb] AW[dd] in the first node of the main variation.
+    assert stones == {
+        "aa": BLACK, "cc": BLACK, "ce": BLACK, "bb": BLACK,
+        "ff": WHITE, "fg": WHITE, "fh": WHITE, "dd": WHITE,
+    }
+    assert record.first_player == WHITE
+    assert [coords.to_sgf(g, p) for _, p in record.moves] == ["ha"]
+
+
+def test_rectangular_board_round_trip():
+    g = coords.grid(9, 5)
+    game = GameState(9, 5, komi=3.5)
+    game.play(g.point(4, 8), BLACK)
+    game.play(g.point(0, 0), WHITE)
+    game.play(PASS, BLACK)
+    data = save_sgf(game)
+    assert b"SZ[9:5]" in data
+    again = load_sgf(data).to_game()
+    assert (again.width, again.height, again.komi) == (9, 5, 3.5)
+    assert again.moves == game.moves
+
+
+@pytest.mark.parametrize(
+    "name, reason, detail",
+    [
+        ("not-an-sgf-file.sgf", "not SGF", ""),
+        ("encoding-unsupported.sgf", "bad encoding", "CA[foo]"),
+        ("illegal-move.sgf", "illegal move (occupied)", "move 16"),
+        ("suicide.sgf", "illegal move (suicide)", "move 4"),
+        ("positional-superko.sgf", "illegal move (superko)", "move 23"),
+        ("illegal-setup.sgf", "illegal setup", ""),
+        ("setup-after-first-move.sgf", "setup after moves", "move 2"),
+    ],
+)
+def test_corrupt_and_illegal_files_raise_sgf_error_naming_file_and_problem(name, reason, detail):
+    with pytest.raises(SgfError) as caught:
+        load(name).to_game()
+    error = caught.value
+    assert error.reason == reason
+    assert detail in error.detail
+    assert name in str(error) and reason in str(error)
+
+
+def test_suicide_loads_under_rules_that_allow_it():
+    # White's one-stone suicide recreates the board of move 3: positional superko forbids it, situational
+    # superko (black to move now, white then) does not.
+    with pytest.raises(SgfError, match="superko"):
+        load("suicide.sgf").to_game(Rules.named("tromp-taylor"))
+    game = load("suicide.sgf").to_game(Rules.named("new-zealand"))
+    assert game.board.captures[BLACK] == 1
+
+
+@pytest.mark.parametrize(
+    "data, reason",
+    [
+        (b"", "not SGF"),
+        (b"(;SZ[9];B[aa]", "not SGF"),
+        (b"(;SZ[30])", "unsupported size"),
+        (b"(;SZ[nine])", "bad property"),
+        (b"(;GM[2])", "not Go"),
+        (b"(;SZ[9]KM[six])", "bad property"),
+        (b"(;SZ[9];B[jj])", "bad point"),
+        (b"(;SZ[9];B[aa]W[bb])", "bad move"),
+        (b"(;SZ[9]AB[aa]AW[aa])", "illegal setup"),
+        (b"(;CA[base64];B[aa])", "bad encoding"),
+    ],
+)
+def test_malformed_bytes_raise_sgf_error(data, reason):
+    with pytest.raises(SgfError) as caught:
+        load_sgf(data, source="inline.sgf").to_game()
+    assert caught.value.reason == reason
+    assert str(caught.value).startswith("inline.sgf: ")
+
+
+def test_save_writes_game_information_and_reloads_it():
+    g = coords.grid(19)
+    game = GameState(19, komi=0.5, rules=Rules.named("japanese"))
+    game.place_handicap([g.point(3, 15), g.point(15, 3)])
+    game.play(g.point(2, 2), WHITE)
+    game.play(PASS, BLACK)
+    data = save_sgf(game, black="Kitani [Minoru]", white="Go Seigen", black_rank="9p", white_rank="9p", result="W+R")
+    for prop in (b"HA[2]", b"KM[0.5]", b"RU[japanese]", b"RE[W+R]", b"AB[", b"BR[9p]", b"Kitani [Minoru\\]"):
+        assert prop in data
+    record = load_sgf(data)
+    assert (record.black, record.white, record.result) == ("Kitani [Minoru]", "Go Seigen", "W+R")
+    again = record.to_game()
+    assert again.rules == game.rules
+    assert again.handicap_stones == 2
+    assert again.moves == game.moves
+    assert np.array_equal(again.board.to_array(), game.board.to_array())
+
+
+def test_setup_only_position_keeps_player_to_move():
+    g = coords.grid(9)
+    game = GameState(9)
+    game.place_setup(BLACK, [g.point(4, 4)])
+    game.place_setup(WHITE, [g.point(4, 5)])
+    game.to_play = WHITE
+    again = load_sgf(save_sgf(game)).to_game()
+    assert np.array_equal(again.board.to_array(), game.board.to_array())
+    assert again.to_play == WHITE
