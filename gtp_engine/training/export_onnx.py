@@ -1,0 +1,200 @@
+"""Export: a checkpoint (or a model in memory) becomes an ONNX file the engine can load.
+
+Terms:
+- network contract: the input and output names and shapes of training/model.py (INPUTS, OUTPUTS), with the
+  batch, height and width dimensions left dynamic (sizes MIN_SIZE..MAX_SIZE).
+- metadata: one JSON document under onnx_evaluator.METADATA_KEY in the file's metadata_props: format, features
+  version and channel counts, accepted sizes, preset and its config, trained sizes, training provenance (data,
+  steps), the value head's meaning, and the parity measured at export.
+- parity check: before the file gets its real name, onnxruntime (through the engine's own loader) and torch
+  evaluate the same random positions of sizes PARITY_SIZES; any output differing by more than the tolerance
+  (1e-4 in fp32) aborts the export with ExportError and leaves no file behind.
+- random model: a freshly initialised preset, exported the same way; tests and tools use it so that nothing
+  depends on shipped weights.
+
+    python -m gtp_engine.training.export_onnx CHECKPOINT OUT.onnx
+    python -m gtp_engine.training.export_onnx --random tiny OUT.onnx
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from gtp_engine import features
+from gtp_engine.game import GameState, Rules
+from gtp_engine.onnx_evaluator import METADATA_KEY, ModelLoadError, OnnxEvaluator
+from gtp_engine.training import checkpoint as checkpoint_lib
+from gtp_engine.training import model as model_lib
+
+log = logging.getLogger(__name__)
+
+FORMAT = "gtp_engine-onnx-1"
+MIN_SIZE, MAX_SIZE = 2, 25
+PARITY_SIZES = (9, 13, 19)
+TOLERANCE = 1e-4
+_RULES = ("chinese", "japanese", "tromp-taylor")
+
+
+class ExportError(Exception):
+    pass
+
+
+def export(net: model_lib.GoNet, out_path: str | os.PathLike, trained_sizes=(), provenance: dict | None = None,
+           tolerance: float = TOLERANCE, seed: int = 0) -> dict:
+    """Writes `net` as ONNX to out_path after the parity check; returns the metadata written."""
+    out_path = Path(out_path)
+    net = net.eval()
+    metadata = {
+        "format": FORMAT,
+        "features_version": features.FEATURES_VERSION,
+        "spatial_channels": net.config.spatial_channels,
+        "global_features": net.config.global_features,
+        "min_size": MIN_SIZE,
+        "max_size": MAX_SIZE,
+        "preset": net.config.name,
+        "config": net.config.to_dict(),
+        "trained_sizes": sorted(trained_sizes),
+        "training": dict(provenance or {}),
+        "value": "logits of (win, loss, draw) for the side to move",
+        "score": "lead of the side to move, points",
+        "ownership": "tanh, +1 owned by the side to move",
+        "torch": torch.__version__,
+    }
+    proto = _to_onnx(net)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(prefix=out_path.name + ".", suffix=".tmp.onnx", dir=out_path.parent)
+    os.close(handle)
+    try:
+        metadata["parity_max_abs_diff"] = 0.0
+        _write(proto, metadata, tmp)
+        worst = parity(net, tmp, seed=seed)
+        if not worst <= tolerance:  # also catches NaN
+            raise ExportError(f"{out_path}: onnxruntime differs from torch by {worst:.3g} (tolerance {tolerance:g});"
+                              f" not written")
+        metadata["parity_max_abs_diff"] = worst
+        _write(proto, metadata, tmp)
+        os.replace(tmp, out_path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    log.info("wrote %s (%s, parity %.2g)", out_path, net.config.name, worst)
+    return metadata
+
+
+def export_checkpoint(checkpoint_path: str | os.PathLike, out_path: str | os.PathLike, **kwargs) -> dict:
+    ckpt = checkpoint_lib.load(checkpoint_path)
+    return export(ckpt.build_model(), out_path, trained_sizes=ckpt.trained_sizes, provenance=ckpt.provenance,
+                  **kwargs)
+
+
+def random_model(preset: str = "tiny", seed: int = 0) -> model_lib.GoNet:
+    """A freshly initialised preset in eval mode; the same seed gives the same weights."""
+    torch.manual_seed(seed)
+    net = model_lib.build(preset)
+    # Random but not degenerate normalisation statistics, so the parity check covers them.
+    with torch.no_grad():
+        for module in net.modules():
+            if isinstance(module, torch.nn.BatchNorm2d):
+                module.running_mean.uniform_(-0.2, 0.2)
+                module.running_var.uniform_(0.5, 2.0)
+    return net.eval()
+
+
+def export_random(out_path: str | os.PathLike, preset: str = "tiny", seed: int = 0) -> dict:
+    """random_model(preset, seed), exported (for tests and benchmarks; it plays randomly)."""
+    return export(random_model(preset, seed), out_path, trained_sizes=(),
+                  provenance={"data": "none: random weights", "steps": 0}, seed=seed)
+
+
+def parity(net: model_lib.GoNet, onnx_path: str | os.PathLike, seed: int = 0) -> float:
+    """Largest absolute difference between torch and onnxruntime outputs over random positions of PARITY_SIZES."""
+    rng = np.random.default_rng(seed)
+    evaluator = OnnxEvaluator(onnx_path, device="cpu", symmetry_mode="none")
+    worst = 0.0
+    for size in PARITY_SIZES:
+        spatial, global_ = features.encode(random_positions(size, 6, rng))
+        with torch.no_grad():
+            expected = net(torch.from_numpy(spatial), torch.from_numpy(global_))
+        for got, want in zip(evaluator.run(spatial, global_), expected):
+            worst = max(worst, float(np.abs(got - want.numpy()).max()))
+    return worst
+
+
+def random_positions(size: int, count: int, rng: np.random.Generator) -> list[GameState]:
+    """Positions after random legal moves (0 up to about 70% of the board), with assorted komi and rules."""
+    states = []
+    for i in range(count):
+        state = GameState(size, komi=float(rng.choice([0.5, 6.5, 7.5, -3.0])), rules=Rules.named(_RULES[i % 3]))
+        for _ in range(int(rng.integers(0, int(0.7 * size * size) + 1))):
+            legal = np.flatnonzero(state.legal_mask())
+            state.play(state.grid.from_flat(int(rng.choice(legal))))
+            if state.is_over:
+                break
+        states.append(state)
+    return states
+
+
+def _to_onnx(net: model_lib.GoNet):
+    """The model as an ONNX ModelProto with dynamic batch, height and width."""
+    config = net.config
+    # A non-square example with batch 2 keeps torch.export from tying height to width or batch to a constant.
+    spatial = torch.zeros(2, config.spatial_channels, 9, 7)
+    spatial[:, 0] = 1.0
+    global_ = torch.zeros(2, config.global_features)
+    batch = torch.export.Dim("batch", min=1, max=65536)
+    height = torch.export.Dim("height", min=MIN_SIZE, max=MAX_SIZE)
+    width = torch.export.Dim("width", min=MIN_SIZE, max=MAX_SIZE)
+    with contextlib.redirect_stdout(io.StringIO()):  # the exporter prints progress; stdout is not ours to use
+        program = torch.onnx.export(
+            net, (spatial, global_), None,
+            input_names=list(model_lib.INPUTS), output_names=list(model_lib.OUTPUTS),
+            dynamic_shapes={"spatial": {0: batch, 2: height, 3: width}, "global_": {0: batch}},
+            dynamo=True, optimize=True, verbose=False,
+        )
+    return program.model_proto
+
+
+def _write(proto, metadata: dict, path: str | os.PathLike) -> None:
+    import onnx  # only needed here; the engine reads models through onnxruntime
+
+    del proto.metadata_props[:]
+    entry = proto.metadata_props.add()
+    entry.key, entry.value = METADATA_KEY, json.dumps(metadata, sort_keys=True)
+    proto.doc_string = f"gtp_engine network {metadata['preset']}, features v{metadata['features_version']}"
+    onnx.save(proto, str(path))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("source", help="checkpoint file, or a preset name with --random")
+    parser.add_argument("out", help="ONNX file to write")
+    parser.add_argument("--random", action="store_true", help="export a randomly initialised preset")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tolerance", type=float, default=TOLERANCE)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
+    logging.getLogger("gtp_engine").setLevel(logging.INFO)
+    try:
+        if args.random:
+            metadata = export_random(args.out, args.source, seed=args.seed)
+        else:
+            metadata = export_checkpoint(args.source, args.out, tolerance=args.tolerance, seed=args.seed)
+    except (ExportError, checkpoint_lib.CheckpointError, ModelLoadError, ValueError) as e:
+        print(f"export failed: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(metadata, indent=2, sort_keys=True), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

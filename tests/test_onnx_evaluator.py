@@ -1,0 +1,186 @@
+"""OnnxEvaluator on a tiny random network: outputs, symmetries, batching, caching, and refusing bad model files."""
+
+import json
+import logging
+
+import numpy as np
+import pytest
+
+from gtp_engine import features, symmetry
+from gtp_engine.evaluator import CachedEvaluator
+from gtp_engine.onnx_evaluator import METADATA_KEY, ModelLoadError, OnnxEvaluator
+
+onnx = pytest.importorskip("onnx")
+
+
+def raw_then_untransformed(evaluator, states, s):
+    """What symmetry s should give, computed through symmetry.py instead of the evaluator's own gather."""
+    g = states[0].grid
+    spatial, global_ = features.encode(states)
+    policy, value, score, ownership = evaluator.run(np.ascontiguousarray(symmetry.transform_planes(spatial, s)),
+                                                    global_)
+    policy = np.exp(policy - policy.max(axis=1, keepdims=True))
+    policy = symmetry.untransform_policy(policy / policy.sum(axis=1, keepdims=True), s, g.height, g.width)
+    ownership = symmetry.untransform_planes(ownership, s).reshape(len(states), -1)
+    wdl = np.exp(value) / np.exp(value).sum(axis=1, keepdims=True)
+    return policy, wdl[:, 0] - wdl[:, 1], score, ownership
+
+
+def test_outputs_follow_the_evaluation_contract(tiny_onnx_model, random_states):
+    evaluator = OnnxEvaluator(tiny_onnx_model, device="cpu", threads=1, seed=0)
+    for size in (9, (7, 5)):
+        states = random_states(size, 6, seed=1)
+        batch = evaluator.evaluate(states)
+        area = states[0].grid.area
+        assert batch.policy.shape == (6, area + 1) and batch.ownership.shape == (6, area)
+        assert batch.value.shape == batch.score.shape == (6,)
+        for field in ("policy", "value", "score", "ownership"):
+            assert getattr(batch, field).dtype == np.float32
+        assert np.allclose(batch.policy.sum(axis=1), 1.0, atol=1e-5) and batch.policy.min() >= 0
+        assert np.all(np.abs(batch.value) <= 1) and np.all(np.abs(batch.ownership) <= 1)
+    assert len(evaluator.evaluate([])) == 0
+
+
+@pytest.mark.parametrize("s", symmetry.ALL)
+def test_a_fixed_symmetry_is_undone_on_policy_and_ownership(tiny_onnx_model, random_states, s):
+    states = random_states(7, 3, seed=2)
+    evaluator = OnnxEvaluator(tiny_onnx_model, device="cpu", threads=1, symmetry_mode=s)
+    batch = evaluator.evaluate(states)
+    policy, value, score, ownership = raw_then_untransformed(evaluator, states, s)
+    assert np.allclose(batch.policy, policy, atol=1e-6)
+    assert np.allclose(batch.ownership, ownership, atol=1e-6)
+    assert np.allclose(batch.value, value, atol=1e-6) and np.allclose(batch.score, score, atol=1e-5)
+
+
+def test_random_symmetry_picks_one_symmetry_per_position_and_average_takes_the_mean(tiny_onnx_model, random_states):
+    states = random_states(7, 6, seed=3)
+    fixed = [OnnxEvaluator(tiny_onnx_model, device="cpu", threads=1, symmetry_mode=s).evaluate(states)
+             for s in symmetry.ALL]
+    randomised = OnnxEvaluator(tiny_onnx_model, device="cpu", threads=1, seed=5).evaluate(states)
+    for i in range(len(states)):
+        assert any(np.allclose(randomised.policy[i], f.policy[i], atol=1e-6) for f in fixed)
+    average = OnnxEvaluator(tiny_onnx_model, device="cpu", threads=1, symmetry_mode="average").evaluate(states)
+    assert np.allclose(average.policy, np.mean([f.policy for f in fixed], axis=0), atol=1e-6)
+    assert np.allclose(average.value, np.mean([f.value for f in fixed], axis=0), atol=1e-6)
+    assert np.allclose(average.ownership, np.mean([f.ownership for f in fixed], axis=0), atol=1e-6)
+    # The random network is not symmetric, so the symmetries really differ.
+    assert not np.allclose(fixed[0].policy, fixed[5].policy, atol=1e-4)
+
+
+def test_large_batches_run_in_chunks_with_the_same_results(tiny_onnx_model, random_states):
+    states = random_states(9, 7, seed=4)
+    whole = OnnxEvaluator(tiny_onnx_model, device="cpu", symmetry_mode="none").evaluate(states)
+    chunked = OnnxEvaluator(tiny_onnx_model, device="cpu", symmetry_mode="none", max_batch=3).evaluate(states)
+    assert np.allclose(whole.policy, chunked.policy, atol=1e-6)
+    assert np.allclose(whole.value, chunked.value, atol=1e-6)
+
+
+def test_cache_over_a_random_symmetry_evaluator_gives_identical_answers(tiny_onnx_model, random_states):
+    states = random_states(9, 4, seed=6)
+    cache = CachedEvaluator(OnnxEvaluator(tiny_onnx_model, device="cpu", threads=1, seed=1))
+    first = cache.evaluate(states)
+    second = cache.evaluate(states)
+    assert np.array_equal(first.policy, second.policy) and np.array_equal(first.value, second.value)
+    assert (cache.hits, cache.misses) == (4, 4)
+
+
+def test_the_provider_in_use_is_logged_once(tiny_onnx_model, caplog, random_states):
+    with caplog.at_level(logging.INFO, logger="gtp_engine.onnx_evaluator"):
+        evaluator = OnnxEvaluator(tiny_onnx_model, device="auto", threads=1)
+        evaluator.evaluate(random_states(9, 2))
+        evaluator.evaluate(random_states(9, 2, seed=1))
+    lines = [r.getMessage() for r in caplog.records if "runs on" in r.getMessage()]
+    assert lines == [f"network {evaluator.info.describe()} runs on {evaluator.provider}"]
+    assert evaluator.provider in ("cpu", "cuda", "tensorrt")
+    assert evaluator.info.preset == "tiny"
+
+
+# ---- refusing bad files ------------------------------------------------------------------------------------
+
+def rewrite_metadata(source, target, **changes):
+    model = onnx.load(str(source))
+    entry = next(p for p in model.metadata_props if p.key == METADATA_KEY)
+    meta = json.loads(entry.value)
+    meta.update(changes)
+    entry.value = json.dumps(meta)
+    onnx.save(model, str(target))
+    return target
+
+
+def refused(path, **kwargs):
+    with pytest.raises(ModelLoadError) as info:
+        OnnxEvaluator(path, **kwargs)
+    assert str(info.value).startswith(str(path) + ": ")
+    return info.value.reason
+
+
+def test_a_missing_file_is_refused(tmp_path):
+    assert refused(tmp_path / "nothing.onnx") == "no such file"
+
+
+def test_a_corrupt_file_is_refused(tmp_path, tiny_onnx_model):
+    path = tmp_path / "corrupt.onnx"
+    path.write_bytes(tiny_onnx_model.read_bytes()[:2000])
+    assert "onnxruntime cannot load it" in refused(path, device="cpu")
+
+
+def test_a_file_without_our_metadata_is_refused(tmp_path, tiny_onnx_model):
+    model = onnx.load(str(tiny_onnx_model))
+    del model.metadata_props[:]
+    path = tmp_path / "foreign.onnx"
+    onnx.save(model, str(path))
+    assert "no 'gtp_engine' metadata" in refused(path, device="cpu")
+
+
+def test_another_feature_version_is_refused(tmp_path, tiny_onnx_model):
+    path = rewrite_metadata(tiny_onnx_model, tmp_path / "old.onnx", features_version=features.FEATURES_VERSION + 1)
+    reason = refused(path, device="cpu")
+    assert f"features version {features.FEATURES_VERSION + 1}" in reason
+
+
+def test_unreadable_metadata_is_refused(tmp_path, tiny_onnx_model):
+    path = rewrite_metadata(tiny_onnx_model, tmp_path / "bad.onnx", min_size="small")
+    assert "unreadable 'gtp_engine' metadata" in refused(path, device="cpu")
+
+
+def test_other_input_channel_counts_are_refused(tmp_path):
+    from onnx import TensorProto, helper
+
+    def tensor(name, *shape):
+        return helper.make_tensor_value_info(name, TensorProto.FLOAT, list(shape))
+
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["global"], [name]) for name in ("policy", "value", "score")]
+        + [helper.make_node("Identity", ["spatial"], ["ownership"])],
+        "wrong_channels",
+        [tensor("spatial", "N", features.SPATIAL_CHANNELS - 1, "H", "W"), tensor("global", "N", features.GLOBAL_FEATURES)],
+        [tensor("policy", "N", features.GLOBAL_FEATURES), tensor("value", "N", features.GLOBAL_FEATURES),
+         tensor("score", "N", features.GLOBAL_FEATURES), tensor("ownership", "N", features.SPATIAL_CHANNELS - 1, "H", "W")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    entry = model.metadata_props.add()
+    entry.key = METADATA_KEY
+    entry.value = json.dumps({"features_version": features.FEATURES_VERSION, "spatial_channels": 14,
+                              "global_features": features.GLOBAL_FEATURES, "min_size": 2, "max_size": 25})
+    path = tmp_path / "wrong_channels.onnx"
+    onnx.save(model, str(path))
+    assert f"has {features.SPATIAL_CHANNELS - 1} channels" in refused(path, device="cpu")
+
+
+def test_a_board_size_outside_the_networks_range_is_refused(tmp_path, tiny_onnx_model, random_states):
+    path = rewrite_metadata(tiny_onnx_model, tmp_path / "small.onnx", max_size=13)
+    evaluator = OnnxEvaluator(path, device="cpu")
+    evaluator.evaluate(random_states(13, 1))
+    with pytest.raises(ModelLoadError, match=r"small\.onnx: board size 19x19 is outside .*2\.\.13"):
+        evaluator.evaluate(random_states(19, 1))
+
+
+def test_an_explicit_gpu_device_that_does_not_load_is_refused(tiny_onnx_model):
+    import onnxruntime
+
+    if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        pytest.skip("this onnxruntime build has CUDA; the refusal is for builds and machines without it")
+    assert "no usable device for --device cuda" in refused(tiny_onnx_model, device="cuda")
+    with pytest.raises(ValueError):
+        OnnxEvaluator(tiny_onnx_model, device="gpu")
