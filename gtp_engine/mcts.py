@@ -1,0 +1,355 @@
+"""Monte Carlo tree search: the tree, PUCT selection, virtual loss, batched leaf evaluation and backup.
+
+Terms (AlphaGo Zero / KataGo notation):
+- node: a position reached in the tree. Its edges are its legal moves, stored in order of falling prior P;
+  the child node behind an edge is created when the edge is first selected, and expanded (given edges) when
+  its evaluation comes back.
+- edge statistics, per edge of a node: N visits, W utility sum, W2 sum of squared utilities, V value sum,
+  S score sum. Arrays are kept only for the first `tried` edges (a prefix, see select): most edges of most
+  nodes are never visited.
+- perspective: every number stored in a node or its edges is from the view of the player to move at that
+  node, the player who chooses among its edges. The evaluator also speaks for the side to move; _flip in
+  backup is the one place where a value changes side.
+- value v in [-1, 1]: expected result (+1 a win). score s: expected lead in points. utility u: what the search
+  maximises, v plus a small bonus for score (score_utility * tanh(s / score_scale)), so that among won
+  (or lost) lines the search prefers larger margins; winrates and leads are reported from V and S.
+- PUCT: an edge's score is Q + c * P * sqrt(sum N) / (1 + N) with Q = W / N, and
+  c = c_puct + c_puct_log * ln((sum N + c_puct_base) / c_puct_base), growing slowly with visits (KataGo).
+- FPU (first play urgency): an unvisited edge's Q is the node's own network utility minus
+  fpu_reduction * sqrt(total prior of the visited edges) (Leela Zero's FPU reduction).
+- virtual loss: while a leaf waits in a batch, every edge on its path counts virtual_loss extra visits that
+  were all lost, so the next selections of the batch spread to other leaves. It is always reverted, by the
+  backup or, when evaluation fails, by _revert.
+- terminal node: the position after two passes in a row. It is scored exactly by area counting and never sent
+  to the evaluator.
+- duplicate: a pending leaf (selected, not yet evaluated) selected again in the same batch; it is evaluated once
+  and its result backed up once per selection.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from gtp_engine.board import BLACK
+from gtp_engine.coords import PASS
+from gtp_engine.evaluator import Evaluator
+from gtp_engine.game import GameState
+
+_INITIAL_EDGES = 4  # edge statistics arrays start this long and double as more edges get tried
+_STATS = 5  # rows of Node.stats: N, W, W2, V, S
+
+
+class Node:
+    __slots__ = (
+        "moves", "prior", "cum_prior", "tried", "stats", "N", "W", "W2", "V", "S", "nsum", "children",
+        "visits", "net_v", "net_u", "net_s", "terminal", "ownership",
+    )
+
+    def __init__(self) -> None:
+        self.moves: list[int] | None = None  # board points of the edges (PASS included); None until expanded
+        self.prior: np.ndarray | None = None  # float64, falling
+        self.cum_prior: np.ndarray | None = None  # cum_prior[k] = prior[0] + ... + prior[k]
+        self.tried = 0  # edges with statistics: the prefix 0..tried-1
+        self.stats: np.ndarray | None = None
+        self.nsum = 0.0  # sum of N over the edges, virtual loss included
+        self.children: dict[int, Node] = {}  # edge index -> child
+        self.visits = 0  # backups through this node (its own evaluation included)
+        self.net_v = self.net_u = self.net_s = 0.0  # its evaluation; exact for a terminal node
+        self.terminal = False
+        self.ownership: np.ndarray | None = None  # terminal nodes: exact area ownership, Black's view
+
+    @property
+    def is_expanded(self) -> bool:
+        return self.moves is not None
+
+    def expand(self, moves: list[int], prior: np.ndarray) -> None:
+        """Gives the node its edges: moves (board points) with priors that sum to 1, any order."""
+        order = np.argsort(-prior, kind="stable")
+        self.moves = [moves[i] for i in order.tolist()]
+        self.prior = prior[order]
+        self.cum_prior = np.cumsum(self.prior)
+        self._allocate(min(_INITIAL_EDGES, len(moves)))
+
+    def _allocate(self, capacity: int) -> None:
+        stats = np.zeros((_STATS, capacity))
+        if self.stats is not None:
+            stats[:, : self.stats.shape[1]] = self.stats
+        self.stats = stats
+        self.N, self.W, self.W2, self.V, self.S = stats
+
+    def try_all(self) -> None:
+        """Gives every edge statistics, so that any edge can be selected (the root, see select_root)."""
+        if self.stats.shape[1] < len(self.moves):
+            self._allocate(len(self.moves))
+        self.tried = len(self.moves)
+
+
+class Tree:
+    """One search tree over a root position, with the parameters of selection; see the module docstring.
+
+    run_batch() grows the tree by up to one batch of playouts. Everything else reads it.
+    """
+
+    def __init__(self, evaluator: Evaluator, root_state: GameState, *, c_puct: float, c_puct_log: float,
+                 c_puct_base: float, fpu_reduction: float, root_fpu_reduction: float, virtual_loss: float,
+                 score_utility: float, score_scale: float, root: Node | None = None):
+        self.evaluator = evaluator
+        self.root_state = root_state
+        self.root = root if root is not None else Node()
+        self.c_puct, self.c_puct_log, self.c_puct_base = c_puct, c_puct_log, c_puct_base
+        self.fpu_reduction, self.root_fpu_reduction = fpu_reduction, root_fpu_reduction
+        self.virtual_loss = virtual_loss
+        self.score_utility, self.score_scale = score_utility, score_scale
+        g = root_state.grid
+        self.area = g.area
+        self._point_of_flat = np.append(g.point_of, PASS)
+        self.root_prior: np.ndarray | None = None  # replaces the root's priors in selection (noise)
+        self.root_excluded: np.ndarray | None = None  # bool per root edge: never select (e.g. pass in cleanup)
+        self.ownership_sum = np.zeros(g.area)  # over this tree's backups since reset_ownership, Black's view
+        self.ownership_count = 0
+        if self.root.is_expanded:
+            self.root.try_all()
+
+    # ---- selection ------------------------------------------------------------------------------------
+
+    def exploration(self, nsum: float) -> float:
+        """c * sqrt(sum N): the factor on P / (1 + N) in PUCT."""
+        c = self.c_puct + self.c_puct_log * math.log((nsum + self.c_puct_base) / self.c_puct_base)
+        return c * math.sqrt(nsum)
+
+    def puct_scores(self, node: Node, fpu_reduction: float, prior: np.ndarray | None = None) -> np.ndarray:
+        """PUCT score of every edge of an expanded node, FPU applied to unvisited edges (the reference rule)."""
+        n_edges = len(node.moves)
+        prior = node.prior if prior is None else prior
+        N = np.zeros(n_edges)
+        W = np.zeros(n_edges)
+        N[: node.tried] = node.N[: node.tried]
+        W[: node.tried] = node.W[: node.tried]
+        visited = N > 0
+        fpu = node.net_u - fpu_reduction * math.sqrt(float(node.prior[visited].sum()))
+        q = np.where(visited, W / np.where(visited, N, 1.0), fpu)
+        return q + self.exploration(node.nsum) * prior / (1.0 + N)
+
+    def select(self, node: Node) -> int:
+        """The edge with the highest PUCT score (puct_scores with the node's FPU reduction), fast.
+
+        Priors fall along the edges and all unvisited edges share one Q (the FPU), so among the unvisited
+        edges the first has the highest score. Only the visited prefix needs the vector formula, plus that one
+        candidate; selecting it extends the prefix.
+        """
+        k = node.tried
+        coef = self.exploration(node.nsum)
+        best, best_score = -1, -math.inf
+        if k:
+            N = node.N[:k]
+            scores = node.W[:k] / N + coef * node.prior[:k] / (1.0 + N)
+            best = int(scores.argmax())
+            best_score = scores[best]
+        if k < len(node.moves):
+            visited_prior = float(node.cum_prior[k - 1]) if k else 0.0
+            fpu = node.net_u - self.fpu_reduction * math.sqrt(visited_prior)
+            if fpu + coef * node.prior[k] > best_score:
+                if k == node.stats.shape[1]:
+                    node._allocate(min(2 * k, len(node.moves)))
+                node.tried = k + 1
+                return k
+        return best
+
+    def select_root(self) -> int:
+        """The root's edge: full PUCT with root_fpu_reduction, over noisy priors, skipping excluded edges."""
+        scores = self.puct_scores(self.root, self.root_fpu_reduction, self.root_prior)
+        if self.root_excluded is not None and not self.root_excluded.all():
+            scores[self.root_excluded] = -np.inf
+        return int(scores.argmax())
+
+    # ---- one batch ------------------------------------------------------------------------------------
+
+    def run_batch(self, size: int) -> int:
+        """Selects up to `size` leaves, evaluates the new ones in one evaluator call, backs every one up.
+
+        Returns the number of playouts (backups). If the evaluator raises, every virtual loss is reverted and
+        the leaves created by this batch are removed before the exception propagates.
+        """
+        root = self.root
+        if not root.is_expanded:
+            self._expand_root()
+            return 1
+        leaves: list[Node] = []
+        states: list[GameState] = []
+        masks: list[np.ndarray] = []
+        selected: list[tuple[int, list]] = []  # (leaf slot or -1 for terminal, path); pending virtual loss
+        slot_of: dict[int, int] = {}  # id(leaf) -> slot
+        terminal_leaves: list[Node] = []
+        try:
+            for _ in range(size):
+                leaf, path, state = self._descend()
+                if leaf.terminal:
+                    selected.append((-1 - len(terminal_leaves), path))
+                    terminal_leaves.append(leaf)
+                    continue
+                slot = slot_of.get(id(leaf))
+                if slot is None:
+                    slot = slot_of[id(leaf)] = len(leaves)
+                    leaves.append(leaf)
+                    states.append(state)
+                    masks.append(state.legal_mask())
+                selected.append((slot, path))
+            batch = self.evaluator.evaluate(states) if states else None
+            if batch is not None:
+                results = self._expand_leaves(leaves, states, masks, batch)
+        except BaseException:
+            self._revert(selected)
+            raise
+        count = len(selected)
+        weights = np.zeros(len(leaves))
+        while selected:
+            slot, path = selected.pop()
+            if slot >= 0:
+                leaf = leaves[slot]
+                weights[slot] += 1
+                v, u, s = results[slot]
+            else:
+                leaf = terminal_leaves[-1 - slot]
+                v, u, s = leaf.net_v, leaf.net_u, leaf.net_s
+                self.ownership_sum += leaf.ownership
+            self._backup(leaf, path, v, u, s)
+        if leaves:
+            signs = np.array([1.0 if st.to_play == BLACK else -1.0 for st in states])
+            self.ownership_sum += (weights * signs) @ batch.ownership
+        self.ownership_count += count
+        return count
+
+    def _expand_root(self) -> None:
+        state = self.root_state
+        mask = state.legal_mask()
+        batch = self.evaluator.evaluate([state])
+        (v, u, s), = self._expand_leaves([self.root], [state], [mask], batch)
+        self.root.try_all()
+        self.root.visits = 1
+        sign = 1.0 if state.to_play == BLACK else -1.0
+        self.ownership_sum += sign * batch.ownership[0]
+        self.ownership_count += 1
+
+    def _descend(self) -> tuple[Node, list, GameState]:
+        """From the root to a leaf (new, pending or terminal), applying virtual loss on the way."""
+        vl = self.virtual_loss
+        state = self.root_state.copy()
+        node = self.root
+        path = []
+        edge = self.select_root()
+        while True:
+            node.N[edge] += vl
+            node.W[edge] -= vl
+            node.nsum += vl
+            path.append((node, edge))
+            state.play_unchecked(node.moves[edge])
+            child = node.children.get(edge)
+            if child is None:
+                child = node.children[edge] = Node()
+                if state.consecutive_passes >= 2:
+                    self._make_terminal(child, state)
+                return child, path, state
+            if child.moves is None:  # pending in this batch, or terminal
+                return child, path, state
+            node = child
+            edge = self.select(node)
+
+    def _make_terminal(self, node: Node, state: GameState) -> None:
+        score = state.area_score()  # Black's view
+        s = score if state.to_play == BLACK else -score
+        v = 1.0 if s > 0 else -1.0 if s < 0 else 0.0
+        node.terminal = True
+        node.net_v, node.net_s, node.net_u = v, s, self.utility(v, s)
+        node.ownership = state.area_ownership().astype(np.float64)
+
+    def utility(self, v: float, s: float) -> float:
+        return v + self.score_utility * math.tanh(s / self.score_scale)
+
+    def _expand_leaves(self, leaves: list[Node], states: list[GameState], masks: list[np.ndarray],
+                       batch) -> list[tuple[float, float, float]]:
+        """Expands each leaf from its evaluation; returns (v, u, s) per leaf, side to move's view."""
+        policy, values, scores = batch.policy, batch.value, batch.score
+        if policy.shape != (len(leaves), self.area + 1) or len(values) != len(leaves):
+            raise ValueError(f"evaluator returned policy {policy.shape} for {len(leaves)} positions of area {self.area}")
+        point_of_flat = self._point_of_flat
+        results = []
+        for i, leaf in enumerate(leaves):
+            flats = np.flatnonzero(masks[i])
+            prior = policy[i, flats].astype(np.float64)
+            total = prior.sum()
+            if not total > 1e-12:  # no usable policy mass (or NaN): fall back to uniform
+                prior = np.full(len(flats), 1.0)
+                total = float(len(flats))
+            leaf.expand(point_of_flat[flats].tolist(), prior / total)
+            v, s = float(values[i]), float(scores[i])
+            leaf.net_v, leaf.net_s, leaf.net_u = v, s, self.utility(v, s)
+            results.append((v, leaf.net_u, s))
+        return results
+
+    def _backup(self, leaf: Node, path: list, v: float, u: float, s: float) -> None:
+        """Adds one playout's result (leaf's view) along path, replacing the path's virtual loss."""
+        vl = self.virtual_loss
+        leaf.visits += 1
+        for node, edge in reversed(path):
+            v, u, s = -v, -u, -s  # _flip: the parent's player is the leaf player's opponent
+            node.N[edge] += 1.0 - vl
+            node.W[edge] += u + vl
+            node.W2[edge] += u * u
+            node.V[edge] += v
+            node.S[edge] += s
+            node.nsum += 1.0 - vl
+            node.visits += 1
+
+    def _revert(self, selected: Sequence[tuple[int, list]]) -> None:
+        """Undoes the virtual loss of every path, drops the leaves nobody evaluated, restores the tried prefixes."""
+        vl = self.virtual_loss
+        for _, path in selected:
+            for node, edge in path:
+                node.N[edge] -= vl
+                node.W[edge] += vl
+                node.nsum -= vl
+            parent, edge = path[-1]
+            child = parent.children.get(edge)
+            if child is not None and not child.is_expanded and not child.terminal:
+                del parent.children[edge]
+        # Edges first tried in this batch had no visits before it; they end the prefix and now have none again.
+        for _, path in selected:
+            for node, _edge in path:
+                while node.tried and node.N[node.tried - 1] <= 0 and node is not self.root:
+                    node.tried -= 1
+
+    # ---- reading the tree -----------------------------------------------------------------------------
+
+    def root_value(self) -> tuple[float, float, float]:
+        """(value, utility, score) of the root from the view of its player: the mean over its backups."""
+        root = self.root
+        k = root.tried
+        n = root.visits
+        own = n - float(root.N[:k].sum())  # backups that ended at the root itself: its own evaluation
+        return (
+            (own * root.net_v + float(root.V[:k].sum())) / n,
+            (own * root.net_u + float(root.W[:k].sum())) / n,
+            (own * root.net_s + float(root.S[:k].sum())) / n,
+        )
+
+    def root_ownership(self) -> np.ndarray:
+        """Mean ownership over this tree's backups, Black's view (+1 Black), flat order."""
+        return self.ownership_sum / max(1, self.ownership_count)
+
+    def reset_ownership(self) -> None:
+        self.ownership_sum[:] = 0.0
+        self.ownership_count = 0
+
+    def principal_variation(self, edge: int, limit: int = 30) -> list[int]:
+        """Points of the line that starts with the root's edge and then follows the most visited edges."""
+        node, line = self.root, []
+        while len(line) < limit:
+            line.append(node.moves[edge])
+            node = node.children.get(edge)
+            if node is None or not node.is_expanded or node.tried == 0 or node.N[: node.tried].max() <= 0:
+                return line
+            edge = int(node.N[: node.tried].argmax())
+        return line

@@ -1,0 +1,103 @@
+"""Helpers for the search tests: a scripted evaluator and a check of the tree's bookkeeping."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from gtp_engine.board import BLACK, Board
+from gtp_engine.evaluator import EvaluationBatch
+from gtp_engine.game import GameState
+from gtp_engine.mcts import Node, Tree
+
+
+def position(text: str, to_play: int = BLACK, komi: float = 0.5) -> GameState:
+    """A game whose board is the ASCII diagram (setup stones), with `to_play` to move."""
+    board = Board.from_ascii(text)
+    game = GameState(board.width, board.height, komi=komi)
+    for color in (BLACK, 3 - BLACK):
+        game.place_setup(color, board.stones(color))
+    game.to_play = to_play
+    return game
+
+
+class ScriptedEvaluator:
+    """A stand-in network with rules a test can see.
+
+    policy: uniform over the legal moves, or `favour` (a list of points) getting most of the mass.
+    value: `value(state)` from the side to move's view; by default the balance of prisoners, squashed.
+    ownership: `ownership(state)` flat, Black's view; by default area counting.
+    fail_on_call: raise RuntimeError on that call number (1-based), to test recovery.
+    """
+
+    def __init__(self, favour=(), value=None, ownership=None, fail_on_call=None):
+        self.favour = list(favour)
+        self.value = value or _prisoners
+        self.ownership = ownership or (lambda s: s.area_ownership().astype(np.float32))
+        self.fail_on_call = fail_on_call
+        self.calls = 0
+        self.positions = 0
+
+    def evaluate(self, states):
+        self.calls += 1
+        if self.calls == self.fail_on_call:
+            raise RuntimeError("scripted failure")
+        self.positions += len(states)
+        rows = []
+        for s in states:
+            mask = s.legal_mask().astype(np.float32)
+            policy = mask / mask.sum()
+            favoured = [s.grid.flat(p) for p in self.favour if mask[s.grid.flat(p)]]
+            if favoured:
+                policy = 0.1 * policy
+                policy[favoured] += 0.9 / len(favoured)
+            sign = 1.0 if s.to_play == BLACK else -1.0
+            rows.append((policy, self.value(s), _lead(s), sign * np.asarray(self.ownership(s), np.float32)))
+        return EvaluationBatch.stack(rows)
+
+
+def _prisoners(state: GameState) -> float:
+    captures = state.board.captures
+    return math.tanh(2.0 * (captures[state.to_play] - captures[3 - state.to_play]))
+
+
+def _lead(state: GameState) -> float:
+    score = state.area_score()
+    return score if state.to_play == BLACK else -score
+
+
+def check_tree(tree: Tree) -> int:
+    """Asserts the bookkeeping of every node: visits add up, no virtual loss or pending leaf is left.
+
+    Returns the number of nodes.
+    """
+    root = tree.root
+    assert root.is_expanded
+    return _check_node(root, is_root=True)
+
+
+def _check_node(node: Node, is_root: bool) -> int:
+    k = node.tried
+    N = node.N[:k]
+    assert node.nsum == N.sum(), "virtual loss left in nsum"
+    # Visits beyond the edges' are the node's own evaluation, once, plus any duplicate selections of it as a leaf.
+    assert node.visits >= 1 + N.sum(), "visits do not add up"
+    if not is_root:
+        assert (N >= 1).all(), "a tried edge without visits inside the prefix"
+    count = 1
+    for edge, child in node.children.items():
+        if edge >= k:
+            assert child.terminal and child.visits == 0
+            continue
+        assert child.visits == N[edge], f"edge {edge}: N {N[edge]} but child has {child.visits} visits"
+        if child.terminal:
+            continue
+        assert child.is_expanded, "a leaf was left pending"
+        q = node.W[edge] / N[edge]
+        assert -1.5 <= q <= 1.5
+        count += _check_node(child, is_root=False)
+    for edge in range(k):
+        if N[edge] > 0:
+            assert edge in node.children
+    return count

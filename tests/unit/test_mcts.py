@@ -1,0 +1,166 @@
+"""The tree: PUCT arithmetic, virtual loss bookkeeping, duplicates, terminal scoring, recovery from errors."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from search_support import ScriptedEvaluator, check_tree, position
+
+from gtp_engine.board import BLACK, WHITE
+from gtp_engine.coords import PASS
+from gtp_engine.evaluator import UniformEvaluator
+from gtp_engine.game import GameState
+from gtp_engine.mcts import Node, Tree
+
+PARAMS = dict(c_puct=1.0, c_puct_log=0.45, c_puct_base=500.0, fpu_reduction=0.25, root_fpu_reduction=0.1,
+              virtual_loss=1.0, score_utility=0.0, score_scale=5.0)
+
+
+def make_tree(state, evaluator=None, **overrides):
+    return Tree(evaluator or UniformEvaluator(), state, **{**PARAMS, **overrides})
+
+
+def hand_built_node(prior, N, W, net_u):
+    node = Node()
+    node.expand(list(range(100, 100 + len(prior))), np.array(prior, dtype=np.float64))
+    k = len(N)
+    node.try_all()
+    node.tried = k
+    node.N[:k] = N
+    node.W[:k] = W
+    node.nsum = float(sum(N))
+    node.visits = 1 + int(sum(N))
+    node.net_u = net_u
+    return node
+
+
+def test_puct_scores_match_the_formula_by_hand():
+    tree = make_tree(GameState(5), c_puct=1.5, c_puct_log=0.0, fpu_reduction=0.3)
+    node = hand_built_node(prior=[0.5, 0.3, 0.2], N=[2, 1], W=[1.0, -0.5], net_u=0.2)
+    scores = tree.puct_scores(node, fpu_reduction=0.3)
+    c = 1.5 * math.sqrt(3)
+    fpu = 0.2 - 0.3 * math.sqrt(0.8)  # edges 0 and 1 visited: prior 0.8
+    assert scores == pytest.approx([1.0 / 2 + c * 0.5 / 3, -0.5 + c * 0.3 / 2, fpu + c * 0.2 / 1])
+
+
+def test_exploration_grows_with_the_log_of_visits():
+    tree = make_tree(GameState(5), c_puct=1.0, c_puct_log=0.45, c_puct_base=500.0)
+    assert tree.exploration(0) == 0
+    assert tree.exploration(100) == pytest.approx((1.0 + 0.45 * math.log(600 / 500)) * 10)
+    assert tree.exploration(10_000) / 100 > tree.exploration(100) / 10
+
+
+def test_fast_selection_agrees_with_the_reference_formula():
+    rng = np.random.default_rng(7)
+    tree = make_tree(GameState(5))
+    for _ in range(300):
+        n = int(rng.integers(2, 30))
+        prior = np.sort(rng.dirichlet(np.ones(n)))[::-1]
+        k = int(rng.integers(0, n + 1))
+        N = rng.integers(1, 50, size=k).astype(float)
+        W = N * rng.uniform(-1, 1, size=k)
+        node = hand_built_node(prior, N, W, net_u=float(rng.uniform(-1, 1)))
+        expected = int(np.argmax(tree.puct_scores(node, tree.fpu_reduction)))
+        assert tree.select(node) == expected
+
+
+def test_edges_are_sorted_by_prior_and_moves_follow_their_priors():
+    node = Node()
+    node.expand([10, 11, 12, PASS], np.array([0.1, 0.6, 0.2, 0.1]))
+    assert node.moves == [11, 12, 10, PASS]
+    assert node.prior.tolist() == [0.6, 0.2, 0.1, 0.1]
+
+
+@pytest.mark.parametrize("batch_size", [1, 3, 8, 32])
+def test_no_virtual_loss_is_left_after_any_batch(batch_size):
+    tree = make_tree(GameState(5))
+    total = 0
+    for _ in range(12):
+        total += tree.run_batch(batch_size)
+        check_tree(tree)
+    assert tree.root.visits == total
+    assert tree.ownership_count == total
+
+
+def test_duplicate_leaves_in_a_batch_are_evaluated_once_and_backed_up_each_time():
+    # On 2x2 a batch of 16 must select some leaves more than once.
+    evaluator = ScriptedEvaluator()
+    tree = make_tree(GameState(2), evaluator)
+    tree.run_batch(1)
+    positions_before = evaluator.positions
+    done = tree.run_batch(16)
+    assert done == 16
+    assert tree.root.visits == 17
+    assert evaluator.positions - positions_before < 16
+    check_tree(tree)
+
+
+def test_virtual_loss_is_reverted_when_the_evaluator_fails():
+    evaluator = ScriptedEvaluator(fail_on_call=4)
+    tree = make_tree(GameState(5), evaluator)
+    tree.run_batch(1)
+    tree.run_batch(8)
+    tree.run_batch(8)
+    visits = tree.root.visits
+    with pytest.raises(RuntimeError):
+        tree.run_batch(8)
+    check_tree(tree)
+    assert tree.root.visits == visits
+    tree.run_batch(8)  # and the tree goes on
+    check_tree(tree)
+
+
+def test_two_passes_are_scored_exactly_without_the_network():
+    # Black owns the left three columns, White the right two: Black leads by 15 - 10 - 0.5 after two passes.
+    state = position("""
+        . . X O .
+        . . X O .
+        . . X O .
+        . . X O .
+        . . X O .
+    """, to_play=BLACK)
+    state.play(PASS)  # black passed; white to play
+    evaluator = ScriptedEvaluator(value=lambda s: 0.0)
+    tree = make_tree(state, evaluator)
+    for _ in range(20):
+        tree.run_batch(4)
+    root = tree.root
+    edge = root.moves.index(PASS)
+    terminal = root.children[edge]
+    assert terminal.terminal and terminal.net_s == pytest.approx(4.5) and terminal.net_v == 1.0
+    # White's pass edge: the score from White's view is -4.5, a sure loss.
+    assert root.V[edge] / root.N[edge] == pytest.approx(-1.0)
+    assert root.S[edge] / root.N[edge] == pytest.approx(-4.5)
+    check_tree(tree)
+
+
+@pytest.mark.parametrize("to_play", [BLACK, WHITE])
+def test_values_are_backed_up_from_each_players_view(to_play):
+    # Every position is worth 0.6 to Black, at every depth: the evaluator says +0.6 when Black is to move and
+    # -0.6 when White is. Every root edge must then average 0.6 for Black, or -0.6 for White.
+    evaluator = ScriptedEvaluator(value=lambda s: 0.6 if s.to_play == BLACK else -0.6)
+    state = GameState(5)
+    state.to_play = to_play
+    tree = make_tree(state, evaluator)
+    for _ in range(10):
+        tree.run_batch(4)
+    root = tree.root
+    expected = 0.6 if to_play == BLACK else -0.6
+    visited = root.N > 0
+    assert visited.sum() > 1 and root.N.max() > 1
+    assert np.allclose(root.V[visited] / root.N[visited], expected)
+    assert tree.root_value()[0] == pytest.approx(expected)
+
+
+def test_root_ownership_is_in_blacks_view():
+    # Evaluator ownership: everything Black's, whoever is to move.
+    evaluator = ScriptedEvaluator(ownership=lambda s: np.ones(s.grid.area))
+    for to_play in (BLACK, WHITE):
+        state = GameState(5)
+        state.to_play = to_play
+        tree = make_tree(state, evaluator)
+        for _ in range(5):
+            tree.run_batch(4)
+        assert np.allclose(tree.root_ownership(), 1.0)
