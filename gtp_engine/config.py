@@ -28,8 +28,9 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class NetworkConfig:
     weights: str | None = None  # ONNX file; None: the network shipped in weights/ for the board size
-    device: str = "auto"  # auto (GPU when onnxruntime has one), cpu, cuda, cuda:N, tensorrt
-    batch: int = 16  # positions per network call
+    device: str = "auto"  # auto (the first of tensorrt, cuda, cpu that loads), cpu, cuda, tensorrt
+    batch: int = 8  # leaves the search collects per network call
+    threads: int | None = None  # CPU threads of the network (onnxruntime); None: onnxruntime's choice
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,6 @@ class SearchOptions:
     visits: int | None = None  # visits of the root per move, counting visits kept from earlier searches
     playouts: int | None = None  # new playouts per move
     time_per_move: float | None = None  # seconds; a cap per move, on top of what the game clock allows
-    threads: int = 1  # search threads
     resign_threshold: float = 0.05  # resign when the winrate stays below this; 0 never resigns
     seed: int | None = None  # fixes the search's random choices (tests, reproducible matches)
 
@@ -113,9 +113,8 @@ def _text(value: Any) -> str:
 
 def _device(value: Any) -> str:
     text = _text(value).lower()
-    kind, _, index = text.partition(":")
-    if kind not in ("auto", "cpu", "cuda", "tensorrt") or (index and (kind != "cuda" or not index.isdigit())):
-        raise ValueError(f"expected auto, cpu, cuda, cuda:N or tensorrt, got {value!r}")
+    if text not in ("auto", "cpu", "cuda", "tensorrt"):
+        raise ValueError(f"expected auto, cpu, cuda or tensorrt, got {value!r}")
     return text
 
 
@@ -137,12 +136,13 @@ class Option:
 
 OPTIONS: tuple[Option, ...] = (
     Option("weights", ("network", "weights"), _text, "ONNX network file (default: the shipped one for the board size)", "FILE"),
-    Option("device", ("network", "device"), _device, "auto, cpu, cuda, cuda:N or tensorrt (default: auto)", "DEVICE"),
-    Option("batch", ("network", "batch"), _positive_int, "positions per network call (default: 16)", "N"),
+    Option("device", ("network", "device"), _device, "auto, cpu, cuda or tensorrt (default: auto)", "DEVICE"),
+    Option("batch", ("network", "batch"), _positive_int, "positions per network call (default: 8)", "N"),
+    Option("threads", ("network", "threads"), _positive_int,
+           "CPU threads for the network (default: onnxruntime's choice); the search itself runs in one", "N"),
     Option("visits", ("search", "visits"), _positive_int, "root visits per move, reused ones included", "N"),
     Option("playouts", ("search", "playouts"), _positive_int, "new playouts per move", "N"),
     Option("time", ("search", "time_per_move"), _seconds, "at most this many seconds per move", "SECONDS"),
-    Option("threads", ("search", "threads"), _positive_int, "search threads (default: 1)", "N"),
     Option("resign-threshold", ("search", "resign_threshold"), _fraction,
            "resign below this winrate, 0 never resigns (default: 0.05)", "P"),
     Option("seed", ("search", "seed"), _seed, "random seed for reproducible play", "N"),

@@ -21,6 +21,7 @@ import logging
 import queue
 import re
 import threading
+import time
 from typing import BinaryIO, Callable
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ class Command:
     name: str
     args: tuple[str, ...]
     arg_text: str  # the arguments as written (spaces kept), for file names that contain spaces
+    received: float = dataclasses.field(default=0.0, compare=False)  # time.monotonic() when the line was read
 
 
 def preprocess(line: str) -> str:
@@ -175,7 +177,10 @@ class Reader:
                 line = raw.decode("utf-8", errors="surrogateescape")
                 is_interrupt = _CONTROL.sub("", line).strip() == INTERRUPT_LINE
                 command = parse(line)
-                self._put(self._NOTHING if command is None else command, gogui_interrupt=is_interrupt)
+                if command is None:
+                    self._put(self._NOTHING, gogui_interrupt=is_interrupt)
+                else:
+                    self._put(dataclasses.replace(command, received=time.monotonic()))
         except (OSError, ValueError) as error:
             log.info("input closed: %s", error)
         self._put(self._END)

@@ -1,0 +1,175 @@
+"""The composition root: command line and config file -> EngineConfig -> network, Player, GTP session -> serve.
+
+Start-up order matters for controllers: the GTP reader starts at once and the network loads on a background thread,
+so protocol_version, name and list_commands answer within a second however long the load takes. stdout is kept for
+GTP alone: file descriptor 1 is duplicated for the GTP writer and then pointed at stderr, so a stray print or a
+library's message cannot corrupt the protocol stream. quit, the end of input, SIGTERM and SIGINT end the process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import gtp_engine
+from gtp_engine import config as config_lib
+from gtp_engine import log as log_lib
+from gtp_engine.config import ConfigError, EngineConfig
+from gtp_engine.game import Rules
+from gtp_engine.gtp import commands, protocol
+from gtp_engine.search import SearchConfig
+
+log = logging.getLogger("gtp_engine")
+
+WEIGHTS_DIRS = (
+    Path(__file__).resolve().parent.parent / "weights",  # a source checkout or an editable install
+    Path(sys.prefix) / "share" / "gtp_engine" / "weights",  # pip install . (data files)
+)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gtp-engine",
+        description="A Go engine speaking GTP on stdin/stdout (logs on stderr). "
+                    "Options may also come from a TOML file (--config); flags win over the file.",
+    )
+    p.add_argument("--config", metavar="FILE", help="TOML file of option = value lines, e.g. visits = 800")
+    p.add_argument("--version", action="version", version=f"gtp_engine {gtp_engine.__version__}")
+    for option in config_lib.OPTIONS:
+        p.add_argument(f"--{option.name}", dest=option.name, metavar=option.metavar, help=option.help,
+                       default=argparse.SUPPRESS)
+    return p
+
+
+def load_config(argv: list[str] | None) -> EngineConfig:
+    """Parses flags and the config file; exits with status 2 and a message naming the problem."""
+    p = parser()
+    args = vars(p.parse_args(argv))
+    file_path = args.pop("config", None)
+    try:
+        file_values: dict[str, Any] = config_lib.load_file(file_path) if file_path else {}
+        engine_config = config_lib.build(file_values, args)
+        Rules.named(engine_config.play.rules)
+    except (ConfigError, ValueError) as error:
+        p.error(str(error))
+    return engine_config
+
+
+def shipped_weights(width: int, height: int) -> Path | None:
+    """The network shipped for this board size: weights/<W>x<H>.onnx, else weights/default.onnx."""
+    for directory in WEIGHTS_DIRS:
+        for name in (f"{width}x{height}.onnx", "default.onnx"):
+            if (directory / name).is_file():
+                return directory / name
+    return None
+
+
+class NetworkLoader:
+    """commands.PlayerSource: loads a network on a background thread and builds the Player over it.
+
+    One Player per network file; evaluations go through a cache (CACHE_POSITIONS) that clear_cache empties.
+    """
+
+    CACHE_POSITIONS = 20_000  # about 60 MB on 19x19
+
+    def __init__(self, engine_config: EngineConfig):
+        self.config = engine_config
+        self._lock = threading.Lock()
+        self._loads: dict[Path, Future] = {}  # -> (Player, OnnxEvaluator, CachedEvaluator)
+
+    def _path(self, width: int, height: int) -> Path:
+        if self.config.network.weights is not None:
+            return Path(self.config.network.weights)
+        path = shipped_weights(width, height)
+        if path is None:
+            raise commands.NetworkUnavailable(
+                f"no network for {width}x{height} boards in {', '.join(map(str, WEIGHTS_DIRS))}; "
+                f"give one with --weights FILE")
+        return path
+
+    def prepare(self, width: int, height: int) -> None:
+        try:
+            path = self._path(width, height)
+        except commands.NetworkUnavailable:
+            return
+        with self._lock:
+            if path in self._loads:
+                return
+            future: Future = Future()
+            self._loads[path] = future
+        threading.Thread(target=self._load, args=(path, future), name="network-load", daemon=True).start()
+
+    def _load(self, path: Path, future: Future) -> None:
+        try:
+            future.set_result(self._build(path))
+        except Exception as error:  # noqa: BLE001 - reported to the command that needs the network
+            log.error("cannot load network %s: %s", path, error)
+            future.set_exception(error)
+
+    def _build(self, path: Path):
+        from gtp_engine.evaluator import CachedEvaluator
+        from gtp_engine.onnx_evaluator import OnnxEvaluator  # imports onnxruntime: a second or two
+        from gtp_engine.player import Player
+
+        network, search = self.config.network, self.config.search
+        onnx = OnnxEvaluator(path, device=network.device, threads=network.threads or 0, seed=search.seed)
+        cache = CachedEvaluator(onnx, self.CACHE_POSITIONS)
+        config = SearchConfig(batch_size=network.batch, resign_threshold=search.resign_threshold, seed=search.seed)
+        log.info("network %s loaded", onnx.info.describe())
+        return Player(cache, config), onnx, cache
+
+    def get(self, width: int, height: int):
+        path = self._path(width, height)
+        self.prepare(width, height)
+        with self._lock:
+            future = self._loads[path]
+        try:
+            player, onnx, _ = future.result()
+            onnx.check_size(width, height)
+        except Exception as error:  # noqa: BLE001 - a load error, or a size this network cannot play
+            raise commands.NetworkUnavailable(str(error)) from None
+        return player
+
+    def clear_cache(self) -> None:
+        with self._lock:
+            loaded = [f.result() for f in self._loads.values() if f.done() and f.exception() is None]
+        for player, _, cache in loaded:
+            cache.clear()
+            player.reset(player.game)
+
+
+def main(argv: list[str] | None = None) -> None:
+    engine_config = load_config(argv)
+    gtp_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
+    log_lib.setup(engine_config.log_level)
+
+    def end(signum, frame):
+        log.info("signal %d: exiting", signum)
+        log_lib.flush()
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, end)
+    signal.signal(signal.SIGINT, end)
+
+    reader = protocol.Reader(sys.stdin.buffer).start()
+    session = commands.Session(NetworkLoader(engine_config), engine_config.search, engine_config.play,
+                               Rules.named(engine_config.play.rules))
+    ending = protocol.serve(session.handler, reader, protocol.Writer(gtp_out))
+    log.info("session ended (%s)", ending)
+    session.stop_pondering()
+    log_lib.flush()
+    gtp_out.flush()
+    os._exit(0)  # without waiting for search or onnxruntime threads
+
+
+if __name__ == "__main__":
+    main()

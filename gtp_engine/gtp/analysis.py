@@ -1,0 +1,159 @@
+"""Analysis commands: their arguments, and search snapshots written as the info lines GUIs parse.
+
+Terms:
+- request: what lz-analyze / kata-analyze / *-genmove_analyze ask for: `[color] [interval] [key value]...`
+  (KataGo's grammar): the colour to analyse for, the interval in centiseconds between lines (0: one line when
+  the search ends), minmoves / maxmoves (how many candidate moves a line lists), avoid / allow (moves the
+  search must not / may only consider), and for kata- also ownership and rootInfo (true / false).
+- info line: one line per snapshot, holding every candidate as "info move V visits N ... pv V1 V2 ...", best
+  first; pv is last in each block because clients read it to the end of the block.
+- lz format: winrate, prior and lcb as integers, 10000 = certain (Leela Zero; Lizzie parses them as integers).
+  kata format: decimals in [0, 1], plus scoreLead and scoreMean in points (Sabaki shows scoreLead). Both are
+  from the view of the side to move, as the clients expect.
+- ownership (kata, on request): after the info blocks, one value per point in [-1, 1] for the side to move,
+  row by row from the top-left (A19 on 19x19) to the bottom-right.
+- avoid / allow: "avoid COLOR V1,V2,... DEPTH" keeps those moves out of the search, "allow ..." keeps every
+  other move out. This engine applies them to the analysed colour's own next move (the root of the search);
+  moves deeper in the tree are not restricted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import numpy as np
+
+from gtp_engine import coords
+from gtp_engine.board import BLACK
+from gtp_engine.gtp.protocol import SYNTAX_ERROR, GtpError
+from gtp_engine.gtp.values import is_color, parse_bool, parse_color, parse_float, parse_int, parse_vertex
+from gtp_engine.search import MoveInfo, Snapshot
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    kata: bool  # kata- format (decimals, scores) or lz- format (integers)
+    color: int
+    interval: float = 0.0  # seconds between info lines; 0: one line when the search ends
+    min_moves: int = 0
+    max_moves: int | None = None
+    ownership: bool = False
+    root_info: bool = False
+    avoid: frozenset[int] = frozenset()  # root moves the search must not consider
+    allow: frozenset[int] | None = None  # when given, the only root moves it may consider
+
+    def excluded(self, legal_points: list[int]) -> list[int]:
+        """The root moves to keep out of the search, among the legal ones (never all of them)."""
+        out = [p for p in legal_points if p in self.avoid or (self.allow is not None and p not in self.allow)]
+        return out if len(out) < len(legal_points) else []
+
+
+def parse_request(args: tuple[str, ...], g: coords.Grid, to_play: int, kata: bool) -> Request:
+    """Parses KataGo's analyze grammar; raises GtpError("syntax error") for anything else."""
+    values: dict = {"kata": kata, "color": to_play}
+    avoid: set[int] = set()
+    allow: set[int] | None = None
+    i = 0
+    if i < len(args) and is_color(args[i]):
+        values["color"] = parse_color(args[i])
+        i += 1
+    if i < len(args) and _is_number(args[i]):
+        values["interval"] = _interval(args[i])
+        i += 1
+    while i < len(args):
+        key = args[i]
+        if key in ("avoid", "allow"):
+            if i + 3 >= len(args):
+                raise GtpError(SYNTAX_ERROR)
+            color = parse_color(args[i + 1])
+            try:
+                points = {parse_vertex(g, v) for v in args[i + 2].split(",") if v}
+            except GtpError:
+                raise GtpError(SYNTAX_ERROR) from None
+            parse_int(args[i + 3], minimum=1)  # the depth: only the root is restricted (see the docstring)
+            if color == values["color"]:
+                if key == "avoid":
+                    avoid |= points
+                else:
+                    allow = points if allow is None else allow | points
+            i += 4
+            continue
+        if i + 1 >= len(args):
+            raise GtpError(SYNTAX_ERROR)
+        value = args[i + 1]
+        if key == "interval":
+            values["interval"] = _interval(value)
+        elif key == "minmoves":
+            values["min_moves"] = parse_int(value)
+        elif key == "maxmoves":
+            values["max_moves"] = parse_int(value, minimum=1)
+        elif key == "ownership" and kata:
+            values["ownership"] = parse_bool(value)
+        elif key == "rootInfo" and kata:
+            values["root_info"] = parse_bool(value)
+        else:
+            raise GtpError(SYNTAX_ERROR)
+        i += 2
+    return Request(**values, avoid=frozenset(avoid), allow=None if allow is None else frozenset(allow))
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _interval(text: str) -> float:
+    centiseconds = parse_float(text)
+    if centiseconds < 0:
+        raise GtpError(SYNTAX_ERROR)
+    return centiseconds / 100.0
+
+
+def info_line(snapshot: Snapshot, g: coords.Grid, request: Request, priors: dict[int, float] | None = None) -> str:
+    """One info line for a snapshot. priors (point -> policy) pad the line with unvisited moves up to minmoves."""
+    moves = [m for m in snapshot.moves if m.visits > 0]
+    if request.min_moves > len(moves) and priors:
+        listed = {m.point for m in moves}
+        extra = sorted((p for p in priors if p not in listed and p not in request.avoid
+                        and (request.allow is None or p in request.allow)), key=lambda p: -priors[p])
+        for point in extra[: request.min_moves - len(moves)]:
+            moves.append(MoveInfo(point, 0, snapshot.winrate, snapshot.score_lead, priors[point], 0.0, 0, [point]))
+    if request.max_moves is not None:
+        moves = moves[: request.max_moves]
+    blocks = [_kata_block(m, k, g) if request.kata else _lz_block(m, k, g) for k, m in enumerate(moves)]
+    if request.kata and request.root_info:
+        blocks.append(f"rootInfo visits {snapshot.visits} winrate {snapshot.winrate:.6f} "
+                      f"scoreLead {snapshot.score_lead:.6f} scoreMean {snapshot.score_lead:.6f}")
+    if request.kata and request.ownership and snapshot.ownership is not None:
+        sign = 1.0 if snapshot.to_play == BLACK else -1.0
+        blocks.append("ownership " + " ".join(f"{sign * v:.4f}" for v in np.asarray(snapshot.ownership)))
+    return " ".join(blocks)
+
+
+def _pv(move: MoveInfo, g: coords.Grid) -> str:
+    return " ".join(coords.to_gtp(g, p) for p in (move.pv or [move.point]))
+
+
+def _lz_block(move: MoveInfo, order: int, g: coords.Grid) -> str:
+    return (f"info move {coords.to_gtp(g, move.point)} visits {move.visits} winrate {_per10000(move.winrate)} "
+            f"prior {_per10000(move.prior)} lcb {_per10000(move.lcb)} order {order} pv {_pv(move, g)}")
+
+
+def _kata_block(move: MoveInfo, order: int, g: coords.Grid) -> str:
+    return (f"info move {coords.to_gtp(g, move.point)} visits {move.visits} edgeVisits {move.visits} "
+            f"winrate {move.winrate:.6f} scoreMean {move.score_lead:.6f} scoreLead {move.score_lead:.6f} "
+            f"prior {move.prior:.6f} lcb {move.lcb:.6f} order {order} pv {_pv(move, g)}")
+
+
+def _per10000(probability: float) -> int:
+    return int(round(probability * 10000))
+
+
+def reporter(request: Request, g: coords.Grid, write: Callable[[str], None],
+             priors: dict[int, float] | None = None) -> Callable[[Snapshot], None]:
+    """The on_snapshot callback of a search that writes each snapshot as an info line."""
+    return lambda snapshot: write(info_line(snapshot, g, request, priors))

@@ -1,0 +1,824 @@
+"""GTP commands: the registry of exact command names, and the Session that gives each its meaning in Go.
+
+Terms:
+- registry: command name -> handler, filled by the @command decorator below. list_commands and known_command
+  read it, so a command is listed exactly when it is implemented.
+- Session: the game as the controller sees it (a GameState, the truth for every command), the clock, and the
+  engine's Player (search + network). The Player keeps its own copy of the game for tree reuse; _player() makes
+  it follow the Session's game (undo, play or reset) only when a command needs the network.
+- player source: hands out the Player for a board size. The network loads in the background, so commands that
+  need none (the handshake, play, undo, boardsize, ...) answer at once, and those that do wait for the load or
+  fail with "no network loaded: <why>".
+- dead stones: as the Player judges them (ownership from network and search); final_score and
+  final_status_list use the same judgement, so they never disagree.
+- seki stones: living chains without a point of their own: every liberty is neutral (ownership near 0) and
+  touches a living opponent chain.
+- pondering: after genmove (with --ponder on) the search goes on with the opponent to move, in a thread, until
+  the next input line; the next command waits for it to stop before it touches the Player.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Protocol
+
+import numpy as np
+
+import gtp_engine
+from gtp_engine import coords, sgf_io
+from gtp_engine.board import BLACK, WHITE, IllegalMoveError, opponent
+from gtp_engine.config import PlayOptions, SearchOptions
+from gtp_engine.game import RULE_SETS, GameState, Rules, fixed_handicap_points, format_result
+from gtp_engine.gtp import analysis
+from gtp_engine.gtp.protocol import (
+    BAD_VERTEX_LIST,
+    BOARD_NOT_EMPTY,
+    CANNOT_LOAD_FILE,
+    CANNOT_SCORE,
+    CANNOT_UNDO,
+    ILLEGAL_MOVE,
+    INVALID_NUMBER_OF_STONES,
+    SYNTAX_ERROR,
+    UNACCEPTABLE_SIZE,
+    Command,
+    GtpError,
+    Handler,
+    Stream,
+)
+from gtp_engine.gtp.values import (
+    IllegalVertex,
+    arity,
+    color_letter,
+    parse_bool,
+    parse_color,
+    parse_float,
+    parse_int,
+    parse_vertex,
+)
+from gtp_engine.search import StopCondition
+from gtp_engine.timecontrol import Clock, TimeSettings
+
+log = logging.getLogger(__name__)
+
+NAME = "gtp_engine"
+MIN_SIZE = 2
+PONDER_SECONDS = 600.0  # pondering stops by itself after this long, or after PONDER_VISIT_FACTOR x the move limit
+PONDER_VISIT_FACTOR = 20
+NEUTRAL_OWNERSHIP = 0.5  # a liberty whose |ownership| is below this belongs to nobody (seki, dame)
+
+
+class NetworkUnavailable(Exception):
+    """No Player for this board size; str() says why (no weights file, a load error, a size the network refuses)."""
+
+
+class PlayerSource(Protocol):
+    def prepare(self, width: int, height: int) -> None:
+        """Starts loading what a width x height game needs, in the background; returns at once."""
+
+    def get(self, width: int, height: int):
+        """The Player for this size, once loaded (waits for the load); raises NetworkUnavailable."""
+
+    def clear_cache(self) -> None:
+        """Forgets cached network evaluations and search trees of the loaded Players."""
+
+
+_REGISTRY: dict[str, Callable[[Session, Command, Stream], str]] = {}
+
+
+def command(*names: str):
+    """Registers a Session method as the handler of these GTP command names."""
+
+    def register(method):
+        for name in names:
+            _REGISTRY[name] = method
+        return method
+
+    return register
+
+
+def command_names() -> list[str]:
+    return list(_REGISTRY)
+
+
+class Session:
+    def __init__(self, players: PlayerSource, search: SearchOptions, play: PlayOptions, rules: Rules,
+                 board_size: int = 19, komi: float = 7.5):
+        self.players = players
+        self.search = search
+        self.options = play
+        self.game = GameState(board_size, komi=komi, rules=rules)
+        self.clock = Clock()
+        self._pondering = None  # the Player while it ponders
+        players.prepare(board_size, board_size)
+
+    def handler(self, name: str) -> Handler | None:
+        method = _REGISTRY.get(name)
+        if method is None:
+            return None
+
+        def run(cmd: Command, stream: Stream) -> str:
+            self.stop_pondering()
+            return method(self, cmd, stream)
+
+        return run
+
+    # ---- administration ---------------------------------------------------------------------------------
+
+    @command("protocol_version")
+    def protocol_version(self, cmd: Command, stream: Stream) -> str:
+        return "2"
+
+    @command("name")
+    def name(self, cmd: Command, stream: Stream) -> str:
+        return NAME
+
+    @command("version")
+    def version(self, cmd: Command, stream: Stream) -> str:
+        return gtp_engine.__version__
+
+    @command("known_command")
+    def known_command(self, cmd: Command, stream: Stream) -> str:
+        arity(cmd.args, 1)
+        return "true" if cmd.args[0].lower() in _REGISTRY else "false"
+
+    @command("list_commands")
+    def list_commands(self, cmd: Command, stream: Stream) -> str:
+        return "\n".join(command_names())
+
+    @command("quit")
+    def quit(self, cmd: Command, stream: Stream) -> str:
+        return ""  # pondering already stopped; protocol.serve ends the session after this answer
+
+    # ---- setting up -------------------------------------------------------------------------------------
+
+    @command("boardsize", "rectangular_boardsize")
+    def boardsize(self, cmd: Command, stream: Stream) -> str:
+        """boardsize N, boardsize W H or W:H, rectangular_boardsize W H. Clears the board, keeps komi and rules."""
+        args = cmd.args[0].split(":") if len(cmd.args) == 1 and ":" in cmd.args[0] else cmd.args
+        arity(args, 1, 2)
+        width = parse_int(args[0])
+        height = parse_int(args[1]) if len(args) == 2 else width
+        if not (MIN_SIZE <= width <= coords.MAX_SIZE and MIN_SIZE <= height <= coords.MAX_SIZE):
+            raise GtpError(UNACCEPTABLE_SIZE)
+        self._new_game(width, height)
+        self.players.prepare(width, height)
+        return ""
+
+    @command("clear_board")
+    def clear_board(self, cmd: Command, stream: Stream) -> str:
+        self._new_game(self.game.width, self.game.height)
+        return ""
+
+    def _new_game(self, width: int, height: int) -> None:
+        self.game = GameState(width, height, komi=self.game.komi, rules=self.game.rules)
+        self.clock = Clock(self.clock.settings)
+
+    @command("komi")
+    def komi(self, cmd: Command, stream: Stream) -> str:
+        arity(cmd.args, 1)
+        self.game.komi = parse_float(cmd.args[0])
+        return ""
+
+    @command("get_komi")
+    def get_komi(self, cmd: Command, stream: Stream) -> str:
+        return f"{self.game.komi:g}"
+
+    @command("kata-get-rules")
+    def kata_get_rules(self, cmd: Command, stream: Stream) -> str:
+        return rules_to_json(self.game.rules)
+
+    @command("kata-set-rules")
+    def kata_set_rules(self, cmd: Command, stream: Stream) -> str:
+        """A rule set name (chinese, japanese, tromp-taylor, aga, new-zealand, korean) or KataGo's JSON form."""
+        if not cmd.args:
+            raise GtpError(SYNTAX_ERROR)
+        try:
+            rules = rules_from_text(cmd.arg_text)
+            self.game = sgf_io.GameRecord.from_game(self.game).to_game(rules=rules)
+        except (ValueError, sgf_io.SgfError) as error:
+            raise GtpError(f"cannot use these rules: {error}") from None
+        return ""
+
+    # ---- moves ------------------------------------------------------------------------------------------
+
+    @command("play")
+    def play(self, cmd: Command, stream: Stream) -> str:
+        arity(cmd.args, 2)
+        color = parse_color(cmd.args[0])
+        try:
+            point = parse_vertex(self.game.grid, cmd.args[1])
+            self.game.play(point, color)
+        except (IllegalVertex, IllegalMoveError) as error:
+            log.info("play %s %s refused: %s", *cmd.args, error)
+            raise GtpError(ILLEGAL_MOVE) from None
+        return ""
+
+    @command("undo")
+    def undo(self, cmd: Command, stream: Stream) -> str:
+        arity(cmd.args, 0)
+        self._undo(1)
+        return ""
+
+    @command("gg-undo")
+    def gg_undo(self, cmd: Command, stream: Stream) -> str:
+        """Undoes N moves (default 1), all or none."""
+        arity(cmd.args, 0, 1)
+        self._undo(parse_int(cmd.args[0], minimum=1) if cmd.args else 1)
+        return ""
+
+    def _undo(self, count: int) -> None:
+        if count > len(self.game.moves) or not self.game.can_undo:
+            raise GtpError(CANNOT_UNDO)
+        for _ in range(count):
+            self.game.undo()
+
+    @command("genmove")
+    def genmove(self, cmd: Command, stream: Stream) -> str:
+        arity(cmd.args, 1)
+        return self._generate(cmd, stream, parse_color(cmd.args[0]))
+
+    @command("kgs-genmove_cleanup")
+    def genmove_cleanup(self, cmd: Command, stream: Stream) -> str:
+        """genmove that does not pass while dead opponent stones are left on the board, and never resigns."""
+        arity(cmd.args, 1)
+        return self._generate(cmd, stream, parse_color(cmd.args[0]), cleanup=True)
+
+    @command("reg_genmove")
+    def reg_genmove(self, cmd: Command, stream: Stream) -> str:
+        """The move genmove would choose, without playing it."""
+        arity(cmd.args, 1)
+        return self._generate(cmd, stream, parse_color(cmd.args[0]), keep=False)
+
+    @command("lz-genmove_analyze", "kata-genmove_analyze")
+    def genmove_analyze(self, cmd: Command, stream: Stream) -> str:
+        """genmove that streams info lines while it searches and ends with "play <vertex>"."""
+        request = analysis.parse_request(cmd.args, self.game.grid, self.game.to_play, kata=cmd.name.startswith("kata"))
+        return "play " + self._generate(cmd, stream, request.color, request=request)
+
+    def _generate(self, cmd: Command, stream: Stream, color: int, *, cleanup: bool = False, keep: bool = True,
+                  request: analysis.Request | None = None) -> str:
+        started = cmd.received or time.monotonic()
+        player = self._player()
+        stop = self._move_stop(player, color, started, stream.gogui_interrupted)
+        report = None
+        if request is not None:
+            self._check_restrictions(request)
+            report = analysis.reporter(request, self.game.grid, stream.line, self._priors(player, request))
+            stream.start()
+        choice = player.genmove(color, stop, on_snapshot=report, snapshot_interval=request.interval or None
+                                if request else None, cleanup=cleanup)
+        if keep:
+            self.clock.spend(color, time.monotonic() - started)
+        if choice.resign:
+            return "resign"
+        point = choice.point
+        if not keep:
+            player.undo()
+            return coords.to_gtp(self.game.grid, point)
+        try:
+            self.game.play(point, color)
+        except IllegalMoveError as error:  # a search bug must not reach the controller as an illegal move
+            log.error("the search chose an illegal move (%s); passing instead", error)
+            player.undo()
+            point = coords.PASS
+            self.game.play(point, color)
+            player.play(point, color)
+        if self.options.ponder and not self.game.is_over:
+            self._start_pondering(player, stop, stream.interrupted)
+        return coords.to_gtp(self.game.grid, point)
+
+    def _move_stop(self, player, color: int, started: float, interrupt: threading.Event) -> StopCondition:
+        """What ends one move's search: the flags' visits and playouts, the clock's budget, the --time cap.
+
+        Without any of these the search stops at the Player's default visits, never later.
+        """
+        game, search = self.game, self.search
+        budget = self.clock.budget(color, game.grid.area, game.board.stone_count[BLACK] +
+                                   game.board.stone_count[WHITE], self.options.lag_buffer)
+        cap = search.time_per_move
+        if budget is None:
+            visits = search.visits
+            if visits is None and search.playouts is None and cap is None:
+                visits = player.config.default_visits
+            return StopCondition(visits=visits, playouts=search.playouts,
+                                 deadline=None if cap is None else started + cap, interrupt=interrupt)
+        seconds = [budget.minimum, budget.recommended, budget.maximum]
+        if cap is not None:
+            seconds = [min(t, cap) for t in seconds]
+        stop = StopCondition.for_budget(started, *seconds, interrupt=interrupt, visits=search.visits)
+        stop.playouts = search.playouts
+        return stop
+
+    # ---- pondering --------------------------------------------------------------------------------------
+
+    def _start_pondering(self, player, move_stop: StopCondition, input_arrived: threading.Event) -> None:
+        """Searches on for the opponent until any input arrives (or the ponder limits)."""
+        limit = move_stop.visits or move_stop.playouts or player.config.default_visits
+        interrupt = threading.Event()
+        player.ponder(StopCondition(visits=PONDER_VISIT_FACTOR * limit,
+                                    deadline=time.monotonic() + PONDER_SECONDS, interrupt=interrupt))
+        self._pondering = player
+
+        def watch_input() -> None:  # any input line stops pondering, also one that is no command
+            input_arrived.wait()
+            interrupt.set()
+
+        threading.Thread(target=watch_input, name="ponder-input", daemon=True).start()
+
+    def stop_pondering(self) -> None:
+        if self._pondering is not None:
+            self._pondering.stop_background()
+            self._pondering = None
+
+    @command("gogui-interrupt")
+    def gogui_interrupt(self, cmd: Command, stream: Stream) -> str:
+        return ""  # listing it tells GoGui that a "# interrupt" line ends a running genmove early
+
+    @command("stop")
+    def stop(self, cmd: Command, stream: Stream) -> str:
+        return ""  # pondering has stopped before any command runs
+
+    @command("kgs-game_over")
+    def game_over(self, cmd: Command, stream: Stream) -> str:
+        return ""  # likewise; no pondering starts again until the next genmove
+
+    # ---- handicap ---------------------------------------------------------------------------------------
+
+    @command("fixed_handicap")
+    def fixed_handicap(self, cmd: Command, stream: Stream) -> str:
+        arity(cmd.args, 1)
+        count = parse_int(cmd.args[0])
+        self._require_empty()
+        try:
+            points = fixed_handicap_points(self.game.grid, count)
+        except ValueError:
+            raise GtpError(INVALID_NUMBER_OF_STONES) from None
+        return self._place_handicap(points)
+
+    @command("place_free_handicap")
+    def place_free_handicap(self, cmd: Command, stream: Stream) -> str:
+        """The fixed layout where GTP defines one; otherwise stones spread over the board from the 3-3 points in."""
+        arity(cmd.args, 1)
+        count = parse_int(cmd.args[0])
+        self._require_empty()
+        g = self.game.grid
+        if not 2 <= count < g.area:
+            raise GtpError(INVALID_NUMBER_OF_STONES)
+        try:
+            points = fixed_handicap_points(g, count)
+        except ValueError:
+            points = spread_points(g, count)
+        return self._place_handicap(points)
+
+    @command("set_free_handicap")
+    def set_free_handicap(self, cmd: Command, stream: Stream) -> str:
+        self._require_empty()
+        g = self.game.grid
+        try:
+            points = [parse_vertex(g, text) for text in cmd.args]
+        except GtpError:
+            raise GtpError(BAD_VERTEX_LIST) from None
+        if len(points) < 2 or len(set(points)) != len(points) or coords.PASS in points or len(points) >= g.area:
+            raise GtpError(BAD_VERTEX_LIST)
+        self._place_handicap(points)
+        return ""
+
+    def _require_empty(self) -> None:
+        board = self.game.board
+        if self.game.moves or self.game.setup or board.stone_count[BLACK] + board.stone_count[WHITE]:
+            raise GtpError(BOARD_NOT_EMPTY)
+
+    def _place_handicap(self, points: list[int]) -> str:
+        self.game.place_handicap(points)
+        return " ".join(coords.to_gtp(self.game.grid, p) for p in points)
+
+    # ---- time -------------------------------------------------------------------------------------------
+
+    @command("time_settings")
+    def time_settings(self, cmd: Command, stream: Stream) -> str:
+        """Canadian byo-yomi; byo-yomi 0 means absolute time, stones 0 with byo-yomi > 0 means no limit."""
+        arity(cmd.args, 3)
+        self._set_clock(lambda: TimeSettings.from_gtp(_seconds(cmd.args[0]), _seconds(cmd.args[1]),
+                                                       parse_int(cmd.args[2])))
+        return ""
+
+    @command("kgs-time_settings")
+    def kgs_time_settings(self, cmd: Command, stream: Stream) -> str:
+        """none | absolute M | byoyomi M B P | canadian M B S; after byoyomi, time_left counts periods."""
+        self._set_clock(lambda: _kgs_settings(cmd.args))
+        return ""
+
+    @command("kata-time_settings")
+    def kata_time_settings(self, cmd: Command, stream: Stream) -> str:
+        """The kgs-time_settings kinds, plus fischer M INC and fischer-capped M INC LIMIT MAXMOVE (-1: no cap)."""
+        self._set_clock(lambda: _kata_settings(cmd.args))
+        return ""
+
+    @command("kata-list_time_settings")
+    def kata_list_time_settings(self, cmd: Command, stream: Stream) -> str:
+        return "none absolute byoyomi canadian fischer fischer-capped"
+
+    def _set_clock(self, settings: Callable[[], TimeSettings]) -> None:
+        try:
+            self.clock = Clock(settings())
+        except (ValueError, IndexError):
+            raise GtpError(SYNTAX_ERROR) from None
+
+    @command("time_left")
+    def time_left(self, cmd: Command, stream: Stream) -> str:
+        arity(cmd.args, 3)
+        color = parse_color(cmd.args[0])
+        seconds = parse_float(cmd.args[1])  # may be 0 or negative when the controller is late
+        self.clock.time_left(color, seconds, parse_int(cmd.args[2]))
+        return ""
+
+    @command("cputime")
+    def cputime(self, cmd: Command, stream: Stream) -> str:
+        return f"{time.process_time():.3f}"
+
+    # ---- scoring ----------------------------------------------------------------------------------------
+
+    @command("final_score")
+    def final_score(self, cmd: Command, stream: Stream) -> str:
+        try:
+            player = self._player()
+        except GtpError as error:
+            log.warning("final_score: %s", error)
+            raise GtpError(CANNOT_SCORE) from None
+        return format_result(player.final_score())
+
+    @command("final_status_list")
+    def final_status_list(self, cmd: Command, stream: Stream) -> str:
+        arity(cmd.args, 1)
+        status = cmd.args[0].lower()
+        if status not in ("alive", "dead", "seki"):
+            raise GtpError(SYNTAX_ERROR)
+        player = self._player()
+        chains = chain_statuses(self.game, set(player.dead_stones()), player.ownership())[status]
+        g = self.game.grid
+        return "\n".join(" ".join(coords.to_gtp(g, p) for p in chain) for chain in chains)
+
+    # ---- analysis ---------------------------------------------------------------------------------------
+
+    @command("lz-analyze", "kata-analyze")
+    def analyze(self, cmd: Command, stream: Stream) -> str:
+        """Streams info lines for the position until the next input line."""
+        request = analysis.parse_request(cmd.args, self.game.grid, self.game.to_play, kata=cmd.name.startswith("kata"))
+        self._check_restrictions(request)
+        player = self._player()
+        report = analysis.reporter(request, self.game.grid, stream.line, self._priors(player, request))
+        stream.start()
+        player.analyze(request.color, StopCondition(interrupt=stream.interrupted), report,
+                       request.interval or None, ownership=request.ownership)
+        return ""
+
+    def _check_restrictions(self, request: analysis.Request) -> None:
+        if request.avoid or request.allow is not None:
+            raise GtpError("avoid and allow are not supported yet")
+
+    def _priors(self, player, request: analysis.Request) -> dict[int, float] | None:
+        """The network's policy for the analysed colour, point -> probability, when minmoves needs it."""
+        if not request.min_moves:
+            return None
+        state = self._state_for(request.color)
+        policy = player.evaluator.evaluate([state]).policy[0]
+        legal = state.legal_mask()
+        g = state.grid
+        return {g.from_flat(i): float(policy[i]) for i in np.flatnonzero(legal)}
+
+    def _state_for(self, color: int) -> GameState:
+        state = self.game.copy()
+        state.to_play = color
+        return state
+
+    @command("gogui-analyze_commands")
+    def gogui_analyze_commands(self, cmd: Command, stream: Stream) -> str:
+        return "\n".join(GOGUI_ANALYZE_COMMANDS)
+
+    @command("gogui-ownership")
+    def gogui_ownership(self, cmd: Command, stream: Stream) -> str:
+        """Who owns each point (dboard: +1 Black, -1 White), rows from the top."""
+        ownership = self._player().ownership()
+        g = self.game.grid
+        rows = ownership.reshape(g.height, g.width)
+        return "\n" + "\n".join(" ".join(f"{v:.2f}" for v in row) for row in rows)
+
+    @command("gogui-policy")
+    def gogui_policy(self, cmd: Command, stream: Stream) -> str:
+        """The network's move probabilities for the side to move (gfx: shading and percentages)."""
+        player = self._player()
+        state = self._state_for(self.game.to_play)
+        policy = player.evaluator.evaluate([state]).policy[0]
+        legal = state.legal_mask()
+        policy = np.where(legal, policy, 0.0)
+        g = state.grid
+        top = float(policy[:-1].max()) or 1.0
+        lines = [f"INFLUENCE {coords.to_gtp(g, g.from_flat(i))} {policy[i] / top:.3f}"
+                 for i in np.flatnonzero(policy[:-1] >= 0.001 * top)]
+        lines += [f"LABEL {coords.to_gtp(g, g.from_flat(i))} {round(100 * policy[i])}"
+                  for i in np.argsort(-policy[:-1])[:10] if policy[i] >= 0.005]
+        lines.append(f"TEXT pass {100 * policy[-1]:.1f}%")
+        return "\n".join(lines)
+
+    @command("gogui-best_moves")
+    def gogui_best_moves(self, cmd: Command, stream: Stream) -> str:
+        """A search's principal variation (gfx VAR) and its best moves labelled with their winrates."""
+        snapshot = self._search_snapshot(stream)
+        g = self.game.grid
+        lines = []
+        if snapshot.moves:
+            color, variation = snapshot.to_play, []
+            for point in snapshot.moves[0].pv:
+                variation.append(f"{color_letter(color).lower()} {coords.to_gtp(g, point)}")
+                color = opponent(color)
+            lines.append("VAR " + " ".join(variation))
+        lines += [f"LABEL {coords.to_gtp(g, m.point)} {round(100 * m.winrate)}%"
+                  for m in snapshot.moves[:8] if m.point != coords.PASS and m.visits > 0]
+        lines.append(f"TEXT {summary(snapshot)}")
+        return "\n".join(lines)
+
+    @command("gogui-winrate")
+    def gogui_winrate(self, cmd: Command, stream: Stream) -> str:
+        """The side to move's winrate and score lead after a search."""
+        return summary(self._search_snapshot(stream))
+
+    def _search_snapshot(self, stream: Stream):
+        """A search of the position for the side to move, to the move limits but not the clock; plays nothing."""
+        player = self._player()
+        search = self.search
+        visits = search.visits
+        if visits is None and search.playouts is None and search.time_per_move is None:
+            visits = player.config.default_visits
+        deadline = None if search.time_per_move is None else time.monotonic() + search.time_per_move
+        snapshots: list = []
+        player.analyze(self.game.to_play, StopCondition(visits=visits, playouts=search.playouts, deadline=deadline,
+                                                        interrupt=stream.gogui_interrupted), snapshots.append)
+        return snapshots[-1]
+
+    @command("clear_cache")
+    def clear_cache(self, cmd: Command, stream: Stream) -> str:
+        """Forgets network evaluations and search trees."""
+        self.players.clear_cache()
+        return ""
+
+    # ---- showing the game -------------------------------------------------------------------------------
+
+    @command("showboard")
+    def showboard(self, cmd: Command, stream: Stream) -> str:
+        return "\n" + diagram(self.game)
+
+    @command("loadsgf")
+    def loadsgf(self, cmd: Command, stream: Stream) -> str:
+        """loadsgf FILE [N]: the game of FILE up to, not including, move N; the session keeps its rules."""
+        if not cmd.args:
+            raise GtpError(SYNTAX_ERROR)
+        path, number = cmd.arg_text, None
+        head, _, last = path.rpartition(" ")
+        if head.strip() and last.isdigit():
+            path, number = head.strip(), int(last)
+        if len(path) > 1 and path[0] == path[-1] == '"':
+            path = path[1:-1]  # GoGui quotes file names that contain spaces
+        try:
+            record = sgf_io.load_sgf_file(path)
+            if not (MIN_SIZE <= record.width <= coords.MAX_SIZE and MIN_SIZE <= record.height <= coords.MAX_SIZE):
+                raise sgf_io.SgfError(path, "board size", f"{record.width}x{record.height}")
+            game = record.to_game(rules=self.game.rules, max_moves=None if number is None else max(0, number - 1))
+        except (OSError, sgf_io.SgfError) as error:
+            log.warning("loadsgf: %s", error)
+            raise GtpError(CANNOT_LOAD_FILE) from None
+        if record.komi is None:
+            game.komi = self.game.komi
+        self.game = game
+        self.clock = Clock(self.clock.settings)
+        self.players.prepare(game.width, game.height)
+        return ""
+
+    @command("printsgf")
+    def printsgf(self, cmd: Command, stream: Stream) -> str:
+        """The game as SGF; printsgf FILE writes it to FILE instead."""
+        data = sgf_io.save_sgf(self.game)
+        if not cmd.args:
+            return data.decode("utf-8")
+        try:
+            Path(cmd.arg_text).write_bytes(data)
+        except OSError as error:
+            raise GtpError(f"cannot write file: {error.strerror}") from None
+        return ""
+
+    # ---- the Player -------------------------------------------------------------------------------------
+
+    def _player(self):
+        """The Player for this board size, made to follow the Session's game; GtpError when there is none."""
+        game = self.game
+        try:
+            player = self.players.get(game.width, game.height)
+        except NetworkUnavailable as error:
+            raise GtpError(f"no network loaded: {error}") from None
+        follow(player, game)
+        return player
+
+
+def follow(player, game: GameState) -> None:
+    """Brings the Player's game to `game`: undo and play where only moves differ (keeps its tree), else reset."""
+    mine = player.game
+    if _same_start(mine, game):
+        common = 0
+        for a, b in zip(mine.moves, game.moves):
+            if a != b:
+                break
+            common += 1
+        try:
+            for _ in range(len(mine.moves) - common):
+                player.undo()
+            for color, point in game.moves[common:]:
+                player.play(point, color)
+        except (IllegalMoveError, IndexError) as error:
+            log.warning("player out of step (%s); resetting it", error)
+        mine = player.game
+        if mine.moves == game.moves and mine.to_play == game.to_play and mine.board == game.board:
+            return
+    player.reset(game.copy())
+
+
+def _same_start(a: GameState, b: GameState) -> bool:
+    return (a.width, a.height, a.komi, a.rules, a.setup, a.handicap_stones) == \
+        (b.width, b.height, b.komi, b.rules, b.setup, b.handicap_stones)
+
+
+def _seconds(text: str) -> float:
+    value = parse_float(text)
+    if value < 0:
+        raise GtpError(SYNTAX_ERROR)
+    return value
+
+
+def _kgs_settings(args: tuple[str, ...]) -> TimeSettings:
+    kind = args[0].lower() if args else ""
+    if kind == "none" and len(args) == 1:
+        return TimeSettings("none")
+    if kind == "absolute" and len(args) == 2:
+        return TimeSettings("absolute", _seconds(args[1]))
+    if kind in ("byoyomi", "canadian") and len(args) == 4:
+        main, period, count = _seconds(args[1]), _seconds(args[2]), parse_int(args[3])
+        if count == 0 or period == 0:
+            return TimeSettings("absolute", main)
+        if kind == "byoyomi":
+            return TimeSettings("byoyomi", main, period, periods=count)
+        return TimeSettings("canadian", main, period, stones=count)
+    raise GtpError(SYNTAX_ERROR)
+
+
+def _kata_settings(args: tuple[str, ...]) -> TimeSettings:
+    kind = args[0].lower() if args else ""
+    if kind == "fischer" and len(args) == 3:
+        return TimeSettings("fischer", _seconds(args[1]), increment=_seconds(args[2]))
+    if kind == "fischer-capped" and len(args) == 5:
+        limit, per_move = parse_float(args[3]), parse_float(args[4])
+        return TimeSettings("fischer", _seconds(args[1]), increment=_seconds(args[2]),
+                            main_time_limit=None if limit < 0 else limit,
+                            max_move_time=None if per_move < 0 else per_move)
+    return _kgs_settings(args)
+
+
+# ---- rules in KataGo's JSON form ------------------------------------------------------------------------
+
+_KATA_RULE_NAMES = {"chinese-ogs": "chinese", "chinese-kgs": "chinese"}
+
+
+def rules_to_json(rules: Rules) -> str:
+    return json.dumps({
+        "ko": rules.ko.upper(),
+        "scoring": rules.scoring.upper(),
+        "suicide": rules.suicide_allowed,
+        "tax": "NONE",
+        "hasButton": False,
+        "whiteHandicapBonus": rules.white_handicap_bonus,
+    }, separators=(",", ":"))
+
+
+def rules_from_text(text: str) -> Rules:
+    """A rule set name, or a JSON object with KataGo's keys; raises ValueError for what this engine cannot play."""
+    text = text.strip()
+    if not text.startswith("{"):
+        return Rules.named(_KATA_RULE_NAMES.get(text.lower(), text))
+    try:
+        fields = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"not JSON: {error}") from None
+    if not isinstance(fields, dict):
+        raise ValueError("expected a JSON object")
+    current = Rules()
+    values = {"scoring": current.scoring, "ko": current.ko, "suicide_allowed": current.suicide_allowed,
+              "white_handicap_bonus": current.white_handicap_bonus}
+    for key, value in fields.items():
+        if key == "ko" and isinstance(value, str):
+            values["ko"] = value.lower()
+        elif key == "scoring" and isinstance(value, str):
+            values["scoring"] = value.lower()
+        elif key in ("suicide", "multiStoneSuicideLegal") and isinstance(value, bool):
+            values["suicide_allowed"] = value
+        elif key == "whiteHandicapBonus" and isinstance(value, str):
+            values["white_handicap_bonus"] = value.upper()
+        elif (key, value) in (("tax", "NONE"), ("hasButton", False)):
+            continue
+        else:
+            raise ValueError(f"unsupported rule {key}={value!r}")
+    named = [name for name, rules in RULE_SETS.items()
+             if (rules.scoring, rules.ko, rules.suicide_allowed, rules.white_handicap_bonus) == tuple(values.values())]
+    return Rules(**values, name=named[0] if named else "custom")
+
+
+# ---- dead stones and board pictures ---------------------------------------------------------------------
+
+def chain_statuses(game: GameState, dead: set[int], ownership: np.ndarray) -> dict[str, list[list[int]]]:
+    """Every chain as alive or dead (dead: its stones are in `dead`); seki lists the alive chains in seki.
+
+    ownership: flat, Black's view. A chain is in seki when each of its liberties is neutral and touches a living
+    chain of the other colour.
+    """
+    board, g = game.board, game.grid
+    chains: list[list[int]] = []
+    seen: set[int] = set()
+    for point in g.points:
+        if board.colors[point] in (BLACK, WHITE) and point not in seen:
+            chain = sorted(board.chain(point))
+            seen.update(chain)
+            chains.append(chain)
+    statuses: dict[str, list[list[int]]] = {"alive": [], "dead": [], "seki": []}
+    living = {p: board.colors[p] for chain in chains if chain[0] not in dead for p in chain}
+    for chain in chains:
+        if chain[0] in dead:
+            statuses["dead"].append(chain)
+            continue
+        statuses["alive"].append(chain)
+        enemy = opponent(board.colors[chain[0]])
+        liberties = board.chain_liberty_points(chain[0])
+        if liberties and all(abs(float(ownership[g.flat(lib)])) < NEUTRAL_OWNERSHIP
+                             and any(living.get(n) == enemy for n in g.neighbors[lib]) for lib in liberties):
+            statuses["seki"].append(chain)
+    return statuses
+
+
+def summary(snapshot) -> str:
+    """One line for people: the side to move's winrate and lead, and the search's size."""
+    side = "Black" if snapshot.to_play == BLACK else "White"
+    lead = snapshot.score_lead
+    return (f"{side} to play: winrate {100 * snapshot.winrate:.1f}%, "
+            f"{'leads' if lead >= 0 else 'trails'} by {abs(lead):.1f} points, {snapshot.visits} visits")
+
+
+GOGUI_ANALYZE_COMMANDS = (
+    "dboard/Ownership/gogui-ownership",
+    "gfx/Policy/gogui-policy",
+    "gfx/Best Moves/gogui-best_moves",
+    "string/Winrate and Score/gogui-winrate",
+    "plist/Dead Stones/final_status_list dead",
+    "plist/Seki Stones/final_status_list seki",
+    "string/Final Score/final_score",
+    "none/Clear Cache/clear_cache",
+)
+
+
+def spread_points(g: coords.Grid, count: int) -> list[int]:
+    """count points far from each other, for handicaps GTP gives no layout for: each next point is the one farthest
+    from those already chosen, points on the first two lines only once the others are used up."""
+    rows, cols = np.divmod(np.arange(g.area), g.width)
+    edge = np.minimum.reduce([rows, cols, g.height - 1 - rows, g.width - 1 - cols])
+    margin = 2 if min(g.width, g.height) >= 7 else 0
+    distance = np.full(g.area, 1e6)  # to the nearest chosen point
+    chosen: list[int] = []
+    for _ in range(count):
+        score = np.where(edge >= margin, distance, distance - 1e3)
+        score[chosen] = -np.inf
+        flat = int(np.argmax(score))
+        chosen.append(flat)
+        distance = np.minimum(distance, np.hypot(rows - rows[flat], cols - cols[flat]))
+    return [g.from_flat(i) for i in chosen]
+
+
+def diagram(game: GameState) -> str:
+    """The board with coordinates (X black, O white, the last move in parentheses) and status lines."""
+    g, board = game.grid, game.board
+    letters = "   " + " ".join(coords.GTP_COLUMNS[:g.width])
+    last = game.moves[-1][1] if game.moves else coords.PASS
+    lines = [letters]
+    for row in range(g.height):
+        cells = [{BLACK: "X", WHITE: "O"}.get(board.colors[g.point(row, col)], ".") for col in range(g.width)]
+        separators = [" "] * (g.width + 1)
+        if last != coords.PASS and g.row_col(last)[0] == row:
+            col = g.row_col(last)[1]
+            separators[col], separators[col + 1] = "(", ")"
+        number = g.height - row
+        lines.append(f"{number:2d}" + "".join(map(str.__add__, separators, cells)) + separators[-1] + f"{number:2d}")
+    lines.append(letters)
+    to_play = "Black" if game.to_play == BLACK else "White"
+    lines.append(f"captured: Black (X) {board.captures[BLACK]}, White (O) {board.captures[WHITE]}; "
+                 f"komi {game.komi:g}; {game.rules.name} rules; move {game.move_number}; {to_play} to play")
+    if game.moves:
+        color, point = game.moves[-1]
+        lines.append(f"last move: {color_letter(color)} {coords.to_gtp(g, point)}")
+    return "\n".join(lines)
