@@ -1,7 +1,8 @@
 """Property: GameState.undo after any sequence of legal moves (passes, captures, ko) restores the exact state.
 
 Hypothesis drives random interleavings of legal moves and undos on small boards, where captures, ko and superko come
-up often, under rule sets with and without suicide and with each ko rule.
+up often, under rule sets with and without suicide and with each ko rule. Along the way, the legal mask the moves
+are drawn from is checked against GameState.is_legal at every point.
 """
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ def test_undo_restores_everything(width, height, rules, handicap, script):
             continue
         _, choice, prefer_urgent = action
         mask = game.legal_mask()
+        # The vectorised mask and the scalar check are separate code paths: they must agree everywhere.
+        assert mask.tolist() == [game.is_legal(game.grid.from_flat(i)) for i in range(game.grid.area + 1)]
         urgent = urgent_moves(game, mask) if prefer_urgent else []
         candidates = urgent or np.flatnonzero(mask).tolist()
         flat = candidates[choice % len(candidates)]
