@@ -1,0 +1,165 @@
+"""The player: resignation, the pass rules, cleanup, moves for either colour, pondering, and a real network."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from search_support import ScriptedEvaluator, check_tree, position
+
+from gtp_engine.board import BLACK, WHITE
+from gtp_engine.coords import PASS, grid
+from gtp_engine.evaluator import UniformEvaluator
+from gtp_engine.game import GameState
+from gtp_engine.player import Player
+from gtp_engine.search import SearchConfig, StopCondition
+
+# Black has the left three columns (15 points), White the right two (10).
+SPLIT = """
+    . . X O .
+    . . X O .
+    . . X O .
+    . . X O .
+    . . X O .
+"""
+# The same with a dead white stone inside Black's area.
+SPLIT_WITH_DEAD_STONE = """
+    . . X O .
+    . O X O .
+    . . X O .
+    . . X O .
+    . . X O .
+"""
+G = grid(5)
+BLACK_TERRITORY = G.point(2, 0)
+WHITE_TERRITORY_COLUMN = 4
+
+
+def split_ownership(state):
+    """Black owns columns 0-2 and White columns 3-4, whatever stands there."""
+    return np.where(np.arange(state.grid.area) % 5 <= 2, 1.0, -1.0)
+
+
+def after_white_pass(text, komi):
+    game = position(text, WHITE, komi=komi)
+    game.play(PASS, WHITE)
+    return game
+
+
+def black_losing(state):
+    return -0.99 if state.to_play == BLACK else 0.99
+
+
+QUICK = StopCondition(visits=60)
+
+
+def test_resigns_when_lost_but_not_in_the_opening_nor_when_disabled():
+    config = SearchConfig(resign_threshold=0.1, resign_after_moves=0, seed=0)
+    assert Player(ScriptedEvaluator(value=black_losing), config, GameState(5)).genmove(BLACK, QUICK).resign
+    late = SearchConfig(resign_threshold=0.1, resign_after_moves=4, seed=0)
+    player = Player(ScriptedEvaluator(value=black_losing), late, GameState(5))
+    choice = player.genmove(BLACK, QUICK)
+    assert not choice.resign and player.game.moves == [(BLACK, choice.point)]
+    never = SearchConfig(resign_threshold=None, resign_after_moves=0, seed=0)
+    assert not Player(ScriptedEvaluator(value=black_losing), never, GameState(5)).genmove(BLACK, QUICK).resign
+    assert not Player(ScriptedEvaluator(value=black_losing), config, GameState(5)).genmove(
+        BLACK, QUICK, cleanup=True).resign
+    assert Player(ScriptedEvaluator(value=black_losing), config, GameState(5)).genmove(WHITE, QUICK).resign is False
+
+
+def test_passes_after_the_opponent_passed_when_passing_wins_by_the_count():
+    # The network favours a move inside Black's own area; Black is ahead by 4.5 and White has passed.
+    player = Player(ScriptedEvaluator(favour=[BLACK_TERRITORY], ownership=split_ownership),
+                    SearchConfig(seed=0), after_white_pass(SPLIT, komi=0.5))
+    assert player.genmove(BLACK, QUICK).point == PASS
+    assert player.game.is_over
+
+
+def test_never_passes_while_behind():
+    # komi 10.5: Black is behind by 5.5. The network wants to pass; Black must play on, outside its own area.
+    player = Player(ScriptedEvaluator(favour=[PASS], ownership=split_ownership),
+                    SearchConfig(seed=0, resign_threshold=None), after_white_pass(SPLIT, komi=10.5))
+    choice = player.genmove(BLACK, QUICK)
+    assert choice.point != PASS
+    assert G.row_col(choice.point)[1] == WHITE_TERRITORY_COLUMN
+
+
+def test_does_not_fill_its_own_territory():
+    # White has not passed. Ahead: pass rather than fill. Behind: play elsewhere rather than fill.
+    ahead = Player(ScriptedEvaluator(favour=[BLACK_TERRITORY], ownership=split_ownership), SearchConfig(seed=0),
+                   position(SPLIT, BLACK, komi=0.5))
+    assert ahead.genmove(BLACK, QUICK).point == PASS
+    behind = Player(ScriptedEvaluator(favour=[BLACK_TERRITORY], ownership=split_ownership),
+                    SearchConfig(seed=0, resign_threshold=None), position(SPLIT, BLACK, komi=10.5))
+    choice = behind.genmove(BLACK, QUICK)
+    assert choice.point != PASS and G.row_col(choice.point)[1] == WHITE_TERRITORY_COLUMN
+
+
+def test_dead_stones_are_judged_by_ownership():
+    player = Player(ScriptedEvaluator(ownership=split_ownership), SearchConfig(seed=0),
+                    position(SPLIT_WITH_DEAD_STONE, BLACK, komi=0.5))
+    assert player.dead_stones() == [G.point(1, 1)]
+    assert player.final_score() == pytest.approx(4.5)
+    assert np.all(np.sign(player.ownership()) == np.sign(split_ownership(player.game)))
+
+
+def test_cleanup_captures_dead_stones_before_passing():
+    evaluator = ScriptedEvaluator(favour=[PASS], ownership=split_ownership)
+    # Normal play: White passed and Black wins once the dead stone is removed, so Black passes.
+    player = Player(evaluator, SearchConfig(seed=0), after_white_pass(SPLIT_WITH_DEAD_STONE, komi=0.5))
+    assert player.genmove(BLACK, QUICK).point == PASS
+    # Cleanup: the dead stone must be captured first, however much the network likes passing.
+    player = Player(evaluator, SearchConfig(seed=0), after_white_pass(SPLIT_WITH_DEAD_STONE, komi=0.5))
+    dead = G.point(1, 1)
+    for _ in range(4):
+        if player.game.board.colors[dead] != WHITE:
+            break
+        assert player.genmove(BLACK, QUICK, cleanup=True).point != PASS
+        player.play(PASS, WHITE)
+    assert player.game.board.colors[dead] != WHITE, "the dead stone is still on the board"
+    assert player.genmove(BLACK, QUICK, cleanup=True).point == PASS  # nothing left to clean up
+
+
+def test_genmove_for_the_colour_not_to_play():
+    player = Player(UniformEvaluator(), SearchConfig(seed=0), GameState(5))
+    choice = player.genmove(WHITE, QUICK)
+    assert player.game.moves == [(WHITE, choice.point)] and player.game.to_play == BLACK
+    player.genmove(BLACK, QUICK)
+    player.undo()
+    player.undo()
+    assert player.game.moves == []
+
+
+def test_ponder_stops_at_once_on_the_next_call_and_its_tree_is_reused():
+    player = Player(UniformEvaluator(), SearchConfig(seed=0, batch_size=8), GameState(9))
+    player.genmove(BLACK, StopCondition(visits=50))
+    player.ponder()
+    time.sleep(0.3)
+    start = time.monotonic()
+    player.stop_background()
+    assert time.monotonic() - start < 0.2
+    check_tree(player.searcher.tree)
+    pondered = player.searcher.tree.root
+    edge = int(pondered.N.argmax())
+    reply = pondered.children[edge]
+    assert reply.visits > 1
+    player.ponder()
+    time.sleep(0.1)
+    player.play(pondered.moves[edge], WHITE)  # stops the second ponder too
+    kept = reply.visits
+    choice = player.genmove(BLACK, StopCondition(playouts=8))
+    assert choice.visits == kept + 8
+
+
+def test_plays_a_game_with_a_real_network(tiny_onnx_model):
+    from gtp_engine.onnx_evaluator import OnnxEvaluator
+
+    player = Player(OnnxEvaluator(tiny_onnx_model, device="cpu"), SearchConfig(seed=0, resign_threshold=None),
+                    GameState(9))
+    for _ in range(6):
+        color = player.game.to_play
+        choice = player.genmove(color, StopCondition(visits=40))
+        assert not choice.resign and player.game.moves[-1] == (color, choice.point)
+        check_tree(player.searcher.tree)
+    assert player.ownership().shape == (81,)
