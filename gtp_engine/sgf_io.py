@@ -145,8 +145,10 @@ class GameRecord:
                         game.place_setup(color, points)
         except ValueError as e:  # Board.place_stone refuses a chain without liberties
             raise SgfError(self.source, "illegal setup", str(e)) from None
-        if self.first_player is not None and not self.moves:
-            game.to_play = self.first_player
+        # Who moves first: the recorded first move when there is one (it overrides PL), else PL.
+        first = self.moves[0][0] if self.moves else self.first_player
+        if first is not None and first != game.to_play:
+            game.set_to_play(first)
 
     def to_sgf(self) -> bytes:
         """The record as UTF-8 SGF: game information in the root, setup there too, one node per move."""

@@ -95,6 +95,13 @@ def test_setup_over_several_nodes_follows_the_main_line():
     }
     assert record.first_player == WHITE
     assert [coords.to_sgf(g, p) for _, p in record.moves] == ["ha"]
+    assert record.to_game(max_moves=0).to_play == BLACK  # the recorded first move overrides PL
+
+
+def test_position_before_the_first_move_has_the_first_mover_to_play():
+    record = load_sgf(b"(;SZ[9];W[ee];B[cc])")
+    assert record.to_game(max_moves=0).to_play == WHITE
+    assert record.to_game().to_play == WHITE
 
 
 def test_rectangular_board_round_trip():
