@@ -8,6 +8,7 @@ Terms:
 - setup stones: AB / AW / AE in the root and in the nodes before the first move, applied in order.
   Setup after the first move is rejected: a GameState holds setup only before its moves.
 - source: the name of the data (usually the file name), repeated in every error message.
+- read_sgf_files: the .sgf files of a folder or an archive as (name, bytes), for tools and training ingest.
 
 Decoding: the bytes are decoded to text before they are parsed, because multi-byte charsets (Shift_JIS,
 GBK) use the byte values of '\\' and ']' inside characters. Order: a byte-order mark; UTF-16 without one
@@ -26,7 +27,10 @@ import codecs
 import dataclasses
 import math
 import re
+import tarfile
+import zipfile
 from pathlib import Path
+from typing import Iterator
 
 from sgfmill import sgf_grammar
 
@@ -46,6 +50,7 @@ _BOMS = (  # UTF-32 first: its little-endian BOM starts with UTF-16's
 )
 _CHARSET_RE = re.compile(rb"(?<![A-Za-z])CA\s*\[\s*([^\]]*?)\s*\]")
 _SETUP = ("AB", "AW", "AE")
+_TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2")
 
 
 class SgfError(ValueError):
@@ -197,6 +202,28 @@ def save_sgf(game: GameState, **info: str | None) -> bytes:
 def load_sgf_file(path: str | Path) -> GameRecord:
     """Reads the first game of an SGF file. OSError propagates; bad content raises SgfError."""
     return load_sgf(Path(path).read_bytes(), source=str(path))
+
+
+def read_sgf_files(path: str | Path) -> Iterator[tuple[str, bytes]]:
+    """(name, bytes) of every .sgf file in a folder (recursively), a tar archive (.tar, .tar.gz, .tgz, .tar.xz,
+    .tar.bz2) or a .zip, or of one file. Archives are read as a stream, never unpacked to disk."""
+    path = Path(path)
+    name = path.name.lower()
+    if path.is_dir():
+        for file in sorted(p for p in path.rglob("*") if p.suffix.lower() == ".sgf" and p.is_file()):
+            yield str(file), file.read_bytes()
+    elif name.endswith(_TAR_SUFFIXES):
+        with tarfile.open(path, "r|*") as archive:  # "|": a stream, so a compressed archive is decompressed once
+            for member in archive:
+                if member.isfile() and member.name.lower().endswith(".sgf"):
+                    yield member.name, archive.extractfile(member).read()
+    elif name.endswith(".zip"):
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                if not info.is_dir() and info.filename.lower().endswith(".sgf"):
+                    yield info.filename, archive.read(info)
+    else:
+        yield str(path), path.read_bytes()
 
 
 def load_sgf(data: bytes, source: str = "<sgf>") -> GameRecord:

@@ -143,7 +143,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     rng = random.Random(args.seed)
-    games = {9: [random_game(9, rng) for _ in range(args.games9)], 19: [random_game(19, rng) for _ in range(args.games19)]}
+    counts = {9: args.games9, 19: args.games19}
+    games = {size: [random_game(size, rng) for _ in range(count)] for size, count in counts.items()}
     per_move = {}
     for size, size_games in games.items():
         moves = sum(len(game) for game in size_games)

@@ -4,9 +4,9 @@ Usage (from the repository root):
     python -m tools.check_sgf ../shared/data/go9_curated.tar.xz [--processes 2] [--examples 3] [--rules chinese]
 
 A source is a folder (searched recursively for *.sgf), one .sgf file, a tar archive (.tar, .tar.gz, .tgz, .tar.xz,
-.tar.bz2) or a .zip. Archive members are read as a stream, never unpacked to disk. A game is loaded when
-sgf_io reads it and game.py accepts every setup stone and move; otherwise the SgfError's reason is counted with
-a few example files. Any other exception is a bug in the engine and is counted as a crash (exit status 1).
+.tar.bz2) or a .zip, read by sgf_io.read_sgf_files (archives as a stream, never unpacked to disk). A game is
+loaded when sgf_io reads it and game.py accepts every setup stone and move; otherwise the SgfError's reason is
+counted with a few example files. Any other exception is a bug in the engine and is counted as a crash (exit status 1).
 """
 
 from __future__ import annotations
@@ -17,45 +17,14 @@ import itertools
 import multiprocessing
 import multiprocessing.pool
 import sys
-import tarfile
 import time
-import zipfile
 from pathlib import Path
 from typing import Iterator
 
 from tqdm import tqdm
 
 from gtp_engine.game import Rules
-from gtp_engine.sgf_io import SgfError, load_sgf
-
-_TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2")
-
-
-def sgf_sources(path: Path) -> tuple[Iterator[tuple[str, bytes]], int | None]:
-    """(name, bytes) of every SGF file in path, and their count where known without reading everything."""
-    name = path.name.lower()
-    if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.suffix.lower() == ".sgf" and p.is_file())
-        return ((str(p), p.read_bytes()) for p in files), len(files)
-    if name.endswith(_TAR_SUFFIXES):
-        return _tar_members(path), None
-    if name.endswith(".zip"):
-        return _zip_members(path), None
-    return iter([(str(path), path.read_bytes())]), 1
-
-
-def _tar_members(path: Path) -> Iterator[tuple[str, bytes]]:
-    with tarfile.open(path, "r|*") as archive:  # "|": a stream, so an .xz archive is decompressed once
-        for member in archive:
-            if member.isfile() and member.name.lower().endswith(".sgf"):
-                yield member.name, archive.extractfile(member).read()
-
-
-def _zip_members(path: Path) -> Iterator[tuple[str, bytes]]:
-    with zipfile.ZipFile(path) as archive:
-        for info in archive.infolist():
-            if not info.is_dir() and info.filename.lower().endswith(".sgf"):
-                yield info.filename, archive.read(info)
+from gtp_engine.sgf_io import SgfError, load_sgf, read_sgf_files
 
 
 def check_game(job: tuple[str, bytes, str | None]) -> tuple[str, str | None, str, int]:
@@ -88,14 +57,13 @@ def main(argv: list[str] | None = None) -> int:
         Rules.named(args.rules)  # fail now on an unknown name, not once per game
 
     started = time.monotonic()
-    sources, total = sgf_sources(args.source)
-    jobs = ((name, data, args.rules) for name, data in sources)
+    jobs = ((name, data, args.rules) for name, data in read_sgf_files(args.source))
     reasons: collections.Counter[str] = collections.Counter()
     examples: dict[str, list[str]] = collections.defaultdict(list)
     loaded = moves = 0
     with multiprocessing.Pool(args.processes) as pool:
         results = _in_batches(pool, jobs)
-        for name, reason, detail, count in tqdm(results, total=total, unit="game", file=sys.stderr):
+        for name, reason, detail, count in tqdm(results, unit="game", file=sys.stderr):
             if reason is None:
                 loaded += 1
                 moves += count

@@ -1,6 +1,9 @@
 """sgf_io on real SGF files: passes, handicap, OGS nesting, encodings, rectangular boards, rejections, saving."""
 
+import io
 import re
+import tarfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +13,7 @@ from gtp_engine import coords
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS
 from gtp_engine.game import GameState, Rules
-from gtp_engine.sgf_io import GameRecord, SgfError, load_sgf, load_sgf_file, save_sgf
+from gtp_engine.sgf_io import GameRecord, SgfError, load_sgf, load_sgf_file, read_sgf_files, save_sgf
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -196,3 +199,23 @@ def test_setup_only_position_keeps_player_to_move():
     again = load_sgf(save_sgf(game)).to_game()
     assert np.array_equal(again.board.to_array(), game.board.to_array())
     assert again.to_play == WHITE
+
+
+def test_read_sgf_files_from_folder_tar_and_zip(tmp_path):
+    fixtures = {p.name: p.read_bytes() for p in FIXTURES.glob("*.sgf")}
+    with tarfile.open(tmp_path / "games.tar.xz", "w:xz") as archive:
+        for name, data in fixtures.items():
+            info = tarfile.TarInfo(f"games/{name}")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+        readme = tarfile.TarInfo("games/README.txt")
+        archive.addfile(readme, io.BytesIO(b""))
+    with zipfile.ZipFile(tmp_path / "games.zip", "w") as archive:
+        for name, data in fixtures.items():
+            archive.writestr(f"games/{name}", data)
+        archive.writestr("games/README.txt", "")
+    for source in (FIXTURES, tmp_path / "games.tar.xz", tmp_path / "games.zip"):
+        found = {Path(name).name: data for name, data in read_sgf_files(source)}
+        assert found == fixtures, source
+    single = FIXTURES / "2-passes.sgf"
+    assert list(read_sgf_files(single)) == [(str(single), fixtures["2-passes.sgf"])]
