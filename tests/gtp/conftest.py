@@ -1,0 +1,175 @@
+"""Fixtures for GTP tests: the engine as a subprocess (python -m gtp_engine) and a minimal GTP client for it."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RESPONSE_HEAD = re.compile(r"^([=?])(\d*)(?: (.*))?$")
+
+
+@dataclass
+class Response:
+    ok: bool
+    id: int | None
+    text: str  # the result (or error) without the "=id " head; lines joined by "\n"
+
+    @property
+    def lines(self) -> list[str]:
+        return self.text.split("\n") if self.text else []
+
+
+def parse_response(raw: list[str]) -> Response:
+    """raw: the lines of one response, without the closing empty line."""
+    match = RESPONSE_HEAD.match(raw[0])
+    assert match, f"not a GTP response head: {raw[0]!r}"
+    first = [match.group(3)] if match.group(3) else []
+    return Response(match.group(1) == "=", int(match.group(2)) if match.group(2) else None,
+                    "\n".join(first + raw[1:]).strip("\n"))
+
+
+class Engine:
+    """A running engine: send() lines, response() reads one framed response (with a timeout)."""
+
+    def __init__(self, args: list[str], env: dict | None = None):
+        self.stderr = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "gtp_engine", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self.stderr, cwd=ROOT, env={**os.environ, **(env or {})},
+        )
+        self.lines: queue.Queue = queue.Queue()
+        self.raw = bytearray()  # everything on stdout, for checks that it holds GTP only
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in iter(self.process.stdout.readline, b""):
+            self.raw += line
+            self.lines.put(line.decode("utf-8", errors="replace").rstrip("\n"))
+        self.lines.put(None)
+
+    def send(self, text: str, newline: str = "\n") -> None:
+        self.process.stdin.write((text + newline).encode())
+        self.process.stdin.flush()
+
+    def line(self, timeout: float = 60) -> str | None:
+        return self.lines.get(timeout=timeout)
+
+    def response(self, timeout: float = 60) -> Response:
+        raw: list[str] = []
+        while True:
+            line = self.line(timeout)
+            assert line is not None, f"engine output ended; stderr:\n{self.stderr_text()}"
+            if line == "" and raw:
+                return parse_response(raw)
+            if line != "":
+                raw.append(line)
+
+    def __call__(self, text: str, timeout: float = 60) -> Response:
+        self.send(text)
+        return self.response(timeout)
+
+    def ok(self, text: str, timeout: float = 60) -> str:
+        reply = self(text, timeout)
+        assert reply.ok, f"{text!r} failed: {reply.text}"
+        return reply.text
+
+    def stderr_text(self) -> str:
+        self.stderr.seek(0)
+        return self.stderr.read().decode(errors="replace")
+
+    def close(self, timeout: float = 10) -> int:
+        if self.process.poll() is None:
+            try:
+                self.process.stdin.close()
+            except OSError:
+                pass
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+
+@pytest.fixture
+def engine():
+    """engine(*args) starts `python -m gtp_engine *args`; every engine is closed after the test."""
+    started: list[Engine] = []
+
+    def start(*args: str, env: dict | None = None) -> Engine:
+        process = Engine(list(args), env)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.close()
+
+
+@pytest.fixture(scope="session")
+def net_args(tiny_onnx_model) -> tuple[str, ...]:
+    """Flags for an engine with the tiny test network: CPU, few visits, a fixed seed."""
+    return ("--weights", str(tiny_onnx_model), "--device", "cpu", "--visits", "24", "--seed", "7")
+
+
+def gnugo_path() -> str | None:
+    return shutil.which("gnugo") or shutil.which("gnugo", path="/usr/games")
+
+
+@pytest.fixture
+def gnugo():
+    """A GNU Go process in GTP mode (the referee); skips when GNU Go is not installed."""
+    path = gnugo_path()
+    if path is None:
+        pytest.skip("GNU Go is not installed (apt-get install gnugo)")
+    processes: list[subprocess.Popen] = []
+
+    def start(*args: str) -> Referee:
+        process = subprocess.Popen([path, "--mode", "gtp", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL, text=True)
+        processes.append(process)
+        return Referee(process)
+
+    yield start
+    for process in processes:
+        process.kill()
+        process.wait()
+
+
+class Referee:
+    """A blocking GTP client for GNU Go."""
+
+    def __init__(self, process: subprocess.Popen):
+        self.process = process
+
+    def __call__(self, text: str) -> Response:
+        self.process.stdin.write(text + "\n")
+        self.process.stdin.flush()
+        raw = []
+        while True:
+            line = self.process.stdout.readline()
+            assert line, "GNU Go ended"
+            line = line.rstrip("\n")
+            if line == "" and raw:
+                return parse_response(raw)
+            if line:
+                raw.append(line)
+
+
+def wait_for_exit(process: subprocess.Popen, timeout: float) -> float:
+    """Seconds until the process ended; fails the test when it outlives `timeout`."""
+    start = time.monotonic()
+    process.wait(timeout)
+    return time.monotonic() - start
