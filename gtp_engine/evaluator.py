@@ -42,6 +42,15 @@ class EvaluationBatch:
         return len(self.value)
 
     @classmethod
+    def empty(cls, area: int = 0) -> EvaluationBatch:
+        return cls(
+            policy=np.zeros((0, area + 1), np.float32),
+            value=np.zeros(0, np.float32),
+            score=np.zeros(0, np.float32),
+            ownership=np.zeros((0, area), np.float32),
+        )
+
+    @classmethod
     def stack(cls, rows: Sequence[tuple[np.ndarray, float, float, np.ndarray]]) -> EvaluationBatch:
         """Builds a batch from per-position (policy, value, score, ownership) rows."""
         return cls(
@@ -70,7 +79,7 @@ class UniformEvaluator:
 
     def evaluate(self, states: Sequence[GameState]) -> EvaluationBatch:
         if not states:
-            return _empty_batch(0)
+            return EvaluationBatch.empty()
         area = states[0].grid.area
         legal = np.stack([s.legal_mask() for s in states]).astype(np.float32)
         policy = legal / legal.sum(axis=1, keepdims=True)
@@ -140,11 +149,3 @@ class CachedEvaluator:
                     rows[i] = new_rows[key]
         return EvaluationBatch.stack(rows)
 
-
-def _empty_batch(area: int) -> EvaluationBatch:
-    return EvaluationBatch(
-        policy=np.zeros((0, area + 1), np.float32),
-        value=np.zeros(0, np.float32),
-        score=np.zeros(0, np.float32),
-        ownership=np.zeros((0, area), np.float32),
-    )

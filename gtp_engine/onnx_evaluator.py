@@ -180,18 +180,15 @@ class OnnxEvaluator:
 
     def run(self, spatial: np.ndarray, global_: np.ndarray) -> tuple[np.ndarray, ...]:
         """Raw outputs (policy logits, value logits, score, ownership) for prepared inputs, in chunks of max_batch."""
-        if len(spatial) <= self.max_batch:
-            return tuple(self.session.run(OUTPUTS, {"spatial": spatial, "global": global_}))
-        parts = [self.session.run(OUTPUTS, {"spatial": spatial[i:i + self.max_batch],
-                                            "global": global_[i:i + self.max_batch]})
-                 for i in range(0, len(spatial), self.max_batch)]
-        return tuple(np.concatenate(column) for column in zip(*parts))
+        step = self.max_batch
+        parts = [self.session.run(OUTPUTS, {"spatial": spatial[i:i + step], "global": global_[i:i + step]})
+                 for i in range(0, len(spatial), step)]
+        return tuple(parts[0]) if len(parts) == 1 else tuple(np.concatenate(column) for column in zip(*parts))
 
     def evaluate(self, states: Sequence[GameState]) -> EvaluationBatch:
         count = len(states)
         if not count:
-            return EvaluationBatch(np.zeros((0, 1), np.float32), np.zeros(0, np.float32),
-                                   np.zeros(0, np.float32), np.zeros((0, 0), np.float32))
+            return EvaluationBatch.empty()
         g = states[0].grid
         self.check_size(g.width, g.height)
         kinds = len(symmetry.symmetries_for(g.width, g.height))  # symmetries 0..kinds-1 keep the shape
