@@ -24,6 +24,9 @@ Terms (AlphaGo Zero / KataGo notation):
   to the evaluator.
 - duplicate: a pending leaf (selected, not yet evaluated) selected again in the same batch; it is evaluated once
   and its result backed up once per selection.
+- lazy legality: a leaf gets an edge for every empty point and pass; the rarer illegal ones (suicide, ko,
+  superko) are dropped when first selected, which costs one legality check instead of a full legal-move mask
+  per leaf. The root's edges are always all legal (checked with GameState.legal_mask).
 """
 
 from __future__ import annotations
@@ -33,13 +36,14 @@ from typing import Sequence
 
 import numpy as np
 
-from gtp_engine.board import BLACK
+from gtp_engine.board import BLACK, EMPTY
 from gtp_engine.coords import PASS
 from gtp_engine.evaluator import Evaluator
 from gtp_engine.game import GameState
 
 _INITIAL_EDGES = 4  # edge statistics arrays start this long and double as more edges get tried
 _STATS = 5  # rows of Node.stats: N, W, W2, V, S
+_EMPTY_CODE = np.uint8(EMPTY)
 
 
 class Node:
@@ -65,24 +69,38 @@ class Node:
     def is_expanded(self) -> bool:
         return self.moves is not None
 
-    def expand(self, moves: list[int], prior: np.ndarray) -> None:
+    def expand(self, moves: np.ndarray, prior: np.ndarray) -> None:
         """Gives the node its edges: moves (board points) with priors that sum to 1, any order."""
         order = np.argsort(-prior, kind="stable")
-        self.moves = [moves[i] for i in order.tolist()]
+        self.moves = np.asarray(moves)[order].tolist()
         self.prior = prior[order]
         self.cum_prior = np.cumsum(self.prior)
         self._allocate(min(_INITIAL_EDGES, len(moves)))
 
+    def drop_edges(self, drop: np.ndarray) -> None:
+        """Removes the edges marked in `drop` (bool per edge), which must all be untried; renormalises priors."""
+        keep = ~drop
+        if self.tried and drop[: self.tried].any():
+            raise ValueError("only untried edges can be dropped")
+        new_index = np.cumsum(keep) - 1
+        self.moves = [m for m, k in zip(self.moves, keep.tolist()) if k]
+        prior = self.prior[keep]
+        total = prior.sum()
+        self.prior = prior / total if total > 0 else np.full(len(prior), 1.0 / max(1, len(prior)))
+        self.cum_prior = np.cumsum(self.prior)
+        self.children = {int(new_index[e]): c for e, c in self.children.items() if keep[e]}
+
     def _allocate(self, capacity: int) -> None:
         stats = np.zeros((_STATS, capacity))
         if self.stats is not None:
-            stats[:, : self.stats.shape[1]] = self.stats
+            kept = min(capacity, self.stats.shape[1])
+            stats[:, :kept] = self.stats[:, :kept]
         self.stats = stats
         self.N, self.W, self.W2, self.V, self.S = stats
 
     def try_all(self) -> None:
         """Gives every edge statistics, so that any edge can be selected (the root, see select_root)."""
-        if self.stats.shape[1] < len(self.moves):
+        if self.stats.shape[1] != len(self.moves):
             self._allocate(len(self.moves))
         self.tried = len(self.moves)
 
@@ -110,7 +128,12 @@ class Tree:
         self.root_excluded: np.ndarray | None = None  # bool per root edge: never select (e.g. pass in cleanup)
         self.ownership_sum = np.zeros(g.area)  # over this tree's backups since reset_ownership, Black's view
         self.ownership_count = 0
-        if self.root.is_expanded:
+        if self.root.is_expanded:  # a subtree kept from an earlier search: its untried edges were never checked
+            legal = root_state.legal_mask()
+            flats = np.array([g.flat(p) for p in self.root.moves])
+            drop = ~legal[flats]
+            if drop.any():
+                self.root.drop_edges(drop)
             self.root.try_all()
 
     # ---- selection ------------------------------------------------------------------------------------
@@ -159,9 +182,18 @@ class Tree:
         return best
 
     def select_root(self) -> int:
-        """The root's edge: full PUCT with root_fpu_reduction, over noisy priors, skipping excluded edges."""
-        scores = self.puct_scores(self.root, self.root_fpu_reduction, self.root_prior)
-        if self.root_excluded is not None and not self.root_excluded.all():
+        """The root's edge: puct_scores with root_fpu_reduction, over noisy priors, skipping excluded edges.
+
+        Every root edge has statistics (try_all), so this is the reference formula on the node's own arrays.
+        """
+        root = self.root
+        prior = root.prior if self.root_prior is None else self.root_prior
+        N = root.N
+        visited = N > 0
+        fpu = root.net_u - self.root_fpu_reduction * math.sqrt(float(root.prior @ visited))
+        scores = np.where(visited, root.W / np.maximum(N, 1e-9), fpu)
+        scores += self.exploration(root.nsum) * prior / (1.0 + N)
+        if self.root_excluded is not None:
             scores[self.root_excluded] = -np.inf
         return int(scores.argmax())
 
@@ -195,7 +227,7 @@ class Tree:
                     slot = slot_of[id(leaf)] = len(leaves)
                     leaves.append(leaf)
                     states.append(state)
-                    masks.append(state.legal_mask())
+                    masks.append(self._candidates(state))
                 selected.append((slot, path))
             batch = self.evaluator.evaluate(states) if states else None
             if batch is not None:
@@ -256,6 +288,19 @@ class Tree:
                 return child, path, state
             node = child
             edge = self.select(node)
+            while node.N[edge] == 0 and state.illegal_reason(node.moves[edge]) is not None:
+                node.tried -= 1  # a first try of an illegal edge (lazy legality): drop it and select again
+                drop = np.zeros(len(node.moves), dtype=bool)
+                drop[edge] = True
+                node.drop_edges(drop)
+                edge = self.select(node)
+
+    def _candidates(self, state: GameState) -> np.ndarray:
+        """Bool per flat index, pass last: the empty points and pass, the moves a new leaf gets edges for."""
+        mask = np.empty(self.area + 1, dtype=bool)
+        mask[:-1] = np.frombuffer(state.board.colors, dtype=np.uint8)[state.grid.point_of] == _EMPTY_CODE
+        mask[-1] = True
+        return mask
 
     def _make_terminal(self, node: Node, state: GameState) -> None:
         score = state.area_score()  # Black's view
@@ -283,7 +328,7 @@ class Tree:
             if not total > 1e-12:  # no usable policy mass (or NaN): fall back to uniform
                 prior = np.full(len(flats), 1.0)
                 total = float(len(flats))
-            leaf.expand(point_of_flat[flats].tolist(), prior / total)
+            leaf.expand(point_of_flat[flats], prior / total)
             v, s = float(values[i]), float(scores[i])
             leaf.net_v, leaf.net_s, leaf.net_u = v, s, self.utility(v, s)
             results.append((v, leaf.net_u, s))

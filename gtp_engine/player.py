@@ -225,7 +225,8 @@ class Player:
 def _for_color(game: GameState, color: int) -> GameState:
     """A copy of the game with `color` to play (GTP may ask either colour for a move)."""
     state = game.copy()
-    state.to_play = color
+    if color != state.to_play:
+        state.set_to_play(color)
     return state
 
 

@@ -18,7 +18,7 @@ def position(text: str, to_play: int = BLACK, komi: float = 0.5) -> GameState:
     game = GameState(board.width, board.height, komi=komi)
     for color in (BLACK, 3 - BLACK):
         game.place_setup(color, board.stones(color))
-    game.to_play = to_play
+    game.set_to_play(to_play)
     return game
 
 
@@ -67,17 +67,22 @@ def _lead(state: GameState) -> float:
     return score if state.to_play == BLACK else -score
 
 
-def check_tree(tree: Tree) -> int:
+def check_tree(tree: Tree, legality: bool = False) -> int:
     """Asserts the bookkeeping of every node: visits add up, no virtual loss or pending leaf is left.
 
-    Returns the number of nodes.
+    With legality, also replays every visited edge and asserts the move is legal there, and that the root has
+    exactly the legal moves as edges. Returns the number of nodes.
     """
     root = tree.root
     assert root.is_expanded
-    return _check_node(root, is_root=True)
+    state = tree.root_state.copy() if legality else None
+    if legality:
+        legal = state.legal_mask()
+        assert sorted(state.grid.flat(p) for p in root.moves) == np.flatnonzero(legal).tolist()
+    return _check_node(root, is_root=True, state=state)
 
 
-def _check_node(node: Node, is_root: bool) -> int:
+def _check_node(node: Node, is_root: bool, state: GameState | None = None) -> int:
     k = node.tried
     N = node.N[:k]
     assert node.nsum == N.sum(), "virtual loss left in nsum"
@@ -91,12 +96,17 @@ def _check_node(node: Node, is_root: bool) -> int:
             assert child.terminal and child.visits == 0
             continue
         assert child.visits == N[edge], f"edge {edge}: N {N[edge]} but child has {child.visits} visits"
+        child_state = None
+        if state is not None:
+            assert state.is_legal(node.moves[edge]), f"illegal edge {node.moves[edge]}"
+            child_state = state.copy()
+            child_state.play(node.moves[edge])
         if child.terminal:
             continue
         assert child.is_expanded, "a leaf was left pending"
         q = node.W[edge] / N[edge]
         assert -1.5 <= q <= 1.5
-        count += _check_node(child, is_root=False)
+        count += _check_node(child, is_root=False, state=child_state)
     for edge in range(k):
         if N[edge] > 0:
             assert edge in node.children

@@ -10,7 +10,7 @@ from search_support import ScriptedEvaluator, check_tree, position
 
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS
-from gtp_engine.evaluator import UniformEvaluator
+from gtp_engine.evaluator import EvaluationBatch, UniformEvaluator
 from gtp_engine.game import GameState
 from gtp_engine.mcts import Node, Tree
 
@@ -110,6 +110,52 @@ def test_virtual_loss_is_reverted_when_the_evaluator_fails():
     assert tree.root.visits == visits
     tree.run_batch(8)  # and the tree goes on
     check_tree(tree)
+
+
+# A ko (White may take at B4 now, Black may not retake at once) and suicide points for both sides (A5 for White,
+# E1 for Black).
+KO_AND_SUICIDES = """
+    . X O . .
+    X . X O .
+    . X O . .
+    . . . X O
+    . . . O .
+"""
+
+
+class BlindEvaluator:
+    """Favours the suicide points and otherwise spreads its policy over every point, legal or not."""
+
+    def evaluate(self, states):
+        g = states[0].grid
+        policy = np.ones((len(states), g.area + 1), np.float32)
+        policy[:, [g.flat(g.point(0, 0)), g.flat(g.point(4, 4))]] = 20.0
+        policy /= policy.sum(axis=1, keepdims=True)
+        n = len(states)
+        return EvaluationBatch(policy, np.zeros(n, np.float32), np.zeros(n, np.float32),
+                               np.zeros((n, g.area), np.float32))
+
+
+@pytest.mark.parametrize("to_play", [BLACK, WHITE])
+def test_the_tree_only_holds_legal_moves(to_play):
+    tree = make_tree(position(KO_AND_SUICIDES, to_play), BlindEvaluator())
+    for _ in range(60):
+        tree.run_batch(8)
+    assert check_tree(tree, legality=True) > 100
+
+
+@pytest.mark.parametrize("to_play", [BLACK, WHITE])
+def test_a_kept_subtree_becomes_a_root_with_only_legal_edges(to_play):
+    # An inner node has an edge for every empty point; as the root of a later search it keeps the legal ones.
+    state = position(KO_AND_SUICIDES, to_play)
+    empty = [p for p in state.grid.points if state.board.colors[p] == 0] + [PASS]
+    node = Node()
+    node.expand(np.array(empty), np.full(len(empty), 1.0 / len(empty)))
+    node.visits = 1
+    tree = make_tree(state, BlindEvaluator(), root=node)
+    assert len(tree.root.moves) < len(empty)
+    tree.run_batch(8)
+    check_tree(tree, legality=True)
 
 
 def test_two_passes_are_scored_exactly_without_the_network():
