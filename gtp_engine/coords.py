@@ -88,9 +88,14 @@ class Grid:
         return 0 <= point < self.array_size and bool(self.on_board[point])
 
 
-@functools.lru_cache(maxsize=None)
 def grid(width: int, height: int | None = None) -> Grid:
-    return Grid(width, width if height is None else height)
+    """The one Grid of a size: grid(9) is grid(9, 9), so boards of one size can be compared by their grid."""
+    return _cached_grid(width, width if height is None else height)
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_grid(width: int, height: int) -> Grid:
+    return Grid(width, height)
 
 
 def to_gtp(g: Grid, point: int) -> str:

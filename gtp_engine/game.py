@@ -77,7 +77,7 @@ class _UndoStart(NamedTuple):
     board: Board
     to_play: int
     consecutive_passes: int
-    max_stones_seen: int
+    max_stones: tuple[int, int, int]
     moves: int  # len(GameState.moves) then
     history: int  # len(GameState._history) then
 
@@ -94,9 +94,10 @@ class GameState:
         self.handicap_stones = 0
         self.consecutive_passes = 0
         self._history: list[int] = [self._key(self.board.hash, BLACK)]
-        # Most stones ever on the board in this line: a move that adds a stone without capturing can only repeat
-        # an earlier board if some earlier board had that many stones, so superko checks can usually be skipped.
-        self._max_stones_seen = 0
+        # Most stones of each colour ever on the board in this line, indexed by colour. A move that is not a suicide
+        # adds exactly one stone of its colour, so it can only repeat an earlier board if that colour once had more
+        # stones than now: most positions need no superko check at all.
+        self._max_stones: tuple[int, int, int] = (0, 0, 0)
         self._mark_start()
 
     @property
@@ -140,16 +141,15 @@ class GameState:
         reason = board.illegal_reason(point, color, self.rules.suicide_allowed)
         if reason is not None or point == PASS or self.rules.ko == "simple":
             return reason
-        if not self._superko_possible(board) and not _may_capture(board, point, color):
+        if not self._superko_possible(color):
             return None
         if self._key(board.hash_after(point, color), opponent(color)) in self._history:
             return "superko"
         return None
 
-    def _superko_possible(self, board: Board) -> bool:
-        """Whether a move that captures nothing could repeat an earlier board: it adds a stone, so only if some
-        earlier board held one stone more than this one."""
-        return board.stone_count[BLACK] + board.stone_count[WHITE] + 1 <= self._max_stones_seen
+    def _superko_possible(self, color: int) -> bool:
+        """Whether any move by color could repeat an earlier board (see _max_stones); a suicide always could."""
+        return self.rules.suicide_allowed or self.board.stone_count[color] + 1 <= self._max_stones[color]
 
     def is_legal(self, point: int, color: int | None = None) -> bool:
         return self.illegal_reason(point, color) is None
@@ -159,7 +159,7 @@ class GameState:
         color, board = self.to_play, self.board
         mask = np.empty(self.grid.area + 1, dtype=bool)
         mask[-1] = True
-        if self.rules.ko == "simple" or len(self._history) == 1:
+        if self.rules.ko == "simple" or not self._superko_possible(color):
             mask[:-1] = board.legal_mask(color, self.rules.suicide_allowed)
             return mask
         legal, removes_stones = board.move_masks(color, self.rules.suicide_allowed)
@@ -170,12 +170,13 @@ class GameState:
     def _mask_superko(self, mask: np.ndarray, legal: np.ndarray, removes_stones: np.ndarray, color: int) -> None:
         board, g = self.board, self.grid
         next_to_play = opponent(color)
-        history_set = set(self._history)
-        for flat in np.flatnonzero(removes_stones).tolist():
-            if self._key(board.hash_after(g.points[flat], color), next_to_play) in history_set:
-                mask[flat] = False
-        if not self._superko_possible(board):
-            return
+        removals = np.flatnonzero(removes_stones).tolist()
+        if removals:
+            history_set = set(self._history)
+            for flat in removals:
+                if self._key(board.hash_after(g.points[flat], color), next_to_play) in history_set:
+                    mask[flat] = False
+        # The rest add one stone and remove none, so each changes the hash by its own key: test them at once.
         simple_flat = np.flatnonzero(legal & ~removes_stones)
         keys = np.uint64(self._key(board.hash, next_to_play)) ^ _zobrist_flat(board, color)[simple_flat]
         mask[simple_flat[np.isin(keys, np.array(self._history, dtype=np.uint64))]] = False
@@ -201,9 +202,8 @@ class GameState:
         self.moves.append((color, point))
         self.to_play = opponent(color)
         self.consecutive_passes = self.consecutive_passes + 1 if point == PASS else 0
-        stones = board.stone_count[BLACK] + board.stone_count[WHITE]
-        if stones > self._max_stones_seen:
-            self._max_stones_seen = stones
+        if board.stone_count[color] > self._max_stones[color]:
+            self._note_stone_counts()
         self._history.append(self._key(board.hash, self.to_play))
 
     def undo(self) -> None:
@@ -215,7 +215,7 @@ class GameState:
         self.board = start.board.copy()
         self.to_play = start.to_play
         self.consecutive_passes = start.consecutive_passes
-        self._max_stones_seen = start.max_stones_seen
+        self._max_stones = start.max_stones
         del self.moves[start.moves:]
         del self._history[start.history:]
         for color, point in replay:
@@ -234,11 +234,15 @@ class GameState:
         self.board = board
         self.setup.extend((color, point) for point in placed)
         self._history.append(self._key(board.hash, self.to_play))
-        self._max_stones_seen = max(self._max_stones_seen, board.stone_count[BLACK] + board.stone_count[WHITE])
+        self._note_stone_counts()
         self._mark_start()
 
+    def _note_stone_counts(self) -> None:
+        counts, seen = self.board.stone_count, self._max_stones
+        self._max_stones = (0, max(counts[BLACK], seen[BLACK]), max(counts[WHITE], seen[WHITE]))
+
     def _mark_start(self) -> None:
-        self._start = _UndoStart(self.board.copy(), self.to_play, self.consecutive_passes, self._max_stones_seen,
+        self._start = _UndoStart(self.board.copy(), self.to_play, self.consecutive_passes, self._max_stones,
                                  len(self.moves), len(self._history))
 
     def set_to_play(self, color: int) -> None:
@@ -315,20 +319,6 @@ class GameState:
             if colors[p] in (BLACK, WHITE):
                 colors[p] = EMPTY
         return colors
-
-
-def _may_capture(board: Board, point: int, color: int) -> bool:
-    """True when a move at point could remove stones (a neighbouring opponent chain, or a suicide)."""
-    colors, head, libs = board.colors, board.chain_head, board.chain_libs
-    opp = 3 - color
-    has_empty = False
-    for n in board.grid.neighbors[point]:
-        c = colors[n]
-        if c == EMPTY:
-            has_empty = True
-        elif c == opp and libs[head[n]] <= 4:
-            return True
-    return not has_empty
 
 
 _zobrist_flat_cache: dict[tuple[Grid, int], np.ndarray] = {}
