@@ -1,0 +1,107 @@
+"""The import rules of DESIGN.md, read from the source: layers point down, and heavy libraries stay in their corner.
+
+A new engine module must be given a layer here: deciding where it sits is part of adding it.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "gtp_engine"
+
+# A module may import engine modules of a strictly lower layer only.
+LAYERS = {
+    "coords": 0, "log": 0, "symmetry": 0, "timecontrol": 0, "gtp.protocol": 0,
+    "board": 1,
+    "game": 2,
+    "sgf_io": 3, "features": 3,
+    "evaluator": 4,
+    "onnx_evaluator": 5, "mcts": 5,
+    "search": 6,
+    "player": 7,
+    "config": 8, "gtp.values": 8,
+    "gtp.analysis": 9,
+    "gtp.commands": 10,
+    "gtp": 11,
+    "__main__": 12,
+}
+# Third-party libraries that only some modules may import (DESIGN.md, "Rules of the house").
+CONFINED = {
+    "torch": {"training"},
+    "onnxruntime": {"onnx_evaluator"},
+    "sgfmill": {"sgf_io", "training.sgf_ingest"},
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Absolute names imported by a file, `from gtp_engine import x` read as gtp_engine.x."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            if node.module.startswith("gtp_engine"):
+                names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def engine_modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "training" not in p.relative_to(PACKAGE).parts)
+
+
+def internal(name: str) -> str | None:
+    """The engine module an import names, or None for the package itself and for things that are not modules."""
+    if not name.startswith("gtp_engine."):
+        return None
+    rest = name[len("gtp_engine."):]
+    while rest and rest not in LAYERS and not rest.startswith("training"):
+        rest = rest.rpartition(".")[0]
+    return rest or None
+
+
+@pytest.mark.parametrize("path", engine_modules(), ids=module_name)
+def test_engine_imports_point_down(path):
+    module = module_name(path)
+    if module == "":
+        return
+    assert module in LAYERS, f"{module} has no layer in tests/unit/test_layers.py"
+    for name in imports_of(path):
+        target = internal(name)
+        if target is None or target == module or module.startswith(target + "."):
+            continue
+        assert not target.startswith("training"), f"{module} imports {name}: the engine never imports training"
+        assert LAYERS[target] < LAYERS[module], f"{module} (layer {LAYERS[module]}) imports {target} " \
+                                                f"(layer {LAYERS[target]})"
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=module_name)
+def test_heavy_libraries_stay_where_they_belong(path):
+    module = module_name(path)
+    for name in imports_of(path):
+        library = name.split(".")[0]
+        if library in CONFINED:
+            allowed = CONFINED[library]
+            assert any(module == a or module.startswith(a + ".") for a in allowed), \
+                f"{module} imports {library}, which only {sorted(allowed)} may import"
+
+
+def test_the_engine_imports_without_torch():
+    """Importing every engine module must not pull torch in (players install no training extras)."""
+    import subprocess
+    import sys
+
+    modules = [f"gtp_engine.{module_name(p)}" if module_name(p) else "gtp_engine" for p in engine_modules()]
+    modules = [m for m in modules if not m.endswith("__main__")]
+    code = "import sys\n" + "".join(f"import {m}\n" for m in modules) + "print('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
