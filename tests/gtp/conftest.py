@@ -43,11 +43,12 @@ def parse_response(raw: list[str]) -> Response:
 class Engine:
     """A running engine: send() lines, response() reads one framed response (with a timeout)."""
 
-    def __init__(self, args: list[str], env: dict | None = None):
+    def __init__(self, args: list[str], env: dict | None = None, cwd: Path = ROOT):
         self.stderr = tempfile.TemporaryFile()
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gtp_engine", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self.stderr, cwd=ROOT, env={**os.environ, **(env or {})},
+            stderr=self.stderr, cwd=cwd, env={**os.environ, "PYTHONPATH": path, **(env or {})},
         )
         self.lines: queue.Queue = queue.Queue()
         self.raw = bytearray()  # everything on stdout, for checks that it holds GTP only
@@ -108,8 +109,8 @@ def engine():
     """engine(*args) starts `python -m gtp_engine *args`; every engine is closed after the test."""
     started: list[Engine] = []
 
-    def start(*args: str, env: dict | None = None) -> Engine:
-        process = Engine(list(args), env)
+    def start(*args: str, env: dict | None = None, cwd: Path = ROOT) -> Engine:
+        process = Engine(list(args), env, cwd)
         started.append(process)
         return process
 
