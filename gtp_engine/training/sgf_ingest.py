@@ -1,0 +1,300 @@
+"""SGF ingest: game records (SGF folders, files, tar archives) become training shards (dataset.py).
+
+Terms:
+- record: one SGF game, read by sgf_io.load_sgf (main line only).
+- filters (IngestConfig): board size, most handicap stones, fewest moves, result present and readable, draws
+  kept or not, and the players' strength where the record states it: a rank ("3d", "5k", "1p") against
+  min_rank, or a bare number (CGOS Elo) against min_elo. A player whose strength cannot be read passes.
+- skip: a record left out, counted under its reason (a filter, or what was wrong with it); never an error.
+- replay: the moves played one by one through game.py with full legality checks; the position before each move
+  is encoded by features.encode and stored in compact form with its targets (dataset.py).
+- result: RE parsed into the winner (or a draw) and how the game ended: "score" (a points margin), "resign",
+  "time", "forfeit", or "win" (a winner without detail).
+- value target: win/loss (and draw, with keep_draws) from the side to move, for every position of a game
+  with a result.
+- score target: the RE margin from the side to move, only for games that ended by counting.
+- ownership target: the final position's Tromp-Taylor owners, only when the game ended in two passes and the
+  Tromp-Taylor count of the final board equals the RE margin (within a point under territory scoring, where
+  the two counts may differ by one): then no dead stones were left on the board. Masked everywhere else.
+- game key: a hash of size, setup and moves; a later record with the same key is skipped as a duplicate, and
+  the key's value decides whether a game goes to the validation split (a fraction val_fraction of games).
+- chunk: a group of records one worker process replays; chunks come back in order, so the shards do not
+  depend on the number of workers.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import hashlib
+import logging
+import math
+import multiprocessing
+import multiprocessing.pool
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import numpy as np
+from tqdm import tqdm
+
+from gtp_engine import features, sgf_io
+from gtp_engine.board import BLACK, WHITE, IllegalMoveError
+from gtp_engine.training import dataset
+
+log = logging.getLogger(__name__)
+
+_CHUNK = 64  # records per worker task: large enough to amortise pickling, small enough to balance load
+_KEY_BUCKETS = 1_000_000
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    size: int = 19
+    max_handicap: int = 0
+    min_moves: int = 20
+    require_result: bool = True
+    keep_draws: bool = False
+    min_rank: str | None = None
+    min_elo: float | None = None
+    val_fraction: float = 0.02
+    shard_samples: int = 250_000
+    workers: int = 0  # 0: one per CPU core
+    seed: int = 0  # shuffles the records before they are split into shards
+
+    def __post_init__(self) -> None:
+        if self.min_rank is not None and parse_rank(self.min_rank) is None:
+            raise ValueError(f"min_rank {self.min_rank!r} is not a rank like 3d, 5k or 1p")
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise ValueError("val_fraction must be in [0, 1)")
+        if self.shard_samples < 1:
+            raise ValueError("shard_samples must be positive")
+
+
+class Skip(Exception):
+    """A record left out; str(e) is the reason it is counted under."""
+
+
+@dataclass(frozen=True)
+class Result:
+    winner: int | None  # BLACK, WHITE, or None for a draw
+    ending: str  # "score", "resign", "time", "forfeit", "win", "draw"
+    margin: float | None = None  # points, for "score" (and 0 for a counted draw)
+
+
+_ENDINGS = {"R": "resign", "RESIGN": "resign", "T": "time", "TIME": "time", "F": "forfeit", "FORFEIT": "forfeit",
+            "": "win"}
+_DRAWS = {"0", "DRAW", "JIGO", "D"}
+
+
+def parse_result(text: str | None) -> Result:
+    """RE text as a Result; raises Skip("no result") or Skip("void result") for an absent or unusable one."""
+    if text is None or not text.strip():
+        raise Skip("no result")
+    compact = re.sub(r"\s+", "", text).upper()
+    if compact in _DRAWS:
+        return Result(None, "draw", 0.0)
+    match = re.fullmatch(r"([BW])\+(.*)", compact)
+    if match is None:
+        raise Skip("void result")
+    winner = BLACK if match.group(1) == "B" else WHITE
+    rest = match.group(2)
+    if rest in _ENDINGS:
+        return Result(winner, _ENDINGS[rest])
+    try:
+        margin = float(rest)
+    except ValueError:
+        raise Skip("void result") from None
+    if not math.isfinite(margin) or margin < 0:
+        raise Skip("void result")
+    return Result(winner, "score", margin)
+
+
+def parse_rank(text: str | None) -> float | None:
+    """A rank on one scale (1k = 0, 1d = 1, 9d = 9, 1p = 10), None when the text is not a kyu/dan/pro rank."""
+    match = re.fullmatch(r"\s*(\d+)\s*([kdp])[a-z]*\W*", (text or "").lower())
+    if match is None:
+        return None
+    number, kind = int(match.group(1)), match.group(2)
+    return {"k": 1.0 - number, "d": float(number), "p": 9.0 + number}[kind]
+
+
+def _parse_elo(text: str | None) -> float | None:
+    try:
+        return float(text) if text and re.fullmatch(r"\s*\d+(\.\d*)?\s*", text) else None
+    except ValueError:
+        return None
+
+
+def check_players(record: sgf_io.GameRecord, config: IngestConfig) -> None:
+    """Raises Skip("rank") when a player's readable strength is below the configured minimum."""
+    for rank in (record.black_rank, record.white_rank):
+        if config.min_rank is not None:
+            value = parse_rank(rank)
+            if value is not None and value < parse_rank(config.min_rank):
+                raise Skip("rank")
+        if config.min_elo is not None:
+            elo = _parse_elo(rank)
+            if elo is not None and elo < config.min_elo:
+                raise Skip("rank")
+
+
+def game_key(record: sgf_io.GameRecord) -> int:
+    digest = hashlib.blake2b(repr((record.width, record.height, sorted(record.setup), record.moves)).encode(),
+                             digest_size=8)
+    return int.from_bytes(digest.digest(), "little")
+
+
+def is_validation(key: int, fraction: float) -> bool:
+    return key % _KEY_BUCKETS < fraction * _KEY_BUCKETS
+
+
+def game_samples(record: sgf_io.GameRecord, config: IngestConfig) -> dict[str, np.ndarray]:
+    """The samples of one record, as a game for dataset.ShardWriter; raises Skip when it is left out."""
+    if (record.width, record.height) != (config.size, config.size):
+        raise Skip("board size")
+    if record.handicap > config.max_handicap:
+        raise Skip("handicap")
+    if len(record.moves) < config.min_moves:
+        raise Skip("too few moves")
+    check_players(record, config)
+    try:
+        result = parse_result(record.result)
+    except Skip:
+        if config.require_result:
+            raise
+        result = None
+    if result is not None and result.winner is None and not config.keep_draws:
+        raise Skip("draw")
+
+    try:
+        state = record.to_game(max_moves=0)
+    except sgf_io.SgfError as e:
+        raise Skip(f"sgf: {e.reason}") from None
+    g = state.grid
+    spatial, global_, to_play, moves = [], [], [], []
+    for color, point in record.moves:
+        if color != state.to_play:
+            raise Skip("move out of turn")
+        planes, global_values = features.encode([state])
+        spatial.append(planes[0])
+        global_.append(global_values[0])
+        to_play.append(color)
+        moves.append(g.flat(point))
+        try:
+            state.play(point, color)
+        except IllegalMoveError:
+            raise Skip("illegal move") from None
+
+    to_play = np.array(to_play, np.uint8)
+    game = dataset.compact(np.stack(spatial), to_play)
+    count = len(moves)
+    game.update(to_play=to_play, globals=np.stack(global_), move=np.array(moves, np.int16))
+    value = np.full(count, -1, np.int8)
+    score = np.zeros(count, np.float32)
+    score_mask = np.zeros(count, bool)
+    ownership = np.zeros((1, g.area), np.int8)
+    trusted_ownership = False
+    if result is not None:
+        if result.winner is None:
+            value[:] = 2
+        else:
+            value[:] = np.where(to_play == result.winner, 0, 1)
+        if result.margin is not None:
+            black_lead = result.margin * (-1.0 if result.winner == WHITE else 1.0)
+            score[:] = np.where(to_play == BLACK, black_lead, -black_lead)
+            score_mask[:] = True
+            if state.is_over:
+                tolerance = 0.0 if state.rules.scoring == "area" else 1.0
+                if abs(state.area_score() - black_lead) <= tolerance:
+                    ownership[0] = state.area_ownership()
+                    trusted_ownership = True
+    game.update(value=value, score=score, score_mask=score_mask, game_ownership=ownership,
+                ownership_mask=np.array([trusted_ownership]),
+                game_key=np.array([game_key(record)], np.uint64), game_source=np.array([record.source]))
+    game["ending"] = "none" if result is None else result.ending
+    return game
+
+
+# ---- the pipeline ---------------------------------------------------------------------------------------------
+
+def _replay_chunk(args: tuple[list[tuple[str, bytes]], IngestConfig]) -> list[dict | str]:
+    """Each record of a chunk as a game dict, or the reason it was skipped."""
+    chunk, config = args
+    out: list[dict | str] = []
+    for name, data in chunk:
+        try:
+            out.append(game_samples(sgf_io.load_sgf(data, source=name), config))
+        except sgf_io.SgfError as e:
+            out.append(f"sgf: {e.reason}")
+        except Skip as e:
+            out.append(str(e))
+        except (ValueError, IndexError, RecursionError) as e:  # a record nothing above foresaw: still not fatal
+            log.warning("%s: unexpected %s: %s", name, type(e).__name__, e)
+            out.append(f"unexpected {type(e).__name__}")
+    return out
+
+
+def ingest(sources: Iterable[str | os.PathLike], out_dir: str | os.PathLike, config: IngestConfig,
+           progress: bool = True) -> dict:
+    """Reads every record of sources (.sgf files, folders, tar or zip archives: sgf_io.read_sgf_files), writes the
+    shards and the sidecar into out_dir; returns the sidecar."""
+    started = time.monotonic()
+    sources = [str(s) for s in sources]
+    writer = dataset.ShardWriter(out_dir, config.size, config.size, config.shard_samples)
+    records = [record for source in sources for record in sgf_io.read_sgf_files(source)]
+    np.random.default_rng(config.seed).shuffle(records)
+    chunks = [(records[i:i + _CHUNK], config) for i in range(0, len(records), _CHUNK)]
+    skipped: collections.Counter[str] = collections.Counter()
+    endings: collections.Counter[str] = collections.Counter()
+    seen: set[int] = set()
+    workers = config.workers or os.cpu_count() or 1
+    bar = tqdm(total=len(records), unit="game", desc="ingest", disable=not progress, smoothing=0.05)
+    with _pool(workers) as pool:
+        results = pool.imap(_replay_chunk, chunks) if pool is not None else map(_replay_chunk, chunks)
+        for chunk_results in results:
+            for game in chunk_results:
+                bar.update(1)
+                if isinstance(game, str):
+                    skipped[game] += 1
+                    continue
+                key = int(game["game_key"][0])
+                if key in seen:
+                    skipped["duplicate"] += 1
+                    continue
+                seen.add(key)
+                endings[game.pop("ending")] += 1
+                writer.add("val" if is_validation(key, config.val_fraction) else "train", game)
+    bar.close()
+    sidecar = writer.finish({
+        "sources": sources,
+        "config": dataclasses.asdict(config),
+        "counts": {"records": len(records), "games": len(seen), "skipped": dict(sorted(skipped.items())),
+                   "endings": dict(sorted(endings.items()))},
+        "seconds": round(time.monotonic() - started, 1),
+    })
+    log.info("ingest: %d records, %d games, %d train + %d val samples in %d shards (%.1f MB), %.0f s; skipped %s",
+             len(records), len(seen), sidecar["samples"]["train"], sidecar["samples"]["val"],
+             len(sidecar["shards"]), sidecar["bytes"] / 1e6, sidecar["seconds"], dict(skipped))
+    return sidecar
+
+
+@contextlib.contextmanager
+def _pool(workers: int) -> Iterator[multiprocessing.pool.Pool | None]:
+    """A process pool for more than one worker; None (replay in this process) for one."""
+    if workers <= 1:
+        yield None
+        return
+    # spawn, not fork: the parent may hold torch threads, which a forked child must not inherit.
+    pool = multiprocessing.get_context("spawn").Pool(workers)
+    try:
+        yield pool
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
