@@ -1,0 +1,230 @@
+"""Engine-against-engine matches over GTP, as gogui-twogtp plays them.
+
+Terms:
+- the two engines: any GTP commands; A is the first (--a), B the second (--b). Colours alternate: A has Black in
+  games 1, 3, 5, ...
+- referee: a third GTP program that sees every move, refuses illegal ones (the mover then loses) and scores
+  the finished game with final_score (GNU Go by default, as twogtp's -referee).
+- result of a game for A: 1 (win), 0.5 (draw), 0 (loss). Score: the mean over the games.
+- Elo: the rating difference that predicts the score, 400 * log10(score / (1 - score)); the 95% interval maps
+  score +- 1.96 standard errors the same way.
+- SPRT: the sequential probability ratio test of "A is elo0 stronger" against "A is elo1 stronger" (normal
+  approximation, as fishtest uses); the match stops when the log-likelihood ratio leaves its bounds.
+
+Usage (from the repository root):
+  python -m tools.match --a "gtp-engine --weights a.onnx" --b "gnugo --mode gtp --level 1" \\
+      --size 9 --komi 7 --games 20 --sgf-dir games/ [--sprt 0,50] [--referee "gnugo --mode gtp"]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from gtp_engine import coords, sgf_io
+from gtp_engine.board import BLACK, WHITE
+from gtp_engine.game import GameState, format_result
+
+
+class GtpError(Exception):
+    pass
+
+
+class Program:
+    """A GTP program in a subprocess; stderr goes to this process's stderr only when verbose."""
+
+    def __init__(self, command: str, verbose: bool = False):
+        self.command = command
+        self.process = subprocess.Popen(shlex.split(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=None if verbose else subprocess.DEVNULL, text=True)
+        self.name = self.send("name")
+        self.version = self.send("version", check=False)
+
+    def send(self, command: str, check: bool = True) -> str:
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+        lines = []
+        while True:
+            line = self.process.stdout.readline()
+            if not line:
+                raise GtpError(f"{self.command!r} ended while answering {command!r}")
+            line = line.rstrip("\r\n")
+            if not line and lines:
+                break
+            if line:
+                lines.append(line)
+        head, _, rest = lines[0].partition(" ")
+        text = "\n".join([rest] + lines[1:]).strip()
+        if head.startswith("?"):
+            if check:
+                raise GtpError(f"{self.command!r}: {command!r} failed: {text}")
+            return ""
+        return text
+
+    def close(self) -> None:
+        try:
+            self.send("quit", check=False)
+        except (GtpError, OSError):
+            pass
+        try:
+            self.process.wait(5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+@dataclass
+class GameResult:
+    a_is_black: bool
+    result: str  # SGF RE: B+3.5, W+R, B+F (forfeit by an illegal move), 0
+    moves: int
+
+    @property
+    def score_for_a(self) -> float:
+        if self.result == "0":
+            return 0.5
+        black_won = self.result.startswith("B+")
+        return 1.0 if black_won == self.a_is_black else 0.0
+
+
+def play_game(black: Program, white: Program, referee: Program, size: int, komi: float,
+              max_moves: int) -> tuple[str, GameState]:
+    """Plays one game; returns the SGF result and the game record."""
+    for program in (black, white, referee):
+        program.send(f"boardsize {size}")
+        program.send("clear_board")
+        program.send(f"komi {komi:g}", check=program is referee)
+    game = GameState(size, komi=komi)
+    players = {BLACK: black, WHITE: white}
+    letters = {BLACK: "B", WHITE: "W"}
+    while not game.is_over and game.move_number < max_moves:
+        color = game.to_play
+        answer = players[color].send(f"genmove {letters[color].lower()}").lower()
+        if answer == "resign":
+            return f"{letters[3 - color]}+R", game
+        try:
+            point = coords.from_gtp(game.grid, answer)
+            referee.send(f"play {letters[color]} {answer}")
+            game.play(point, color)
+        except (ValueError, GtpError) as error:
+            print(f"  {players[color].name} played {answer!r}, which is illegal: {error}", file=sys.stderr)
+            return f"{letters[3 - color]}+F", game
+        players[3 - color].send(f"play {letters[color]} {answer}")
+    return normalized_result(referee.send("final_score")), game
+
+
+def normalized_result(text: str) -> str:
+    """A final_score answer as SGF RE (B+3.5, W+12, 0)."""
+    text = text.strip().upper()
+    if text in ("0", "DRAW", "JIGO"):
+        return "0"
+    if not (len(text) > 2 and text[0] in "BW" and text[1] == "+"):
+        raise GtpError(f"the referee's final_score is not a result: {text!r}")
+    return format_result(float(text[2:]) * (1 if text[0] == "B" else -1))
+
+
+def elo(score: float) -> float:
+    """The Elo difference that predicts this score (infinite at 0 and 1)."""
+    if score <= 0:
+        return -math.inf
+    if score >= 1:
+        return math.inf
+    return -400 * math.log10(1 / score - 1)
+
+
+def elo_interval(results: list[float]) -> tuple[float, float, float]:
+    """(Elo, low, high): the estimate and its 95% interval from the per-game results for A."""
+    n = len(results)
+    mean = sum(results) / n
+    variance = sum((r - mean) ** 2 for r in results) / n
+    margin = 1.96 * math.sqrt(variance / n)
+    return elo(mean), elo(max(0.0, mean - margin)), elo(min(1.0, mean + margin))
+
+
+def sprt_llr(results: list[float], elo0: float, elo1: float) -> float:
+    """Log-likelihood ratio of elo1 against elo0 (normal approximation of the score)."""
+    n = len(results)
+    mean = sum(results) / n
+    variance = sum((r - mean) ** 2 for r in results) / n
+    if variance == 0:
+        return 0.0
+    p0, p1 = (1 / (1 + 10 ** (-e / 400)) for e in (elo0, elo1))
+    return n * (p1 - p0) * (2 * mean - p0 - p1) / (2 * variance)
+
+
+def sprt_bounds(alpha: float = 0.05, beta: float = 0.05) -> tuple[float, float]:
+    return math.log(beta / (1 - alpha)), math.log((1 - beta) / alpha)
+
+
+def summary(a: Program, b: Program, games: list[GameResult]) -> str:
+    results = [g.score_for_a for g in games]
+    wins, draws = results.count(1.0), results.count(0.5)
+    estimate, low, high = elo_interval(results)
+    return (f"{a.name} vs {b.name}: {wins} wins, {len(results) - wins - draws} losses, {draws} draws in "
+            f"{len(results)} games; score {sum(results) / len(results):.3f}; "
+            f"Elo {estimate:+.0f} (95%: {low:+.0f} .. {high:+.0f})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--a", required=True, help="command of engine A")
+    parser.add_argument("--b", required=True, help="command of engine B")
+    parser.add_argument("--referee", default="gnugo --mode gtp", help="GTP program that checks and scores")
+    parser.add_argument("--games", type=int, default=10)
+    parser.add_argument("--size", type=int, default=9)
+    parser.add_argument("--komi", type=float, default=7.0)
+    parser.add_argument("--max-moves", type=int, help="score the game after this many moves (default: 3 x area)")
+    parser.add_argument("--sgf-dir", type=Path, help="write game-N.sgf here")
+    parser.add_argument("--sprt", metavar="ELO0,ELO1", help="stop when an SPRT (alpha = beta = 0.05) decides")
+    parser.add_argument("--verbose", action="store_true", help="show the programs' stderr")
+    args = parser.parse_args(argv)
+    sprt = None
+    if args.sprt:
+        try:
+            sprt = tuple(float(x) for x in args.sprt.split(","))
+            assert len(sprt) == 2 and sprt[0] < sprt[1]
+        except (ValueError, AssertionError):
+            parser.error("--sprt takes ELO0,ELO1 with ELO0 < ELO1")
+    max_moves = args.max_moves or 3 * args.size * args.size
+    if args.sgf_dir:
+        args.sgf_dir.mkdir(parents=True, exist_ok=True)
+
+    programs: list[Program] = []
+    try:
+        for command in (args.a, args.b, args.referee):
+            programs.append(Program(command, args.verbose))
+        a, b, referee = programs
+        games: list[GameResult] = []
+        for number in range(1, args.games + 1):
+            a_is_black = number % 2 == 1
+            black, white = (a, b) if a_is_black else (b, a)
+            result, game = play_game(black, white, referee, args.size, args.komi, max_moves)
+            games.append(GameResult(a_is_black, result, game.move_number))
+            print(f"game {number}: {black.name} (B) vs {white.name} (W): {result} in {game.move_number} moves",
+                  flush=True)
+            if args.sgf_dir:
+                sgf = sgf_io.save_sgf(game, black=black.name, white=white.name, result=result)
+                (args.sgf_dir / f"game-{number}.sgf").write_bytes(sgf)
+            if sprt is not None and len(games) >= 2:
+                llr, (low, high) = sprt_llr([g.score_for_a for g in games], *sprt), sprt_bounds()
+                if not low < llr < high:
+                    print(f"SPRT: LLR {llr:.2f} outside ({low:.2f}, {high:.2f}): "
+                          f"{'H1' if llr >= high else 'H0'} (Elo {sprt[1] if llr >= high else sprt[0]:+g}) accepted")
+                    break
+        print(summary(a, b, games))
+    except GtpError as error:
+        print(f"match stopped: {error}", file=sys.stderr)
+        return 1
+    finally:
+        for program in programs:
+            program.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
