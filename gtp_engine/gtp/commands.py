@@ -264,13 +264,13 @@ class Session:
         started = cmd.received or time.monotonic()
         player = self._player()
         stop = self._move_stop(player, color, started, stream.gogui_interrupted)
-        report = None
+        report = interval = None
         if request is not None:
             self._check_restrictions(request)
             report = analysis.reporter(request, self.game.grid, stream.line, self._priors(player, request))
+            interval = request.interval or None
             stream.start()
-        choice = player.genmove(color, stop, on_snapshot=report, snapshot_interval=request.interval or None
-                                if request else None, cleanup=cleanup)
+        choice = player.genmove(color, stop, on_snapshot=report, snapshot_interval=interval, cleanup=cleanup)
         if keep:
             self.clock.spend(color, time.monotonic() - started)
         if choice.resign:
@@ -292,26 +292,27 @@ class Session:
         return coords.to_gtp(self.game.grid, point)
 
     def _move_stop(self, player, color: int, started: float, interrupt: threading.Event) -> StopCondition:
-        """What ends one move's search: the flags' visits and playouts, the clock's budget, the --time cap.
-
-        Without any of these the search stops at the Player's default visits, never later.
-        """
+        """What ends one move's search: the clock's budget within the flags' limits (see _limits_stop)."""
         game, search = self.game, self.search
         budget = self.clock.budget(color, game.grid.area, game.board.stone_count[BLACK] +
                                    game.board.stone_count[WHITE], self.options.lag_buffer)
-        cap = search.time_per_move
         if budget is None:
-            visits = search.visits
-            if visits is None and search.playouts is None and cap is None:
-                visits = player.config.default_visits
-            return StopCondition(visits=visits, playouts=search.playouts,
-                                 deadline=None if cap is None else started + cap, interrupt=interrupt)
+            return self._limits_stop(player, started, interrupt)
         seconds = [budget.minimum, budget.recommended, budget.maximum]
-        if cap is not None:
-            seconds = [min(t, cap) for t in seconds]
+        if search.time_per_move is not None:
+            seconds = [min(t, search.time_per_move) for t in seconds]
         stop = StopCondition.for_budget(started, *seconds, interrupt=interrupt, visits=search.visits)
         stop.playouts = search.playouts
         return stop
+
+    def _limits_stop(self, player, started: float, interrupt: threading.Event) -> StopCondition:
+        """The flags' limits alone (--visits, --playouts, --time); without any, the Player's default visits."""
+        search = self.search
+        visits = search.visits
+        if visits is None and search.playouts is None and search.time_per_move is None:
+            visits = player.config.default_visits
+        deadline = None if search.time_per_move is None else started + search.time_per_move
+        return StopCondition(visits=visits, playouts=search.playouts, deadline=deadline, interrupt=interrupt)
 
     # ---- pondering --------------------------------------------------------------------------------------
 
@@ -484,16 +485,15 @@ class Session:
         """The network's policy for the analysed colour, point -> probability, when minmoves needs it."""
         if not request.min_moves:
             return None
-        state = self._state_for(request.color)
-        policy = player.evaluator.evaluate([state]).policy[0]
-        legal = state.legal_mask()
-        g = state.grid
-        return {g.from_flat(i): float(policy[i]) for i in np.flatnonzero(legal)}
+        state, policy = self._policy(player, request.color)
+        return {state.grid.from_flat(i): float(policy[i]) for i in np.flatnonzero(state.legal_mask())}
 
-    def _state_for(self, color: int) -> GameState:
+    def _policy(self, player, color: int) -> tuple[GameState, np.ndarray]:
+        """The network's move probabilities for `color` here (flat, pass last), 0 on illegal moves."""
         state = self.game.copy()
         state.to_play = color
-        return state
+        policy = player.evaluator.evaluate([state]).policy[0]
+        return state, np.where(state.legal_mask(), policy, 0.0)
 
     @command("gogui-analyze_commands")
     def gogui_analyze_commands(self, cmd: Command, stream: Stream) -> str:
@@ -510,11 +510,7 @@ class Session:
     @command("gogui-policy")
     def gogui_policy(self, cmd: Command, stream: Stream) -> str:
         """The network's move probabilities for the side to move (gfx: shading and percentages)."""
-        player = self._player()
-        state = self._state_for(self.game.to_play)
-        policy = player.evaluator.evaluate([state]).policy[0]
-        legal = state.legal_mask()
-        policy = np.where(legal, policy, 0.0)
+        state, policy = self._policy(self._player(), self.game.to_play)
         g = state.grid
         top = float(policy[:-1].max()) or 1.0
         lines = [f"INFLUENCE {coords.to_gtp(g, g.from_flat(i))} {policy[i] / top:.3f}"
@@ -549,14 +545,9 @@ class Session:
     def _search_snapshot(self, stream: Stream):
         """A search of the position for the side to move, to the move limits but not the clock; plays nothing."""
         player = self._player()
-        search = self.search
-        visits = search.visits
-        if visits is None and search.playouts is None and search.time_per_move is None:
-            visits = player.config.default_visits
-        deadline = None if search.time_per_move is None else time.monotonic() + search.time_per_move
         snapshots: list = []
-        player.analyze(self.game.to_play, StopCondition(visits=visits, playouts=search.playouts, deadline=deadline,
-                                                        interrupt=stream.gogui_interrupted), snapshots.append)
+        player.analyze(self.game.to_play, self._limits_stop(player, time.monotonic(), stream.gogui_interrupted),
+                       snapshots.append)
         return snapshots[-1]
 
     @command("clear_cache")
