@@ -48,15 +48,15 @@ _EMPTY_CODE = np.uint8(EMPTY)
 
 class Node:
     __slots__ = (
-        "moves", "prior", "cum_prior", "tried", "stats", "N", "W", "W2", "V", "S", "nsum", "children",
+        "moves", "prior", "tried", "tried_prior", "stats", "N", "W", "W2", "V", "S", "nsum", "children",
         "visits", "net_v", "net_u", "net_s", "terminal", "ownership",
     )
 
     def __init__(self) -> None:
         self.moves: list[int] | None = None  # board points of the edges (PASS included); None until expanded
         self.prior: np.ndarray | None = None  # float64, falling
-        self.cum_prior: np.ndarray | None = None  # cum_prior[k] = prior[0] + ... + prior[k]
         self.tried = 0  # edges with statistics: the prefix 0..tried-1
+        self.tried_prior = 0.0  # sum of the priors of the tried edges
         self.stats: np.ndarray | None = None
         self.nsum = 0.0  # sum of N over the edges, virtual loss included
         self.children: dict[int, Node] = {}  # edge index -> child
@@ -74,7 +74,6 @@ class Node:
         order = np.argsort(-prior, kind="stable")
         self.moves = np.asarray(moves)[order].tolist()
         self.prior = prior[order]
-        self.cum_prior = np.cumsum(self.prior)
         self._allocate(min(_INITIAL_EDGES, len(moves)))
 
     def drop_edges(self, drop: np.ndarray) -> None:
@@ -87,7 +86,7 @@ class Node:
         prior = self.prior[keep]
         total = prior.sum()
         self.prior = prior / total if total > 0 else np.full(len(prior), 1.0 / max(1, len(prior)))
-        self.cum_prior = np.cumsum(self.prior)
+        self.tried_prior = float(self.prior[: self.tried].sum())
         self.children = {int(new_index[e]): c for e, c in self.children.items() if keep[e]}
 
     def _allocate(self, capacity: int) -> None:
@@ -103,6 +102,7 @@ class Node:
         if self.stats.shape[1] != len(self.moves):
             self._allocate(len(self.moves))
         self.tried = len(self.moves)
+        self.tried_prior = float(self.prior.sum())
 
 
 class Tree:
@@ -172,12 +172,13 @@ class Tree:
             best = int(scores.argmax())
             best_score = scores[best]
         if k < len(node.moves):
-            visited_prior = float(node.cum_prior[k - 1]) if k else 0.0
-            fpu = node.net_u - self.fpu_reduction * math.sqrt(visited_prior)
-            if fpu + coef * node.prior[k] > best_score:
+            fpu = node.net_u - self.fpu_reduction * math.sqrt(node.tried_prior)
+            p = float(node.prior[k])
+            if fpu + coef * p > best_score:
                 if k == node.stats.shape[1]:
                     node._allocate(min(2 * k, len(node.moves)))
                 node.tried = k + 1
+                node.tried_prior += p
                 return k
         return best
 
@@ -290,6 +291,7 @@ class Tree:
             edge = self.select(node)
             while node.N[edge] == 0 and state.illegal_reason(node.moves[edge]) is not None:
                 node.tried -= 1  # a first try of an illegal edge (lazy legality): drop it and select again
+                node.tried_prior -= float(node.prior[edge])
                 drop = np.zeros(len(node.moves), dtype=bool)
                 drop[edge] = True
                 node.drop_edges(drop)
@@ -365,6 +367,7 @@ class Tree:
             for node, _edge in path:
                 while node.tried and node.N[node.tried - 1] <= 0 and node is not self.root:
                     node.tried -= 1
+                    node.tried_prior -= float(node.prior[node.tried])
 
     # ---- reading the tree -----------------------------------------------------------------------------
 

@@ -86,6 +86,7 @@ def _check_node(node: Node, is_root: bool, state: GameState | None = None) -> in
     k = node.tried
     N = node.N[:k]
     assert node.nsum == N.sum(), "virtual loss left in nsum"
+    assert math.isclose(node.tried_prior, node.prior[:k].sum(), abs_tol=1e-9)
     # Visits beyond the edges' are the node's own evaluation, once, plus any duplicate selections of it as a leaf.
     assert node.visits >= 1 + N.sum(), "visits do not add up"
     if not is_root:

@@ -28,6 +28,7 @@ def hand_built_node(prior, N, W, net_u):
     k = len(N)
     node.try_all()
     node.tried = k
+    node.tried_prior = float(node.prior[:k].sum())
     node.N[:k] = N
     node.W[:k] = W
     node.nsum = float(sum(N))
