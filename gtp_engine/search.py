@@ -255,7 +255,9 @@ class Searcher:
             remaining = stop.playouts - playouts
         if stop.visits is not None:
             remaining = min(remaining, stop.visits - tree.root.visits)
-        end = stop.max_deadline if stop.max_deadline is not None else stop.deadline
+        end = stop.deadline
+        if end is not None and now >= end:  # running past the deadline because the choice is unsettled
+            end = stop.max_deadline
         if end is not None and playouts > 0:
             rate = playouts / max(now - start, 1e-6)
             remaining = min(remaining, rate * (end - now))

@@ -76,6 +76,27 @@ def test_deadline_and_interrupt():
     assert result.choice.point != PASS or len(result.root_moves) == 1
 
 
+@pytest.mark.parametrize("settled", [True, False])
+def test_a_time_budget_runs_to_the_recommended_time_and_on_to_the_maximum_while_unsettled(settled, monkeypatch):
+    searcher = Searcher(UniformEvaluator(), SearchConfig(early_stop=False))
+    monkeypatch.setattr(searcher, "_settled", lambda tree: settled)
+    start = time.monotonic()
+    searcher.search(GameState(9), StopCondition.for_budget(start, 0.0, 0.2, 0.5))
+    elapsed = time.monotonic() - start
+    assert (0.2 <= elapsed < 0.45) if settled else (0.5 <= elapsed < 0.9)
+
+
+def test_no_early_stop_before_the_minimum_time():
+    favour = [grid(5).point(2, 2)]
+    times = []
+    for minimum in (0.0, 0.45):
+        searcher = Searcher(ScriptedEvaluator(favour=favour), SearchConfig(seed=0))
+        start = time.monotonic()
+        searcher.search(GameState(5), StopCondition.for_budget(start, minimum, 0.6, 0.6))
+        times.append(time.monotonic() - start)
+    assert times[0] < 0.45 <= times[1]
+
+
 def test_early_stop_once_the_best_move_cannot_be_caught():
     favour = [grid(5).point(2, 2)]
     stop = StopCondition(playouts=400)
