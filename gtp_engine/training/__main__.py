@@ -1,0 +1,119 @@
+"""Command line of the training package: python -m gtp_engine.training {ingest,train,export} ...
+
+    python -m gtp_engine.training ingest ../shared/data/go9_curated.tar.xz --out data/go9 --size 9
+    python -m gtp_engine.training train --data data/go9 --out runs/go9-b6c64 --preset b6c64 --steps 20000
+    python -m gtp_engine.training export runs/go9-b6c64/checkpoint.pt go9.onnx
+
+Every field of IngestConfig and TrainConfig is a flag of the same name (underscores as dashes); the configs are
+built here and nowhere else. Logs and progress bars go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import sys
+
+import torch
+
+from gtp_engine.training import checkpoint as checkpoint_lib
+from gtp_engine.training import dataset, export_onnx, sgf_ingest, train
+
+_HELP = {
+    "size": "board size of the games to keep",
+    "max_handicap": "most handicap stones a kept game may have",
+    "min_moves": "fewest moves a kept game may have",
+    "require_result": "skip games without a readable result (else they give policy samples only)",
+    "keep_draws": "keep drawn games (value target: draw)",
+    "min_rank": "skip games where a player's stated rank (e.g. 3d, 5k) is below this",
+    "min_elo": "skip games where a player's stated Elo number is below this",
+    "val_fraction": "fraction of games held out for validation",
+    "shard_samples": "samples per shard file (a 19x19 sample is about 11 bytes on disk)",
+    "workers": "worker processes (0: one per core)",
+    "seed": "seed of the shuffles (records before sharding; batches and symmetries in training)",
+    "data": "shard folders written by ingest",
+    "preset": "model preset (training/model.py)",
+    "steps": "optimizer steps in the whole run",
+    "eval_every": "steps between validation, metrics row, plot and checkpoint",
+    "val_samples": "validation samples used at each evaluation",
+    "window_samples": "samples loaded and shuffled together",
+    "device": "auto, cpu, cuda, cuda:1, ...",
+}
+
+
+def _add_config_flags(parser: argparse.ArgumentParser, config_type, skip=()) -> None:
+    for field in dataclasses.fields(config_type):
+        if field.name in skip:
+            continue
+        flag = "--" + field.name.replace("_", "-")
+        kind = str(field.type)
+        required = field.default is dataclasses.MISSING
+        default = None if required else field.default
+        help_text = _HELP.get(field.name, "") + ("" if required else f" (default: {default})")
+        if kind == "bool":
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help_text)
+        elif kind.startswith("tuple"):
+            parser.add_argument(flag, nargs="+", required=required, default=default, help=help_text)
+        else:
+            convert = float if "float" in kind else int if "int" in kind else str
+            parser.add_argument(flag, type=convert, required=required, default=default, help=help_text)
+
+
+def _config(config_type, args: argparse.Namespace, **extra):
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(config_type) if hasattr(args, f.name)}
+    values.update(extra)
+    if "data" in values:
+        values["data"] = tuple(values["data"])
+    return config_type(**values)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gtp_engine.training", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, help="torch and numpy threads (default: torch's choice)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    ingest = commands.add_parser("ingest", help="SGF folders/archives -> shards")
+    ingest.add_argument("sources", nargs="+", help=".sgf files, folders, .tar(.xz/.gz/.bz2) or .zip archives")
+    ingest.add_argument("--out", required=True, help="empty folder for the shards and index.json")
+    _add_config_flags(ingest, sgf_ingest.IngestConfig)
+
+    run = commands.add_parser("train", help="supervised training on shards; resumes a run folder")
+    run.add_argument("--out", required=True, help="run folder (checkpoint, metrics.csv, curves.png, model.onnx)")
+    run.add_argument("--max-minutes", type=float, help="stop (with a checkpoint) after this long")
+    run.add_argument("--stop-at", type=int, help="stop (with a checkpoint) at this step")
+    run.add_argument("--no-export", action="store_true", help="do not export model.onnx after the last step")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_config_flags(run, train.TrainConfig)
+
+    export = commands.add_parser("export", help="checkpoint -> ONNX with a parity check (export_onnx's options)",
+                                 add_help=False)
+    export.add_argument("arguments", nargs=argparse.REMAINDER)
+
+    args = parser.parse_args(argv)
+    if args.command == "export":
+        return export_onnx.main(args.arguments)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
+    logging.getLogger("gtp_engine").setLevel(logging.INFO)  # the exporters' INFO chatter stays out
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        if args.command == "ingest":
+            config = _config(sgf_ingest.IngestConfig, args)
+            sidecar = sgf_ingest.ingest(args.sources, args.out, config)
+            summary = {k: sidecar[k] for k in ("samples", "games", "bytes", "counts", "seconds")}
+            print(json.dumps(summary, indent=1), file=sys.stderr)
+        else:
+            config = _config(train.TrainConfig, args)
+            summary = train.train(config, args.out, max_minutes=args.max_minutes, stop_at=args.stop_at,
+                                  export=not args.no_export, progress=not args.no_progress)
+            print(json.dumps(summary, indent=1), file=sys.stderr)
+    except (ValueError, OSError, dataset.DatasetError, checkpoint_lib.CheckpointError, export_onnx.ExportError) as e:
+        print(f"{args.command} failed: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,390 @@
+"""Train: supervised training of a model preset on shards (dataset.py): validation, metrics, plot, checkpoints
+that resume, and export to ONNX at the end.
+
+Terms:
+- run folder: where a run keeps config.json (its TrainConfig), checkpoint.pt (the latest, written atomically by
+  checkpoint.py), metrics.csv (one row per evaluation), curves.png, and after the last step model.onnx.
+- step: one optimizer update on one batch. The batch stream is a function of the step (dataset.Shards.batches)
+  and the learning rate too, so a run resumed from a checkpoint at step n continues exactly as the
+  uninterrupted run would have.
+- evaluation: every eval_every steps and after the last one: losses and top-1 accuracy on the first
+  val_samples validation samples (no symmetry), a metrics row with the training means since the previous row,
+  the plot, and a checkpoint.
+- loss: policy cross-entropy + value_weight * value cross-entropy over (win, loss, draw) + score_weight * Huber
+  loss of the score in units of 20 points + ownership_weight * mean squared ownership error; the last three
+  only over samples that have that target.
+- top-1 accuracy: how often the move played is the policy's largest logit.
+- stop: after `steps` steps, or earlier at max_minutes, at stop_at, or on SIGINT/SIGTERM; every stop saves a
+  checkpoint first, and running the same command again resumes from it.
+- mixed precision: on CUDA the forward pass runs under bfloat16 autocast (no loss scaling needed); the losses
+  and the optimizer work in float32.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+from tqdm import tqdm
+
+from gtp_engine.training import checkpoint as checkpoint_lib
+from gtp_engine.training import dataset
+from gtp_engine.training import export_onnx
+from gtp_engine.training import model as model_lib
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT = "checkpoint.pt"
+METRICS = "metrics.csv"
+PLOT = "curves.png"
+ONNX = "model.onnx"
+OPTIMIZERS = ("adamw", "sgd")
+SCHEDULES = ("cosine", "step")
+# Fields that may change between a run and its resumption: they do not change what is computed.
+_RESUMABLE_CHANGES = ("data", "device", "eval_every", "val_samples")
+_LOSSES = ("loss", "policy_loss", "policy_top1", "value_loss", "score_loss", "ownership_loss")
+COLUMNS = ("step", "samples", "epoch", "lr", "seconds", "samples_per_s") + tuple(f"train_{k}" for k in _LOSSES) \
+    + tuple(f"val_{k}" for k in _LOSSES)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    data: tuple[str, ...]  # shard folders (one board size)
+    preset: str = "b6c64"
+    batch_size: int = 256
+    steps: int = 10_000
+    optimizer: str = "adamw"
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    momentum: float = 0.9  # sgd only
+    schedule: str = "cosine"  # cosine to zero, or step: x0.1 at 50% and 75% of the steps
+    warmup_steps: int = 100
+    value_weight: float = 1.0
+    score_weight: float = 0.1
+    ownership_weight: float = 0.5
+    augment: bool = True  # one random symmetry per sample
+    eval_every: int = 500
+    val_samples: int = 50_000
+    window_samples: int = 2_000_000
+    seed: int = 0
+    device: str = "auto"  # auto: cuda when available
+
+    def __post_init__(self) -> None:
+        model_lib.preset(self.preset)
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}")
+        if min(self.batch_size, self.steps, self.eval_every) < 1:
+            raise ValueError("batch_size, steps and eval_every must be positive")
+        if not self.data:
+            raise ValueError("no shard folders")
+
+    def to_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "data": list(self.data)}
+
+
+def learning_rate(config: TrainConfig, step: int) -> float:
+    """The learning rate for the update at `step` (0-based)."""
+    warmup = min(1.0, (step + 1) / config.warmup_steps) if config.warmup_steps else 1.0
+    progress = min(step, config.steps) / config.steps
+    if config.schedule == "cosine":
+        decay = 0.5 * (1.0 + math.cos(math.pi * progress))
+    else:
+        decay = 0.1 ** sum(progress >= milestone for milestone in (0.5, 0.75))
+    return config.lr * warmup * decay
+
+
+def losses(outputs, targets: dict, config: TrainConfig) -> dict[str, torch.Tensor]:
+    """Each term (scalar tensors) and their weighted sum "loss"; masked terms average over their samples."""
+    policy, value, score, ownership = (o.float() for o in outputs)
+    move = targets["move"]
+    out = {"policy_loss": F.cross_entropy(policy, move),
+           "policy_top1": (policy.argmax(dim=1) == move).float().mean()}
+    has_value = targets["value"] >= 0
+    out["value_loss"] = _masked_mean(F.cross_entropy(value, targets["value"].clamp(min=0), reduction="none"),
+                                     has_value)
+    score_error = F.smooth_l1_loss(score / model_lib.SCORE_SCALE, targets["score"] / model_lib.SCORE_SCALE,
+                                   reduction="none")
+    out["score_loss"] = _masked_mean(score_error, targets["score_mask"])
+    ownership_error = (ownership - targets["ownership"]).square().mean(dim=(1, 2))
+    out["ownership_loss"] = _masked_mean(ownership_error, targets["ownership_mask"])
+    out["loss"] = (out["policy_loss"] + config.value_weight * out["value_loss"]
+                   + config.score_weight * out["score_loss"] + config.ownership_weight * out["ownership_loss"])
+    return out
+
+
+def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (values * mask).sum() / mask.sum().clamp(min=1)
+
+
+class _Trainer:
+    def __init__(self, config: TrainConfig, run_dir: Path, progress: bool):
+        self.config, self.run_dir, self.progress = config, run_dir, progress
+        self.device = torch.device("cuda" if config.device == "auto" and torch.cuda.is_available()
+                                   else "cpu" if config.device == "auto" else config.device)
+        self.train_set = dataset.Shards(config.data, "train")
+        self.val_set = dataset.Shards(config.data, "val")
+        if not self.val_set.samples:
+            raise dataset.DatasetError(f"no validation samples in {', '.join(config.data)}: ingest with "
+                                       f"--val-fraction above 0")
+        self.fingerprint = _fingerprint(self.train_set) + "/" + _fingerprint(self.val_set)
+        torch.manual_seed(config.seed)
+        self.net = model_lib.build(config.preset).to(self.device)
+        if self.device.type == "cuda":
+            self.net = self.net.to(memory_format=torch.channels_last)
+            torch.backends.cudnn.benchmark = True  # one input shape per run: the fastest kernels are worth finding
+        decay = [p for p in self.net.parameters() if p.ndim > 1]  # no weight decay on norms and biases
+        rest = [p for p in self.net.parameters() if p.ndim <= 1]
+        groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": rest, "weight_decay": 0.0}]
+        if config.optimizer == "adamw":
+            self.optimizer = torch.optim.AdamW(groups, lr=config.lr)
+        else:
+            self.optimizer = torch.optim.SGD(groups, lr=config.lr, momentum=config.momentum, nesterov=True)
+        self.step = 0
+        self.seconds = 0.0  # training time over all sessions of this run
+        self.val_cache: dict | None = None
+
+    # ---- state ----
+
+    def resume(self) -> None:
+        """Continues from the run folder's checkpoint, if there is one, after checking it is this run's."""
+        path = self.run_dir / CHECKPOINT
+        if not path.exists():
+            return
+        ckpt = checkpoint_lib.load(path, with_optimizer=True)
+        saved = ckpt.provenance.get("train_config", {})
+        changed = [k for k, v in self.config.to_dict().items()
+                   if k not in _RESUMABLE_CHANGES and saved.get(k) != v]
+        if changed:
+            raise ValueError(f"{path} was trained with other settings ({', '.join(changed)}); "
+                             f"use the same ones or another run folder")
+        if ckpt.provenance.get("data_fingerprint") != self.fingerprint:
+            raise ValueError(f"{path} was trained on other shards; use the same data or another run folder")
+        self.net.load_state_dict(ckpt.state_dict)
+        self.optimizer.load_state_dict(ckpt.optimizer_state)
+        self.step = int(ckpt.provenance["steps"])
+        self.seconds = float(ckpt.provenance.get("seconds", 0.0))
+        _truncate_metrics(self.run_dir / METRICS, self.step)
+        log.info("resuming %s at step %d", path, self.step)
+
+    def provenance(self, val: dict | None) -> dict:
+        config = self.config
+        return {
+            "data": [f"{d} ({s['samples']['train']} train / {s['samples']['val']} val samples)"
+                     for d, s in zip(config.data, self.train_set.sidecars)],
+            "data_fingerprint": self.fingerprint,
+            "steps": self.step,
+            "samples": self.step * config.batch_size,
+            "seconds": round(self.seconds, 1),
+            "train_config": config.to_dict(),
+            "validation": val or {},
+        }
+
+    def save(self, val: dict | None = None) -> Path:
+        ckpt = checkpoint_lib.from_model(self.net, trained_sizes=[self.train_set.width],
+                                         provenance=self.provenance(val), optimizer=self.optimizer)
+        path = self.run_dir / CHECKPOINT
+        checkpoint_lib.save(ckpt, path)
+        return path
+
+    # ---- computation ----
+
+    def forward(self, batch: dict):
+        tensors = dataset.to_device(batch, self.device)
+        spatial, global_, targets = dataset.expand(tensors, self.train_set.height, self.train_set.width)
+        if self.device.type == "cuda":
+            spatial = spatial.contiguous(memory_format=torch.channels_last)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda"):
+            outputs = self.net(spatial, global_)
+        return losses(outputs, targets, self.config)
+
+    def validate(self) -> dict[str, float]:
+        if self.val_cache is None:
+            self.val_cache = self.val_set.head(self.config.val_samples)
+        arrays = self.val_cache
+        count = len(arrays["move"])
+        sums = dict.fromkeys(_LOSSES, 0.0)
+        self.net.eval()
+        with torch.no_grad():
+            for start in range(0, count, self.config.batch_size):
+                index = np.arange(start, min(start + self.config.batch_size, count))
+                terms = self.forward(dataset.take(arrays, index))
+                for key in _LOSSES:
+                    sums[key] += float(terms[key]) * len(index)
+        self.net.train()
+        return {key: value / count for key, value in sums.items()}
+
+    def run(self, max_minutes: float | None, stop_at: int | None) -> dict:
+        config = self.config
+        end = min(config.steps, stop_at if stop_at is not None else config.steps)
+        deadline = time.monotonic() + 60.0 * max_minutes if max_minutes is not None else math.inf
+        stop = _StopFlag()
+        stream = self.train_set.batches(config.batch_size, config.seed, start=self.step,
+                                        window_samples=config.window_samples, augment=config.augment)
+        sums = {key: torch.zeros((), device=self.device) for key in _LOSSES}
+        counted, row_started, val = 0, time.monotonic(), None
+        bar = tqdm(total=config.steps, initial=self.step, unit="step", desc="train", file=sys.stderr,
+                   disable=not self.progress, mininterval=1.0, dynamic_ncols=True)
+        self.net.train()
+        with stop, contextlib.closing(stream):
+            while self.step < end and not stop.raised and time.monotonic() < deadline:
+                lr = learning_rate(config, self.step)
+                for group in self.optimizer.param_groups:
+                    group["lr"] = lr
+                terms = self.forward(next(stream))
+                self.optimizer.zero_grad(set_to_none=True)
+                terms["loss"].backward()
+                self.optimizer.step()
+                self.step += 1
+                counted += 1
+                for key in _LOSSES:
+                    sums[key] += terms[key].detach()
+                bar.update(1)
+                if self.step % 20 == 0:
+                    bar.set_postfix(loss=f"{float(terms['loss'].detach()):.3f}",
+                                    top1=f"{float(terms['policy_top1']):.3f}")
+                if self.step % config.eval_every == 0 or self.step == config.steps:
+                    val = self._evaluate(sums, counted, row_started, lr)
+                    sums = {key: torch.zeros((), device=self.device) for key in _LOSSES}
+                    counted, row_started = 0, time.monotonic()
+        bar.close()
+        if counted:  # stopped between evaluations: keep the work
+            self.seconds += time.monotonic() - row_started
+            self.save(val)
+        return {"step": self.step, "finished": self.step >= config.steps, "validation": val}
+
+    def _evaluate(self, sums: dict, counted: int, row_started: float, lr: float) -> dict:
+        elapsed = time.monotonic() - row_started
+        self.seconds += elapsed
+        train = {key: float(value) / counted for key, value in sums.items()}
+        val = self.validate()
+        samples = self.step * self.config.batch_size
+        row = {"step": self.step, "samples": samples, "epoch": samples / self.train_set.samples, "lr": lr,
+               "seconds": self.seconds, "samples_per_s": counted * self.config.batch_size / max(elapsed, 1e-9),
+               **{f"train_{k}": v for k, v in train.items()}, **{f"val_{k}": v for k, v in val.items()}}
+        _append_metrics(self.run_dir / METRICS, row)
+        plot_metrics(self.run_dir / METRICS, self.run_dir / PLOT)
+        self.save(val)
+        log.info("step %d: train loss %.4f top-1 %.3f | val loss %.4f top-1 %.3f value %.4f | %.0f samples/s",
+                 self.step, train["loss"], train["policy_top1"], val["loss"], val["policy_top1"],
+                 val["value_loss"], row["samples_per_s"])
+        return val
+
+
+def train(config: TrainConfig, run_dir: str | Path, *, max_minutes: float | None = None, stop_at: int | None = None,
+          export: bool = True, progress: bool = True) -> dict:
+    """Trains (or resumes) the run in run_dir; after the last step exports model.onnx when `export`.
+
+    Returns {"step", "finished", "validation" (the last validation metrics, None if none this session),
+    "checkpoint", "onnx" (path or None)}.
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    trainer = _Trainer(config, run_dir, progress)
+    trainer.resume()
+    (run_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=1, sort_keys=True))
+    summary = trainer.run(max_minutes, stop_at)
+    summary["checkpoint"] = str(run_dir / CHECKPOINT)
+    summary["onnx"] = None
+    if summary["finished"] and export:
+        onnx_path = run_dir / ONNX
+        export_onnx.export_checkpoint(run_dir / CHECKPOINT, onnx_path)  # exports exactly what was saved
+        summary["onnx"] = str(onnx_path)
+    return summary
+
+
+# ---- metrics --------------------------------------------------------------------------------------------------
+
+def _append_metrics(path: Path, row: dict) -> None:
+    new = not path.exists()
+    with path.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        if new:
+            writer.writeheader()
+        writer.writerow({key: (f"{value:.6g}" if isinstance(value, float) else value) for key, value in row.items()})
+
+
+def read_metrics(path: str | Path) -> list[dict[str, float]]:
+    with Path(path).open(newline="") as f:
+        return [{key: float(value) for key, value in row.items()} for row in csv.DictReader(f)]
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Drops rows written after the checkpoint a run resumes from (a crash between the row and the save)."""
+    if not path.exists():
+        return
+    rows = [row for row in read_metrics(path) if row["step"] <= step]
+    path.unlink()
+    for row in rows:
+        _append_metrics(path, {k: (int(v) if k in ("step", "samples") else v) for k, v in row.items()})
+
+
+def plot_metrics(metrics_path: str | Path, png_path: str | Path) -> None:
+    """The curves of a metrics CSV as a PNG: policy loss, top-1 accuracy, value loss, learning rate."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # no pyplot: no global backend state
+    from matplotlib.figure import Figure
+
+    rows = read_metrics(metrics_path)
+    steps = [r["step"] for r in rows]
+    figure = Figure(figsize=(10, 7), dpi=80)
+    FigureCanvasAgg(figure)
+    panels = (("policy loss", "policy_loss"), ("top-1 move accuracy", "policy_top1"), ("value loss", "value_loss"))
+    for i, (title, key) in enumerate(panels):
+        axes = figure.add_subplot(2, 2, i + 1)
+        for split in ("train", "val"):
+            axes.plot(steps, [r[f"{split}_{key}"] for r in rows], marker=".", label=split)
+        axes.set_title(title)
+        axes.set_xlabel("step")
+        axes.legend()
+        axes.grid(alpha=0.3)
+    axes = figure.add_subplot(2, 2, 4)
+    axes.plot(steps, [r["lr"] for r in rows], marker=".")
+    axes.set_title("learning rate")
+    axes.set_xlabel("step")
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(str(png_path))
+
+
+# ---- helpers --------------------------------------------------------------------------------------------------
+
+def _fingerprint(shards: dataset.Shards) -> str:
+    """Names and sizes of the shards, not their paths: a run may resume on another machine."""
+    listing = sorted((path.name, count) for path, count in shards.files)
+    return hashlib.blake2b(repr(listing).encode(), digest_size=8).hexdigest()
+
+
+class _StopFlag:
+    """While entered, SIGINT and SIGTERM set .raised instead of killing the process (main thread only)."""
+
+    def __init__(self):
+        self.raised = False
+        self.previous: dict = {}
+
+    def _handle(self, signum, frame) -> None:
+        log.warning("signal %d: stopping after this step", signum)
+        self.raised = True
+
+    def __enter__(self):
+        with contextlib.suppress(ValueError):  # not the main thread: signals stay as they are
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
