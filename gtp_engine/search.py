@@ -51,7 +51,7 @@ class SearchConfig:
     score_utility: float = 0.1  # weight of the score lead in what the search maximises (0: winrate only)
     score_scale: float | None = None  # points for which tanh(lead / scale) saturates; None: sqrt(board area) / 2
     lcb: bool = True  # choose the move by lower confidence bound; False: by visits
-    lcb_z: float = 2.0  # standard errors below the mean for the LCB
+    lcb_z: float = 3.0  # standard errors below the mean for the LCB (Leela Zero ~4, KataGo 5 with its own errors)
     lcb_min_visits_ratio: float = 0.1  # moves with fewer visits than this share of the most visited are not chosen
     early_stop: bool = True  # stop once the most visited move cannot be overtaken
     reuse_tree: bool = True  # keep the subtree of the moves played since the last search
