@@ -147,14 +147,17 @@ class Tree:
         """PUCT score of every edge of an expanded node, FPU applied to unvisited edges (the reference rule)."""
         n_edges = len(node.moves)
         prior = node.prior if prior is None else prior
-        N = np.zeros(n_edges)
-        W = np.zeros(n_edges)
-        N[: node.tried] = node.N[: node.tried]
-        W[: node.tried] = node.W[: node.tried]
+        if node.tried == n_edges:
+            N, W = node.N[:n_edges], node.W[:n_edges]
+        else:
+            N, W = np.zeros(n_edges), np.zeros(n_edges)
+            N[: node.tried] = node.N[: node.tried]
+            W[: node.tried] = node.W[: node.tried]
         visited = N > 0
-        fpu = node.net_u - fpu_reduction * math.sqrt(float(node.prior[visited].sum()))
-        q = np.where(visited, W / np.where(visited, N, 1.0), fpu)
-        return q + self.exploration(node.nsum) * prior / (1.0 + N)
+        fpu = node.net_u - fpu_reduction * math.sqrt(float(node.prior @ visited))
+        scores = np.where(visited, W / np.maximum(N, 1e-9), fpu)
+        scores += self.exploration(node.nsum) * prior / (1.0 + N)
+        return scores
 
     def select(self, node: Node) -> int:
         """The edge with the highest PUCT score (puct_scores with the node's FPU reduction), fast.
@@ -185,15 +188,9 @@ class Tree:
     def select_root(self) -> int:
         """The root's edge: puct_scores with root_fpu_reduction, over noisy priors, skipping excluded edges.
 
-        Every root edge has statistics (try_all), so this is the reference formula on the node's own arrays.
+        Every root edge has statistics (try_all), so any edge can be chosen, not only the next by prior.
         """
-        root = self.root
-        prior = root.prior if self.root_prior is None else self.root_prior
-        N = root.N
-        visited = N > 0
-        fpu = root.net_u - self.root_fpu_reduction * math.sqrt(float(root.prior @ visited))
-        scores = np.where(visited, root.W / np.maximum(N, 1e-9), fpu)
-        scores += self.exploration(root.nsum) * prior / (1.0 + N)
+        scores = self.puct_scores(self.root, self.root_fpu_reduction, self.root_prior)
         if self.root_excluded is not None:
             scores[self.root_excluded] = -np.inf
         return int(scores.argmax())
