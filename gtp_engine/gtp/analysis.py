@@ -3,8 +3,9 @@
 Terms:
 - request: what lz-analyze / kata-analyze / *-genmove_analyze ask for: `[color] [interval] [key value]...`
   (KataGo's grammar): the colour to analyse for, the interval in centiseconds between lines (0: one line when
-  the search ends), minmoves / maxmoves (how many candidate moves a line lists), avoid / allow (moves the
-  search must not / may only consider), and for kata- also ownership and rootInfo (true / false).
+  the search ends), minmoves / maxmoves (how many candidate moves a line lists), and for kata- also ownership
+  and rootInfo (true / false). KataGo's avoid / allow (moves the search must not / may only consider) are
+  understood but refused: the search cannot restrict its moves yet.
 - info line: one line per snapshot, holding every candidate as "info move V visits N ... pv V1 V2 ...", best
   first; pv is last in each block because clients read it to the end of the block.
 - lz format: winrate, prior and lcb as integers, 10000 = certain (Leela Zero; Lizzie parses them as integers).
@@ -12,9 +13,6 @@ Terms:
   from the view of the side to move, as the clients expect.
 - ownership (kata, on request): after the info blocks, one value per point in [-1, 1] for the side to move,
   row by row from the top-left (A19 on 19x19) to the bottom-right.
-- avoid / allow: "avoid COLOR V1,V2,... DEPTH" keeps those moves out of the search, "allow ..." keeps every
-  other move out. This engine applies them to the analysed colour's own next move (the root of the search);
-  moves deeper in the tree are not restricted.
 """
 
 from __future__ import annotations
@@ -40,20 +38,11 @@ class Request:
     max_moves: int | None = None
     ownership: bool = False
     root_info: bool = False
-    avoid: frozenset[int] = frozenset()  # root moves the search must not consider
-    allow: frozenset[int] | None = None  # when given, the only root moves it may consider
-
-    def excluded(self, legal_points: list[int]) -> list[int]:
-        """The root moves to keep out of the search, among the legal ones (never all of them)."""
-        out = [p for p in legal_points if p in self.avoid or (self.allow is not None and p not in self.allow)]
-        return out if len(out) < len(legal_points) else []
 
 
 def parse_request(args: tuple[str, ...], g: coords.Grid, to_play: int, kata: bool) -> Request:
     """Parses KataGo's analyze grammar; raises GtpError("syntax error") for anything else."""
     values: dict = {"kata": kata, "color": to_play}
-    avoid: set[int] = set()
-    allow: set[int] | None = None
     i = 0
     if i < len(args) and is_color(args[i]):
         values["color"] = parse_color(args[i])
@@ -66,19 +55,14 @@ def parse_request(args: tuple[str, ...], g: coords.Grid, to_play: int, kata: boo
         if key in ("avoid", "allow"):
             if i + 3 >= len(args):
                 raise GtpError(SYNTAX_ERROR)
-            color = parse_color(args[i + 1])
+            parse_color(args[i + 1])
             try:
-                points = {parse_vertex(g, v) for v in args[i + 2].split(",") if v}
+                for vertex in filter(None, args[i + 2].split(",")):
+                    parse_vertex(g, vertex)
             except GtpError:
                 raise GtpError(SYNTAX_ERROR) from None
-            parse_int(args[i + 3], minimum=1)  # the depth: only the root is restricted (see the docstring)
-            if color == values["color"]:
-                if key == "avoid":
-                    avoid |= points
-                else:
-                    allow = points if allow is None else allow | points
-            i += 4
-            continue
+            parse_int(args[i + 3], minimum=1)
+            raise GtpError(f"{key} is not supported yet: the search cannot restrict its moves")
         if i + 1 >= len(args):
             raise GtpError(SYNTAX_ERROR)
         value = args[i + 1]
@@ -95,7 +79,7 @@ def parse_request(args: tuple[str, ...], g: coords.Grid, to_play: int, kata: boo
         else:
             raise GtpError(SYNTAX_ERROR)
         i += 2
-    return Request(**values, avoid=frozenset(avoid), allow=None if allow is None else frozenset(allow))
+    return Request(**values)
 
 
 def _is_number(text: str) -> bool:
@@ -118,8 +102,7 @@ def info_line(snapshot: Snapshot, g: coords.Grid, request: Request, priors: dict
     moves = [m for m in snapshot.moves if m.visits > 0]
     if request.min_moves > len(moves) and priors:
         listed = {m.point for m in moves}
-        extra = sorted((p for p in priors if p not in listed and p not in request.avoid
-                        and (request.allow is None or p in request.allow)), key=lambda p: -priors[p])
+        extra = sorted((p for p in priors if p not in listed), key=lambda p: -priors[p])
         for point in extra[: request.min_moves - len(moves)]:
             moves.append(MoveInfo(point, 0, snapshot.winrate, snapshot.score_lead, priors[point], 0.0, 0, [point]))
     if request.max_moves is not None:

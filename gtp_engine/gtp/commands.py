@@ -266,7 +266,6 @@ class Session:
         stop = self._move_stop(player, color, started, stream.gogui_interrupted)
         report = interval = None
         if request is not None:
-            self._check_restrictions(request)
             report = analysis.reporter(request, self.game.grid, stream.line, self._priors(player, request))
             interval = request.interval or None
             stream.start()
@@ -469,17 +468,12 @@ class Session:
     def analyze(self, cmd: Command, stream: Stream) -> str:
         """Streams info lines for the position until the next input line."""
         request = analysis.parse_request(cmd.args, self.game.grid, self.game.to_play, kata=cmd.name.startswith("kata"))
-        self._check_restrictions(request)
         player = self._player()
         report = analysis.reporter(request, self.game.grid, stream.line, self._priors(player, request))
         stream.start()
         player.analyze(request.color, StopCondition(interrupt=stream.interrupted), report,
                        request.interval or None, ownership=request.ownership)
         return ""
-
-    def _check_restrictions(self, request: analysis.Request) -> None:
-        if request.avoid or request.allow is not None:
-            raise GtpError("avoid and allow are not supported yet")
 
     def _priors(self, player, request: analysis.Request) -> dict[int, float] | None:
         """The network's policy for the analysed colour, point -> probability, when minmoves needs it."""

@@ -120,6 +120,9 @@ def test_analysis_arguments_are_checked(engine, net_args):
                     "kata-analyze b 10 minmoves -1", "lz-analyze b -5", "kata-analyze b 10 rootInfo maybe"):
         reply = gtp(command)
         assert (reply.ok, reply.text) == (False, "syntax error"), command
+    assert gtp("kata-analyze b 10 avoid b a1,b2 1").text.startswith("avoid is not supported yet")
+    assert gtp("lz-analyze w allow w q16 2").text.startswith("allow is not supported yet")
+    assert gtp("lz-analyze w allow w q16").text == "syntax error"
 
 
 def test_genmove_analyze_streams_then_plays(engine, net_args):
