@@ -223,3 +223,14 @@ def test_sigterm_during_analysis_ends_the_process(engine, net_args):
     assert gtp.line(60).startswith("info")
     gtp.process.send_signal(signal.SIGTERM)
     assert wait_for_exit(gtp.process, 5) < 5 and gtp.process.returncode == 0
+
+
+def test_stdout_stays_gtp_while_libraries_print(engine, tiny_onnx_model):
+    """--device auto makes onnxruntime try its GPU providers; where their libraries are missing it prints errors,
+    partly with print() to stdout. The engine points stdout at stderr, so the GTP stream must stay clean."""
+    gtp = engine("--weights", str(tiny_onnx_model), "--visits", "8")
+    gtp.ok("boardsize 9")
+    assert re.fullmatch(VERTEX, gtp.ok("genmove b"))
+    gtp.ok("quit")
+    assert gtp.close() == 0
+    assert re.fullmatch(r"=\n\n= [A-J][1-9]\n\n=\n\n|=\n\n= pass\n\n=\n\n", gtp.raw.decode())
