@@ -27,6 +27,10 @@ Terms (AlphaGo Zero / KataGo notation):
 - lazy legality: a leaf gets an edge for every empty point and pass; the rarer illegal ones (suicide, ko,
   superko) are dropped when first selected, which costs one legality check instead of a full legal-move mask
   per leaf. The root's edges are always all legal (checked with GameState.legal_mask).
+- ownership: each backup carries an ownership map (Black's view, +1 Black's): the network's for the position it
+  evaluated, or the exact area ownership at a terminal node. Every node within OWNERSHIP_DEPTH plies of the
+  root sums the maps of the backups through it (its own evaluation included), so a node keeps its mean
+  ownership when tree reuse makes it the root; deeper nodes keep none (memory).
 """
 
 from __future__ import annotations
@@ -43,13 +47,14 @@ from gtp_engine.game import GameState
 
 _INITIAL_EDGES = 4  # edge statistics arrays start this long and double as more edges get tried
 _STATS = 5  # rows of Node.stats: N, W, W2, V, S
+OWNERSHIP_DEPTH = 2  # plies below the root whose nodes sum ownership: tree reuse after our move and the reply
 _EMPTY_CODE = np.uint8(EMPTY)
 
 
 class Node:
     __slots__ = (
         "moves", "prior", "tried", "tried_prior", "stats", "N", "W", "W2", "V", "S", "nsum", "children",
-        "visits", "net_v", "net_u", "net_s", "terminal", "ownership",
+        "visits", "net_v", "net_u", "net_s", "terminal", "ownership", "ownership_sum", "ownership_count",
     )
 
     def __init__(self) -> None:
@@ -64,6 +69,14 @@ class Node:
         self.net_v = self.net_u = self.net_s = 0.0  # its evaluation; exact for a terminal node
         self.terminal = False
         self.ownership: np.ndarray | None = None  # terminal nodes: exact area ownership, Black's view
+        self.ownership_sum: np.ndarray | None = None  # over the backups counted here (see the module docstring)
+        self.ownership_count = 0
+
+    def add_ownership(self, ownership: np.ndarray) -> None:
+        if self.ownership_sum is None:
+            self.ownership_sum = np.zeros(len(ownership))
+        self.ownership_sum += ownership
+        self.ownership_count += 1
 
     @property
     def is_expanded(self) -> bool:
@@ -126,8 +139,6 @@ class Tree:
         self._point_of_flat = np.append(g.point_of, PASS)
         self.root_prior: np.ndarray | None = None  # replaces the root's priors in selection (noise)
         self.root_excluded: np.ndarray | None = None  # bool per root edge: never select (e.g. pass in cleanup)
-        self.ownership_sum = np.zeros(g.area)  # over this tree's backups since reset_ownership, Black's view
-        self.ownership_count = 0
         if self.root.is_expanded:  # a subtree kept from an earlier search: its untried edges were never checked
             legal = root_state.legal_mask()
             flats = np.array([g.flat(p) for p in self.root.moves])
@@ -234,22 +245,22 @@ class Tree:
             self._revert(selected)
             raise
         count = len(selected)
-        weights = np.zeros(len(leaves))
+        ownerships = [(1.0 if st.to_play == BLACK else -1.0) * batch.ownership[i] for i, st in enumerate(states)]
         while selected:
             slot, path = selected.pop()
             if slot >= 0:
                 leaf = leaves[slot]
-                weights[slot] += 1
                 v, u, s = results[slot]
+                ownership = ownerships[slot]
             else:
                 leaf = terminal_leaves[-1 - slot]
                 v, u, s = leaf.net_v, leaf.net_u, leaf.net_s
-                self.ownership_sum += leaf.ownership
+                ownership = leaf.ownership
             self._backup(leaf, path, v, u, s)
-        if leaves:
-            signs = np.array([1.0 if st.to_play == BLACK else -1.0 for st in states])
-            self.ownership_sum += (weights * signs) @ batch.ownership
-        self.ownership_count += count
+            for node, _edge in path[: OWNERSHIP_DEPTH + 1]:
+                node.add_ownership(ownership)
+            if len(path) <= OWNERSHIP_DEPTH:
+                leaf.add_ownership(ownership)
         return count
 
     def _expand_root(self) -> None:
@@ -260,8 +271,7 @@ class Tree:
         self.root.try_all()
         self.root.visits = 1
         sign = 1.0 if state.to_play == BLACK else -1.0
-        self.ownership_sum += sign * batch.ownership[0]
-        self.ownership_count += 1
+        self.root.add_ownership(sign * batch.ownership[0].astype(np.float64))
 
     def _descend(self) -> tuple[Node, list, GameState]:
         """From the root to a leaf (new, pending or terminal), applying virtual loss on the way."""
@@ -381,12 +391,17 @@ class Tree:
         )
 
     def root_ownership(self) -> np.ndarray:
-        """Mean ownership over this tree's backups, Black's view (+1 Black), flat order."""
-        return self.ownership_sum / max(1, self.ownership_count)
+        """Mean ownership over the root's counted backups, Black's view (+1 Black), flat order.
 
-    def reset_ownership(self) -> None:
-        self.ownership_sum[:] = 0.0
-        self.ownership_count = 0
+        A root kept from deeper than OWNERSHIP_DEPTH has counted none: then its position is evaluated once more
+        (a cached evaluator answers at once) and that evaluation starts the count.
+        """
+        root = self.root
+        if not root.ownership_count:
+            batch = self.evaluator.evaluate([self.root_state])
+            sign = 1.0 if self.root_state.to_play == BLACK else -1.0
+            root.add_ownership(sign * batch.ownership[0].astype(np.float64))
+        return root.ownership_sum / root.ownership_count
 
     def principal_variation(self, edge: int, limit: int = 30) -> list[int]:
         """Points of the line that starts with the root's edge and then follows the most visited edges."""

@@ -10,7 +10,8 @@ Terms:
 - tree reuse: a new search whose position follows from the last search's root by moves already in the tree
   starts from that subtree, with its visits.
 - snapshot: what the search thinks now, for analysis: per visited root move its visits, winrate, score lead,
-  prior, LCB and principal variation (PV), plus root ownership. Winrates are probabilities in [0, 1] and leads
+  prior, LCB and principal variation (PV), plus root ownership (the mean over the root's backups, kept ones
+  included: a search that needs no new playouts still has it). Winrates are probabilities in [0, 1] and leads
   are points, both from the view of the side to move at the root.
 - LCB: lower confidence bound of a move's utility, Q - lcb_z * standard error; the move is chosen by LCB among
   moves with at least lcb_min_visits_ratio of the most visited move's visits (Leela Zero 0.17).
@@ -152,7 +153,6 @@ class Searcher:
         start = time.monotonic()
         cfg = self.config
         tree = self._tree_for(state)
-        tree.reset_ownership()
         if not stop.is_bounded and stop.interrupt is None:
             stop = replace(stop, visits=cfg.default_visits)
         playouts = 0 if tree.root.is_expanded else tree.run_batch(1)

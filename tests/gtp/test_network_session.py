@@ -178,6 +178,19 @@ def test_gogui_analyze_commands(engine, net_args):
     assert gtp.ok("clear_cache") == ""
 
 
+def test_ownership_survives_a_search_that_reuses_all_its_visits(engine, net_args):
+    # Regression: the second gogui-winrate finds its 24 visits in the tree and makes no playout; the ownership
+    # that follows used to be all zeros, and final_score / final_status_list read the same ownership.
+    gtp = engine(*net_args)
+    gtp.ok("boardsize 9")
+    gtp.ok("play b e5")
+    gtp.ok("gogui-winrate")
+    first = gtp.ok("gogui-ownership")
+    assert any(float(v) != 0 for v in first.split())
+    gtp.ok("gogui-winrate")
+    assert gtp.ok("gogui-ownership") == first
+
+
 def test_gogui_interrupt_ends_a_long_genmove_with_a_move(engine, net_args):
     gtp = engine(*net_args, "--visits", "1000000")
     gtp.ok("boardsize 9")

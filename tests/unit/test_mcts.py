@@ -12,7 +12,7 @@ from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS
 from gtp_engine.evaluator import EvaluationBatch, UniformEvaluator
 from gtp_engine.game import GameState
-from gtp_engine.mcts import Node, Tree
+from gtp_engine.mcts import OWNERSHIP_DEPTH, Node, Tree
 
 PARAMS = dict(c_puct=1.0, c_puct_log=0.45, c_puct_base=500.0, fpu_reduction=0.25, root_fpu_reduction=0.1,
               virtual_loss=1.0, score_utility=0.0, score_scale=5.0)
@@ -82,7 +82,7 @@ def test_no_virtual_loss_is_left_after_any_batch(batch_size):
         total += tree.run_batch(batch_size)
         check_tree(tree)
     assert tree.root.visits == total
-    assert tree.ownership_count == total
+    assert tree.root.ownership_count == total
 
 
 def test_duplicate_leaves_in_a_batch_are_evaluated_once_and_backed_up_each_time():
@@ -211,3 +211,50 @@ def test_root_ownership_is_in_blacks_view():
         for _ in range(5):
             tree.run_batch(4)
         assert np.allclose(tree.root_ownership(), 1.0)
+
+
+def test_nodes_near_the_root_count_the_ownership_of_every_backup_through_them():
+    # Ownership is the stone count of the evaluated position, so each node's sum can be recomputed by hand.
+    evaluator = ScriptedEvaluator(ownership=lambda s: np.full(s.grid.area, s.board.stone_count[BLACK] - 0.5 *
+                                                              s.board.stone_count[WHITE]))
+    tree = make_tree(GameState(3), evaluator)
+    for _ in range(40):
+        tree.run_batch(4)
+
+    def walk(node, depth):
+        if depth <= OWNERSHIP_DEPTH:
+            assert node.ownership_count == node.visits, f"depth {depth}"
+            mean = node.ownership_sum / node.ownership_count
+            assert np.all((-2.5 <= mean) & (mean <= 5)) and np.ptp(mean) == 0
+        else:
+            assert node.ownership_sum is None and node.ownership_count == 0
+        for child in node.children.values():
+            if child.visits:
+                yield from walk(child, depth + 1)
+        yield depth
+
+    assert max(walk(tree.root, 0)) > OWNERSHIP_DEPTH  # the tree is deep enough to test the limit
+    root = tree.root
+    # The root's mean is its own evaluation plus every backup below it, weighted by visits.
+    edges = [e for e in range(root.tried) if root.N[e] > 0]
+    total = np.full(9, 0.0)  # the root's own evaluation: an empty board
+    for e in edges:
+        total += root.children[e].ownership_sum
+    assert np.allclose(tree.root_ownership(), total / root.visits)
+
+
+def test_a_root_kept_from_deeper_than_the_ownership_depth_is_evaluated_for_its_ownership():
+    evaluator = ScriptedEvaluator(ownership=lambda s: np.full(s.grid.area, 0.25))
+    tree = make_tree(GameState(3), evaluator)
+    for _ in range(60):
+        tree.run_batch(4)
+    node, state = tree.root, GameState(3)
+    for _ in range(OWNERSHIP_DEPTH + 1):  # down the most visited line
+        edge = int(node.N[: node.tried].argmax())
+        state.play(node.moves[edge])
+        node = node.children[edge]
+    assert node.is_expanded and node.visits >= 1 and node.ownership_count == 0
+    kept = make_tree(state, evaluator, root=node)
+    calls = evaluator.calls
+    assert np.allclose(kept.root_ownership(), 0.25)
+    assert evaluator.calls == calls + 1 and node.ownership_count == 1

@@ -104,6 +104,16 @@ def test_dead_stones_are_judged_by_ownership():
     assert np.all(np.sign(player.ownership()) == np.sign(split_ownership(player.game)))
 
 
+def test_ownership_after_a_search_that_reused_all_its_visits():
+    # Regression: gogui-winrate twice, then gogui-ownership: the second search makes no playout.
+    player = Player(ScriptedEvaluator(ownership=split_ownership), SearchConfig(seed=0),
+                    position(SPLIT_WITH_DEAD_STONE, BLACK, komi=0.5))
+    for _ in range(2):
+        player.analyze(BLACK, StopCondition(visits=40), lambda snapshot: None)
+        assert np.allclose(player.ownership(), split_ownership(player.game))
+    assert player.dead_stones() == [G.point(1, 1)]
+
+
 def test_cleanup_captures_dead_stones_before_passing():
     evaluator = ScriptedEvaluator(favour=[PASS], ownership=split_ownership)
     # Normal play: White passed and Black wins once the dead stone is removed, so Black passes.

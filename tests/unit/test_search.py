@@ -129,6 +129,30 @@ def test_tree_reuse_keeps_the_chosen_childs_visits():
     assert searcher.search(state, StopCondition(playouts=8)).snapshot.visits == 8
 
 
+def test_a_search_with_nothing_left_to_do_still_reports_the_roots_ownership():
+    # Regression: the second search reuses the first one's visits, makes no playout, and used to report zero
+    # ownership.
+    evaluator = ScriptedEvaluator(ownership=lambda s: np.where(np.arange(s.grid.area) % 2, 0.5, -0.75))
+    searcher = Searcher(evaluator, SearchConfig(seed=0))
+    state = GameState(5)
+    first = searcher.search(state, StopCondition(visits=60))
+    again = searcher.search(state, StopCondition(visits=60))
+    assert again.snapshot.playouts == 0 and again.snapshot.visits == first.snapshot.visits
+    assert np.allclose(again.snapshot.ownership, first.snapshot.ownership)
+    assert np.allclose(again.snapshot.ownership, np.where(np.arange(25) % 2, 0.5, -0.75))
+    # Two moves on, the kept subtree has its own mean ownership, also without a new playout.
+    root = searcher.tree.root
+    edge = int(root.N.argmax())
+    child = root.children[edge]
+    reply = int(child.N[: child.tried].argmax())
+    state.play(root.moves[edge])
+    state.play(child.moves[reply])
+    kept = child.children[reply].visits
+    later = searcher.search(state, StopCondition(visits=kept))
+    assert later.snapshot.playouts == 0 and later.snapshot.visits == kept
+    assert np.allclose(later.snapshot.ownership, np.where(np.arange(25) % 2, 0.5, -0.75))
+
+
 def test_no_reuse_across_a_komi_change_or_when_turned_off():
     searcher = Searcher(UniformEvaluator(), SearchConfig(seed=0))
     searcher.search(GameState(5), StopCondition(visits=100))
