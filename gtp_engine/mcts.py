@@ -27,6 +27,11 @@ Terms (AlphaGo Zero / KataGo notation):
 - lazy legality: a leaf gets an edge for every empty point and pass; the rarer illegal ones (suicide, ko,
   superko) are dropped when first selected, which costs one legality check instead of a full legal-move mask
   per leaf. The root's edges are always all legal (checked with GameState.legal_mask).
+- move filter: moves the search must leave alone near the root (KataGo's and Leela Zero's avoid / allow). Its
+  clauses name a colour, points (PASS allowed) and a depth d: the colour's moves at plies 1..d of the tree
+  (the root's moves are ply 1) lose the listed points (avoid), or everything but them, pass included unless
+  listed (allow, as KataGo). A filtered move never becomes an edge. Where a filter would leave a node without
+  a legal move it is ignored there: a position always has a move.
 - ownership: each backup carries an ownership map (Black's view, +1 Black's): the network's for the position it
   evaluated, or the exact area ownership at a terminal node. Every node within OWNERSHIP_DEPTH plies of the
   root sums the maps of the backups through it (its own evaluation included), so a node keeps its mean
@@ -36,12 +41,13 @@ Terms (AlphaGo Zero / KataGo notation):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
-from gtp_engine.board import BLACK, EMPTY
-from gtp_engine.coords import PASS
+from gtp_engine.board import BLACK, EMPTY, WHITE
+from gtp_engine.coords import PASS, Grid
 from gtp_engine.evaluator import Evaluator
 from gtp_engine.game import GameState
 
@@ -49,6 +55,56 @@ _INITIAL_EDGES = 4  # edge statistics arrays start this long and double as more 
 _STATS = 5  # rows of Node.stats: N, W, W2, V, S
 OWNERSHIP_DEPTH = 2  # plies below the root whose nodes sum ownership: tree reuse after our move and the reply
 _EMPTY_CODE = np.uint8(EMPTY)
+
+
+@dataclass(frozen=True)
+class MoveClause:
+    """One avoid or allow clause of a MoveFilter."""
+
+    color: int
+    points: frozenset[int]  # board points, PASS allowed
+    until_depth: int  # the clause covers plies 1..until_depth below the root
+    allow: bool  # True: only these points; False: never these points
+
+
+@dataclass(frozen=True)
+class MoveFilter:
+    """Moves the search must not consider near the root; see the module docstring. Empty: no restriction.
+
+    Per colour either avoid clauses (any number) or a single allow clause, as KataGo accepts them.
+    """
+
+    clauses: tuple[MoveClause, ...] = ()
+
+    def __post_init__(self) -> None:
+        for color in (BLACK, WHITE):
+            mine = [c for c in self.clauses if c.color == color]
+            if len(mine) > 1 and any(c.allow for c in mine):
+                raise ValueError("a colour takes either avoid clauses or one allow clause")
+        if any(c.until_depth < 1 for c in self.clauses):
+            raise ValueError("the depth of a clause is at least 1")
+
+    def __bool__(self) -> bool:
+        return bool(self.clauses)
+
+    @property
+    def depth(self) -> int:
+        """The deepest ply any clause covers; 0 for no filter."""
+        return max((c.until_depth for c in self.clauses), default=0)
+
+    def permits(self, color: int, point: int, ply: int) -> bool:
+        return not any(c.color == color and ply <= c.until_depth and (point in c.points) != c.allow
+                       for c in self.clauses)
+
+    def banned(self, g: Grid, color: int, ply: int) -> np.ndarray:
+        """Bool per flat index, pass last: the moves of `color` this filter takes away at `ply`."""
+        banned = np.zeros(g.area + 1, dtype=bool)
+        for c in self.clauses:
+            if c.color == color and ply <= c.until_depth:
+                listed = np.zeros(g.area + 1, dtype=bool)
+                listed[[g.flat(p) for p in c.points]] = True
+                banned |= ~listed if c.allow else listed
+        return banned
 
 
 class Node:
@@ -126,7 +182,8 @@ class Tree:
 
     def __init__(self, evaluator: Evaluator, root_state: GameState, *, c_puct: float, c_puct_log: float,
                  c_puct_base: float, fpu_reduction: float, root_fpu_reduction: float, virtual_loss: float,
-                 score_utility: float, score_scale: float, root: Node | None = None):
+                 score_utility: float, score_scale: float, root: Node | None = None,
+                 move_filter: MoveFilter = MoveFilter()):
         self.evaluator = evaluator
         self.root_state = root_state
         self.root = root if root is not None else Node()
@@ -139,6 +196,8 @@ class Tree:
         self._point_of_flat = np.append(g.point_of, PASS)
         self.root_prior: np.ndarray | None = None  # replaces the root's priors in selection (noise)
         self.root_excluded: np.ndarray | None = None  # bool per root edge: never select (e.g. pass in cleanup)
+        self.move_filter = move_filter  # a kept root must have been grown under the same filter
+        self._banned: dict[tuple[int, int], np.ndarray] = {}  # (colour, ply) -> move_filter.banned(...)
         if self.root.is_expanded:  # a subtree kept from an earlier search: its untried edges were never checked
             legal = root_state.legal_mask()
             flats = np.array([g.flat(p) for p in self.root.moves])
@@ -236,7 +295,7 @@ class Tree:
                     slot = slot_of[id(leaf)] = len(leaves)
                     leaves.append(leaf)
                     states.append(state)
-                    masks.append(self._candidates(state))
+                    masks.append(self._candidates(state, len(path) + 1))
                 selected.append((slot, path))
             batch = self.evaluator.evaluate(states) if states else None
             if batch is not None:
@@ -265,7 +324,7 @@ class Tree:
 
     def _expand_root(self) -> None:
         state = self.root_state
-        mask = state.legal_mask()
+        mask = self._filter(state, state.legal_mask(), 1)
         batch = self.evaluator.evaluate([state])
         (v, u, s), = self._expand_leaves([self.root], [state], [mask], batch)
         self.root.try_all()
@@ -304,11 +363,28 @@ class Tree:
                 node.drop_edges(drop)
                 edge = self.select(node)
 
-    def _candidates(self, state: GameState) -> np.ndarray:
-        """Bool per flat index, pass last: the empty points and pass, the moves a new leaf gets edges for."""
+    def _candidates(self, state: GameState, ply: int) -> np.ndarray:
+        """Bool per flat index, pass last: the moves a new leaf at `ply` gets edges for (lazy legality: the
+        empty points and pass), less those the move filter takes away."""
         mask = np.empty(self.area + 1, dtype=bool)
         mask[:-1] = np.frombuffer(state.board.colors, dtype=np.uint8)[state.grid.point_of] == _EMPTY_CODE
         mask[-1] = True
+        return self._filter(state, mask, ply)
+
+    def _filter(self, state: GameState, mask: np.ndarray, ply: int) -> np.ndarray:
+        """mask less the moves the filter takes away at `ply`, unless that leaves no legal move."""
+        if ply > self.move_filter.depth:
+            return mask
+        key = (state.to_play, ply)
+        banned = self._banned.get(key)
+        if banned is None:
+            banned = self._banned[key] = self.move_filter.banned(state.grid, *key)
+        kept = mask & ~banned
+        if kept[-1]:  # pass is always legal
+            return kept
+        point_of_flat = self._point_of_flat
+        if any(state.is_legal(int(point_of_flat[i])) for i in np.flatnonzero(kept)):
+            return kept
         return mask
 
     def _make_terminal(self, node: Node, state: GameState) -> None:

@@ -26,6 +26,7 @@ from gtp_engine.board import BLACK, EMPTY, WHITE, IllegalMoveError, opponent
 from gtp_engine.coords import PASS
 from gtp_engine.evaluator import Evaluator
 from gtp_engine.game import GameState
+from gtp_engine.mcts import MoveFilter
 from gtp_engine.search import (
     BackgroundSearch,
     MoveInfo,
@@ -82,19 +83,25 @@ class Player:
     # ---- searching ------------------------------------------------------------------------------------
 
     def genmove(self, color: int, stop: StopCondition, on_snapshot: SnapshotCallback | None = None,
-                snapshot_interval: float | None = None, cleanup: bool = False) -> MoveChoice:
-        """Searches for `color` (to play or not), applies the pass and resign rules and plays the move."""
+                snapshot_interval: float | None = None, cleanup: bool = False,
+                move_filter: MoveFilter = MoveFilter()) -> MoveChoice:
+        """Searches for `color` (to play or not), applies the pass and resign rules and plays the move.
+
+        move_filter restricts the search (see mcts.MoveFilter) and the move: one its first ply permits, unless
+        it permits no legal move.
+        """
         self.stop_background()
         game = self._game
         state = _for_color(game, color)
         dead_opponent = cleanup and bool(self._dead_stones_of(state, opponent(color), self._quick_ownership(state)))
-        result = self._search(state, stop, on_snapshot, snapshot_interval, exclude=(PASS,) if dead_opponent else ())
+        result = self._search(state, stop, on_snapshot, snapshot_interval, exclude=(PASS,) if dead_opponent else (),
+                              move_filter=move_filter)
         choice = result.choice
         snapshot = result.snapshot
         if not cleanup and self._should_resign(state, choice):
             return MoveChoice(PASS, resign=True, winrate=choice.winrate, score_lead=choice.score_lead,
                               visits=snapshot.visits)
-        point = self._apply_pass_rules(state, result, cleanup, dead_opponent)
+        point = self._apply_pass_rules(state, result, cleanup, dead_opponent, move_filter)
         try:
             game.play(point, color)
         except IllegalMoveError:  # only when color was not to play and superko differs: passing is always legal
@@ -105,10 +112,12 @@ class Player:
         return MoveChoice(point, winrate=info.winrate, score_lead=info.score_lead, visits=snapshot.visits)
 
     def analyze(self, color: int, stop: StopCondition, on_snapshot: SnapshotCallback,
-                snapshot_interval: float | None = None, ownership: bool = False) -> None:
+                snapshot_interval: float | None = None, ownership: bool = False,
+                move_filter: MoveFilter = MoveFilter()) -> None:
         """Searches for `color` until `stop` (an interrupt alone is enough), reporting snapshots; plays nothing."""
         self.stop_background()
-        self._search(_for_color(self._game, color), stop, on_snapshot, snapshot_interval, ownership=ownership)
+        self._search(_for_color(self._game, color), stop, on_snapshot, snapshot_interval, ownership=ownership,
+                     move_filter=move_filter)
 
     def start_analysis(self, color: int, stop: StopCondition, on_snapshot: SnapshotCallback | None,
                        snapshot_interval: float | None = None, ownership: bool = False) -> None:
@@ -150,9 +159,10 @@ class Player:
     # ---- rules for the move -------------------------------------------------------------------------------
 
     def _search(self, state: GameState, stop: StopCondition, on_snapshot=None, interval=None, exclude=(),
-                ownership: bool = False) -> SearchResult:
-        result = self.searcher.search(state, stop, on_snapshot, interval, exclude, ownership_in_snapshots=ownership)
-        self._last = (_key(state), result)
+                ownership: bool = False, move_filter: MoveFilter = MoveFilter()) -> SearchResult:
+        result = self.searcher.search(state, stop, on_snapshot, interval, exclude, ownership_in_snapshots=ownership,
+                                      move_filter=move_filter)
+        self._last = (_key(state, move_filter), result)
         return result
 
     def _quick_ownership(self, state: GameState) -> np.ndarray:
@@ -171,7 +181,8 @@ class Player:
             after = state.grid.area // 4
         return state.move_number >= after and choice.visits > 0 and choice.winrate < threshold
 
-    def _apply_pass_rules(self, state: GameState, result: SearchResult, cleanup: bool, dead_opponent: bool) -> int:
+    def _apply_pass_rules(self, state: GameState, result: SearchResult, cleanup: bool, dead_opponent: bool,
+                          move_filter: MoveFilter) -> int:
         me = state.to_play
         ownership = result.snapshot.ownership
         if cleanup and dead_opponent:
@@ -180,23 +191,26 @@ class Player:
             dead = self._dead_stones_of(state, BLACK, ownership) + self._dead_stones_of(state, WHITE, ownership)
             score = state.score(dead)
             margin = score if me == BLACK else -score
+        can_pass = move_filter.permits(me, PASS, 1)
         last = state.moves[-1] if state.moves else None
-        if margin is not None and margin > 0 and last == (opponent(me), PASS):
+        if can_pass and margin is not None and margin > 0 and last == (opponent(me), PASS):
             return PASS
         territory = self._own_territory(state, ownership)
 
         def acceptable(point: int) -> bool:
+            if not move_filter.permits(me, point, 1):
+                return False
             if point == PASS:
                 return not (cleanup and dead_opponent) and margin is not None and margin >= 0
             return not territory[state.grid.flat(point)]
 
         chosen = result.choice.point
-        if chosen != PASS and territory[state.grid.flat(chosen)] and margin is not None and margin >= 0:
+        if can_pass and chosen != PASS and territory[state.grid.flat(chosen)] and margin is not None and margin >= 0:
             return PASS  # the game is won and the move only fills our own territory
         for point in [chosen] + [m.point for m in result.snapshot.moves] + result.root_moves:
             if acceptable(point):
                 return point
-        return PASS
+        return PASS if can_pass else chosen  # chosen: a filtered search's move, or any when it filtered them all
 
     @staticmethod
     def _dead_stones_of(state: GameState, color: int, ownership: np.ndarray) -> list[int]:
@@ -230,6 +244,7 @@ def _for_color(game: GameState, color: int) -> GameState:
     return state
 
 
-def _key(state: GameState) -> tuple:
-    """Tells apart the positions whose search results Player keeps."""
-    return state.to_play, state.komi, state.rules, tuple(state.moves), state.board.hash
+def _key(state: GameState, move_filter: MoveFilter = MoveFilter()) -> tuple:
+    """Tells apart the positions whose search results Player keeps; a filtered search judges its position only
+    for its own filter."""
+    return state.to_play, state.komi, state.rules, tuple(state.moves), state.board.hash, move_filter

@@ -8,7 +8,8 @@ Terms:
   StopCondition.for_budget; this module never sees a clock. Early stop: when the most visited move cannot be
   overtaken within the playouts left, searching on cannot change the answer.
 - tree reuse: a new search whose position follows from the last search's root by moves already in the tree
-  starts from that subtree, with its visits.
+  starts from that subtree, with its visits. Under a move filter (mcts.MoveFilter, counted in plies from the
+  root) a tree is kept only for the same position and the same filter.
 - snapshot: what the search thinks now, for analysis: per visited root move its visits, winrate, score lead,
   prior, LCB and principal variation (PV), plus root ownership (the mean over the root's backups, kept ones
   included: a search that needs no new playouts still has it). Winrates are probabilities in [0, 1] and leads
@@ -35,7 +36,7 @@ from gtp_engine.board import opponent
 from gtp_engine.coords import PASS
 from gtp_engine.evaluator import Evaluator
 from gtp_engine.game import GameState
-from gtp_engine.mcts import Node, Tree
+from gtp_engine.mcts import MoveFilter, Node, Tree
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +137,7 @@ class Searcher:
         self.rng = np.random.default_rng(config.seed)
         self.tree: Tree | None = None
         self._tree_key: tuple | None = None  # _position_key of tree.root_state
+        self._tree_filter = MoveFilter()  # the filter the tree grew under
 
     def reset(self) -> None:
         """Forgets the tree (new game, undo, changed rules or komi)."""
@@ -144,15 +146,16 @@ class Searcher:
 
     def search(self, state: GameState, stop: StopCondition, on_snapshot: SnapshotCallback | None = None,
                snapshot_interval: float | None = None, exclude: Sequence[int] = (),
-               ownership_in_snapshots: bool = False) -> SearchResult:
+               ownership_in_snapshots: bool = False, move_filter: MoveFilter = MoveFilter()) -> SearchResult:
         """Searches `state` (for its to_play) until `stop`; never plays a move.
 
         exclude: root moves not to search or choose unless nothing else is legal (cleanup: PASS).
+        move_filter: moves not to search near the root (analysis: avoid / allow).
         on_snapshot gets a snapshot every snapshot_interval seconds (checked between batches) and a last one.
         """
         start = time.monotonic()
         cfg = self.config
-        tree = self._tree_for(state)
+        tree = self._tree_for(state, move_filter)
         if not stop.is_bounded and stop.interrupt is None:
             stop = replace(stop, visits=cfg.default_visits)
         playouts = 0 if tree.root.is_expanded else tree.run_batch(1)
@@ -176,17 +179,22 @@ class Searcher:
 
     # ---- tree reuse -----------------------------------------------------------------------------------
 
-    def _tree_for(self, state: GameState) -> Tree:
+    def _tree_for(self, state: GameState, move_filter: MoveFilter) -> Tree:
         key = _position_key(state)
-        root = self._reusable_root(state, key) if self.config.reuse_tree and self.tree is not None else None
+        root = None
+        if self.config.reuse_tree and self.tree is not None and move_filter == self._tree_filter:
+            if not move_filter or key == self._tree_key:
+                root = self._reusable_root(state, key)
         cfg = self.config
         scale = cfg.score_scale if cfg.score_scale is not None else math.sqrt(state.grid.area) / 2
         self.tree = Tree(
             self.evaluator, state.copy(), root=root, c_puct=cfg.c_puct, c_puct_log=cfg.c_puct_log,
             c_puct_base=cfg.c_puct_base, fpu_reduction=cfg.fpu_reduction, root_fpu_reduction=cfg.root_fpu_reduction,
             virtual_loss=cfg.virtual_loss, score_utility=cfg.score_utility, score_scale=scale,
+            move_filter=move_filter,
         )
         self._tree_key = key
+        self._tree_filter = move_filter
         return self.tree
 
     def _reusable_root(self, state: GameState, key: tuple) -> Node | None:

@@ -4,8 +4,11 @@ Terms:
 - request: what lz-analyze / kata-analyze / *-genmove_analyze ask for: `[color] [interval] [key value]...`
   (KataGo's grammar): the colour to analyse for, the interval in centiseconds between lines (0: one line when
   the search ends), minmoves / maxmoves (how many candidate moves a line lists), and for kata- also ownership
-  and rootInfo (true / false). KataGo's avoid / allow (moves the search must not / may only consider) are
-  understood but refused: the search cannot restrict its moves yet.
+  and rootInfo (true / false).
+- avoid / allow: `avoid COLOR V1,V2,... UNTILDEPTH` (any number per colour) or `allow COLOR V1,... UNTILDEPTH`
+  (one per colour, not with avoid for that colour): the colour's moves in the first UNTILDEPTH plies of the
+  search leave out the listed vertices (avoid), or everything else, pass too unless listed (allow, as KataGo).
+  A vertex may be a rectangle "A1:C3" (Leela Zero). They become the search's mcts.MoveFilter.
 - info line: one line per snapshot, holding every candidate as "info move V visits N ... pv V1 V2 ...", best
   first; pv is last in each block because clients read it to the end of the block.
 - lz format: winrate, prior and lcb as integers, 10000 = certain (Leela Zero; Lizzie parses them as integers).
@@ -26,6 +29,7 @@ from gtp_engine import coords
 from gtp_engine.board import BLACK
 from gtp_engine.gtp.protocol import SYNTAX_ERROR, GtpError
 from gtp_engine.gtp.values import is_color, parse_bool, parse_color, parse_float, parse_int, parse_vertex
+from gtp_engine.mcts import MoveClause, MoveFilter
 from gtp_engine.search import MoveInfo, Snapshot
 
 
@@ -38,11 +42,13 @@ class Request:
     max_moves: int | None = None
     ownership: bool = False
     root_info: bool = False
+    move_filter: MoveFilter = MoveFilter()
 
 
 def parse_request(args: tuple[str, ...], g: coords.Grid, to_play: int, kata: bool) -> Request:
     """Parses KataGo's analyze grammar; raises GtpError("syntax error") for anything else."""
     values: dict = {"kata": kata, "color": to_play}
+    clauses: list[MoveClause] = []
     i = 0
     if i < len(args) and is_color(args[i]):
         values["color"] = parse_color(args[i])
@@ -55,14 +61,11 @@ def parse_request(args: tuple[str, ...], g: coords.Grid, to_play: int, kata: boo
         if key in ("avoid", "allow"):
             if i + 3 >= len(args):
                 raise GtpError(SYNTAX_ERROR)
-            parse_color(args[i + 1])
-            try:
-                for vertex in filter(None, args[i + 2].split(",")):
-                    parse_vertex(g, vertex)
-            except GtpError:
-                raise GtpError(SYNTAX_ERROR) from None
-            parse_int(args[i + 3], minimum=1)
-            raise GtpError(f"{key} is not supported yet: the search cannot restrict its moves")
+            color = parse_color(args[i + 1])
+            points = _points(g, args[i + 2])
+            clauses.append(MoveClause(color, points, parse_int(args[i + 3], minimum=1), allow=key == "allow"))
+            i += 4
+            continue
         if i + 1 >= len(args):
             raise GtpError(SYNTAX_ERROR)
         value = args[i + 1]
@@ -79,7 +82,33 @@ def parse_request(args: tuple[str, ...], g: coords.Grid, to_play: int, kata: boo
         else:
             raise GtpError(SYNTAX_ERROR)
         i += 2
+    try:
+        values["move_filter"] = MoveFilter(tuple(clauses))
+    except ValueError as error:
+        raise GtpError(f"cannot use these avoid / allow clauses: {error}") from None
     return Request(**values)
+
+
+def _points(g: coords.Grid, text: str) -> frozenset[int]:
+    """The points of a comma-separated vertex list; a vertex may be a rectangle "A1:C3". Never empty."""
+    points = set()
+    try:
+        for item in filter(None, text.split(",")):  # KataGo skips empty items
+            first, _, last = item.partition(":")
+            corners = [parse_vertex(g, first)] + ([parse_vertex(g, last)] if last else [])
+            if len(corners) == 1:
+                points.add(corners[0])
+                continue
+            if coords.PASS in corners:
+                raise GtpError(SYNTAX_ERROR)
+            (r1, c1), (r2, c2) = (g.row_col(p) for p in corners)
+            points.update(g.point(r, c) for r in range(min(r1, r2), max(r1, r2) + 1)
+                          for c in range(min(c1, c2), max(c1, c2) + 1))
+    except GtpError:  # an off-board vertex too: the list is wrong, whatever the position
+        raise GtpError(SYNTAX_ERROR) from None
+    if not points:
+        raise GtpError(SYNTAX_ERROR)
+    return frozenset(points)
 
 
 def _is_number(text: str) -> bool:

@@ -59,6 +59,7 @@ from gtp_engine.gtp.values import (
     parse_int,
     parse_vertex,
 )
+from gtp_engine.mcts import MoveFilter
 from gtp_engine.search import StopCondition
 from gtp_engine.timecontrol import Clock, TimeSettings
 
@@ -269,7 +270,8 @@ class Session:
             report = analysis.reporter(request, self.game.grid, stream.line, self._priors(player, request))
             interval = request.interval or None
             stream.start()
-        choice = player.genmove(color, stop, on_snapshot=report, snapshot_interval=interval, cleanup=cleanup)
+        choice = player.genmove(color, stop, on_snapshot=report, snapshot_interval=interval, cleanup=cleanup,
+                                move_filter=request.move_filter if request is not None else MoveFilter())
         if keep:
             self.clock.spend(color, time.monotonic() - started)
         if choice.resign:
@@ -472,15 +474,18 @@ class Session:
         report = analysis.reporter(request, self.game.grid, stream.line, self._priors(player, request))
         stream.start()
         player.analyze(request.color, StopCondition(interrupt=stream.interrupted), report,
-                       request.interval or None, ownership=request.ownership)
+                       request.interval or None, ownership=request.ownership, move_filter=request.move_filter)
         return ""
 
     def _priors(self, player, request: analysis.Request) -> dict[int, float] | None:
-        """The network's policy for the analysed colour, point -> probability, when minmoves needs it."""
+        """The network's policy for the analysed colour, point -> probability, when minmoves needs it; only the
+        moves the request's filter leaves at the root."""
         if not request.min_moves:
             return None
         state, policy = self._policy(player, request.color)
-        return {state.grid.from_flat(i): float(policy[i]) for i in np.flatnonzero(state.legal_mask())}
+        g = state.grid
+        return {g.from_flat(i): float(policy[i]) for i in np.flatnonzero(state.legal_mask())
+                if request.move_filter.permits(request.color, g.from_flat(i), 1)}
 
     def _policy(self, player, color: int) -> tuple[GameState, np.ndarray]:
         """The network's move probabilities for `color` here (flat, pass last), 0 on illegal moves."""

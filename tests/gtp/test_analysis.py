@@ -10,6 +10,7 @@ from gtp_engine.board import BLACK, WHITE
 from gtp_engine.gtp import analysis
 from gtp_engine.gtp.protocol import GtpError
 from gtp_engine.gtp.values import IllegalVertex, parse_float, parse_vertex
+from gtp_engine.mcts import MoveClause, MoveFilter
 from gtp_engine.search import MoveInfo, Snapshot
 
 G = coords.grid(3)
@@ -37,6 +38,25 @@ def test_request_grammar_follows_katago():
     for bad in (("ownership", "true"), ("b", "-1"), ("minmoves",), ("b", "10", "foo", "1")):
         with pytest.raises(GtpError, match="syntax error"):
             analysis.parse_request(bad, G, BLACK, kata=False)
+
+
+def test_avoid_and_allow_become_the_searchs_move_filter():
+    request = analysis.parse_request(("w", "10", "avoid", "b", "a1,B2,", "3", "avoid", "black", "pass", "1",
+                                      "allow", "w", "A3:B2,c1", "2", "minmoves", "2"), G, BLACK, kata=False)
+    assert (request.color, request.interval, request.min_moves) == (WHITE, 0.1, 2)
+    assert request.move_filter == MoveFilter((
+        MoveClause(BLACK, frozenset([point("A1"), point("B2")]), 3, allow=False),
+        MoveClause(BLACK, frozenset([coords.PASS]), 1, allow=False),
+        MoveClause(WHITE, frozenset(point(v) for v in ("A3", "B3", "A2", "B2", "C1")), 2, allow=True),
+    ))
+    assert analysis.parse_request(("b",), G, WHITE, kata=True).move_filter == MoveFilter()
+    for bad in (("avoid", "b", "a1", "0"), ("avoid", "b", "a1"), ("avoid", "x", "a1", "1"), ("allow", "b", ",", "1"),
+                ("avoid", "b", "d4", "1"), ("avoid", "b", "a1:pass", "1"), ("avoid", "b", "a1;b2", "1")):
+        with pytest.raises(GtpError, match="syntax error"):
+            analysis.parse_request(bad, G, BLACK, kata=True)
+    for bad in (("allow", "b", "a1", "1", "avoid", "b", "b2", "1"), ("allow", "w", "a1", "1", "allow", "w", "b1", "2")):
+        with pytest.raises(GtpError, match="avoid clauses or one allow clause"):
+            analysis.parse_request(bad, G, BLACK, kata=True)
 
 
 def test_lz_lines_use_integers_and_end_each_block_with_the_pv():

@@ -120,9 +120,41 @@ def test_analysis_arguments_are_checked(engine, net_args):
                     "kata-analyze b 10 minmoves -1", "lz-analyze b -5", "kata-analyze b 10 rootInfo maybe"):
         reply = gtp(command)
         assert (reply.ok, reply.text) == (False, "syntax error"), command
-    assert gtp("kata-analyze b 10 avoid b a1,b2 1").text.startswith("avoid is not supported yet")
-    assert gtp("lz-analyze w allow w q16 2").text.startswith("allow is not supported yet")
     assert gtp("lz-analyze w allow w q16").text == "syntax error"
+    assert gtp("lz-analyze w allow w q16 1 avoid w c3 1").text.startswith("cannot use these avoid / allow clauses")
+
+
+def blocks_of(line: str, pattern: re.Pattern) -> list[re.Match]:
+    matches = [pattern.fullmatch(b) for b in re.split(r" (?=info )", line)]
+    assert all(matches), line
+    return matches
+
+
+def test_analysis_never_reports_an_avoided_move_and_allow_limits_the_moves(engine, net_args):
+    gtp = engine(*net_args)
+    gtp.ok("boardsize 9")
+    gtp.ok("play b e5")
+    lines, _ = analysis_lines(gtp, "lz-analyze w 10 minmoves 5", 0.5)
+    gtp.response(10)
+    favourites = [blocks_of(lines[-1], LZ_BLOCK)[k].group(1) for k in range(3)]
+    avoided = ",".join(favourites)
+    lines, _ = analysis_lines(gtp, f"kata-analyze w 5 avoid w {avoided} 1 avoid b d4 2 minmoves 20", 0.8)
+    gtp.response(10)
+    assert lines
+    for line in lines:
+        moves = [m.group(1) for m in blocks_of(line, KATA_BLOCK)]
+        assert len(moves) >= 20 and not set(moves) & set(favourites), (favourites, moves)
+    allowed = {"A1", "J9", "C7", "pass"}
+    lines, _ = analysis_lines(gtp, "lz-analyze w 5 allow white a1,j9,c7,pass 1 minmoves 10", 0.5)
+    gtp.response(10)
+    for line in lines:
+        assert {m.group(1) for m in blocks_of(line, LZ_BLOCK)} <= allowed
+    # genmove_analyze plays within the allowed moves; pass only when listed.
+    gtp.send("kata-genmove_analyze w 5 allow w b2:c3 1")
+    assert gtp.line(60) == "="
+    while (line := gtp.line(60)) != "":
+        last = line
+    assert last in ("play B2", "play B3", "play C2", "play C3"), last
 
 
 def test_genmove_analyze_streams_then_plays(engine, net_args):

@@ -12,6 +12,7 @@ from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS, grid
 from gtp_engine.evaluator import UniformEvaluator
 from gtp_engine.game import GameState
+from gtp_engine.mcts import MoveClause, MoveFilter
 from gtp_engine.player import Player
 from gtp_engine.search import SearchConfig, StopCondition
 
@@ -129,6 +130,33 @@ def test_cleanup_captures_dead_stones_before_passing():
         player.play(PASS, WHITE)
     assert player.game.board.colors[dead] != WHITE, "the dead stone is still on the board"
     assert player.genmove(BLACK, QUICK, cleanup=True).point == PASS  # nothing left to clean up
+
+
+def test_genmove_with_allow_plays_an_allowed_move_even_where_it_would_pass():
+    allowed = [G.point(0, 4), G.point(4, 4)]  # White's area: the network hates these
+    only = MoveFilter((MoveClause(BLACK, frozenset(allowed), 1, allow=True),))
+    player = Player(ScriptedEvaluator(favour=[PASS, BLACK_TERRITORY], ownership=split_ownership),
+                    SearchConfig(seed=0), after_white_pass(SPLIT, komi=0.5))
+    assert player.genmove(BLACK, QUICK, move_filter=only).point in allowed
+    # Without the filter Black passes here (it wins by the count after White's pass).
+    player.undo()
+    assert player.genmove(BLACK, QUICK).point == PASS
+    # An avoid clause keeps the search and the pass rules off the favoured point.
+    player = Player(ScriptedEvaluator(favour=[G.point(2, 4)], ownership=split_ownership),
+                    SearchConfig(seed=0, resign_threshold=None), position(SPLIT, BLACK, komi=10.5))
+    banned = MoveFilter((MoveClause(BLACK, frozenset([G.point(2, 4)]), 3, allow=False),))
+    assert player.genmove(BLACK, QUICK, move_filter=banned).point not in (G.point(2, 4), PASS)
+
+
+def test_ownership_is_not_taken_from_a_filtered_search():
+    # The filtered search of this position is not what final_score should read: ownership() searches afresh.
+    evaluator = ScriptedEvaluator(ownership=split_ownership)
+    player = Player(evaluator, SearchConfig(seed=0), position(SPLIT, BLACK, komi=0.5))
+    only = MoveFilter((MoveClause(BLACK, frozenset([G.point(0, 0)]), 1, allow=True),))
+    player.analyze(BLACK, StopCondition(visits=20), lambda snapshot: None, move_filter=only)
+    calls = evaluator.calls
+    player.ownership()
+    assert evaluator.calls > calls + 1
 
 
 def test_genmove_for_the_colour_not_to_play():

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from search_support import ScriptedEvaluator, check_tree, position
 
-from gtp_engine.board import BLACK
+from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS, grid
 from gtp_engine.evaluator import UniformEvaluator
 from gtp_engine.game import GameState
+from gtp_engine.mcts import MoveClause, MoveFilter
 from gtp_engine.search import BackgroundSearch, SearchConfig, Searcher, StopCondition, choose_edge
 
 # Black to move: the white stone is in atari; if Black does not capture it now, it runs away.
@@ -224,6 +225,93 @@ def test_excluded_root_moves_are_neither_searched_nor_chosen():
     result = searcher.search(state, StopCondition(visits=100), exclude=(CAPTURE,))
     assert all(m.point != CAPTURE for m in result.snapshot.moves)
     assert result.choice.point != CAPTURE
+
+
+def avoid(color, points, depth):
+    return MoveFilter((MoveClause(color, frozenset(points), depth, allow=False),))
+
+
+def allow(color, points, depth):
+    return MoveFilter((MoveClause(color, frozenset(points), depth, allow=True),))
+
+
+def test_an_avoided_move_is_never_searched_at_the_root_however_good():
+    state = position(ATARI, BLACK)
+    searcher = Searcher(ScriptedEvaluator(favour=[CAPTURE]), SearchConfig(seed=0))
+    result = searcher.search(state, StopCondition(visits=150), move_filter=avoid(BLACK, [CAPTURE, PASS], 1))
+    assert CAPTURE not in searcher.tree.root.moves and PASS not in searcher.tree.root.moves
+    assert all(m.point not in (CAPTURE, PASS) for m in result.snapshot.moves) and result.choice.point != CAPTURE
+    assert len(result.root_moves) == len(state.legal_mask().nonzero()[0]) - 2
+    check_tree(searcher.tree)
+    # A clause for the other colour leaves Black's root moves alone.
+    searcher = Searcher(ScriptedEvaluator(favour=[CAPTURE]), SearchConfig(seed=0))
+    result = searcher.search(state, StopCondition(visits=100), move_filter=avoid(WHITE, [CAPTURE], 1))
+    assert result.choice.point == CAPTURE
+
+
+def test_allow_leaves_only_the_listed_moves_and_not_pass_unless_listed():
+    g = grid(5)
+    listed = [g.point(0, 0), g.point(4, 4), g.point(2, 2)]
+    searcher = Searcher(UniformEvaluator(), SearchConfig(seed=0))
+    result = searcher.search(GameState(5), StopCondition(visits=60), move_filter=allow(BLACK, listed, 1))
+    assert sorted(searcher.tree.root.moves) == sorted(listed)
+    assert {m.point for m in result.snapshot.moves} <= set(listed) and sum(m.visits for m in result.snapshot.moves) == 59
+    result = searcher.search(GameState(5), StopCondition(visits=60), move_filter=allow(BLACK, listed + [PASS], 1))
+    assert sorted(searcher.tree.root.moves) == sorted(listed + [PASS])
+    # Only occupied points allowed: the filter would leave no legal move, so it is ignored.
+    state = position(ATARI, BLACK)
+    result = Searcher(UniformEvaluator(), SearchConfig(seed=0)).search(
+        state, StopCondition(visits=20), move_filter=allow(BLACK, [g.point(1, 2)], 1))
+    assert len(result.root_moves) == int(state.legal_mask().sum())
+
+
+def test_the_filter_holds_to_its_depth_and_colour_and_no_further():
+    # The network wants the centre at every ply; Black may not take it in plies 1-3, White in plies 1-4.
+    centre = grid(5).point(2, 2)
+    limits = {BLACK: 3, WHITE: 4}
+    move_filter = MoveFilter(tuple(MoveClause(c, frozenset([centre]), d, allow=False) for c, d in limits.items()))
+    searcher = Searcher(ScriptedEvaluator(favour=[centre], value=lambda s: 0.0), SearchConfig(seed=0))
+    searcher.search(GameState(5), StopCondition(visits=600), move_filter=move_filter)
+    seen = set()
+
+    def walk(node, ply, to_play):  # node's edges are moves of to_play at `ply`
+        if not node.is_expanded:
+            return
+        has = centre in node.moves
+        assert not (has and ply <= limits[to_play]), f"ply {ply}"
+        seen.add((ply, has))
+        for child in node.children.values():
+            walk(child, ply + 1, 3 - to_play)
+
+    walk(searcher.tree.root, 1, BLACK)
+    assert (5, True) in seen  # past both limits the centre is a move again
+    check_tree(searcher.tree)
+
+
+def test_a_tree_is_kept_only_under_the_same_filter():
+    g = grid(5)
+    corner = avoid(BLACK, [g.point(0, 0)], 2)
+    searcher = Searcher(UniformEvaluator(), SearchConfig(seed=0))
+    searcher.search(GameState(5), StopCondition(visits=50))
+    assert searcher.search(GameState(5), StopCondition(playouts=5), move_filter=corner).snapshot.visits == 5
+    assert searcher.search(GameState(5), StopCondition(playouts=5), move_filter=corner).snapshot.visits == 10
+    assert searcher.search(GameState(5), StopCondition(playouts=5)).snapshot.visits == 5
+    # One move on, the filter's plies count from another root: a fresh tree.
+    searcher.search(GameState(5), StopCondition(visits=50), move_filter=corner)
+    state = GameState(5)
+    state.play(searcher.tree.root.moves[int(searcher.tree.root.N.argmax())])
+    assert searcher.search(state, StopCondition(playouts=5), move_filter=corner).snapshot.visits == 5
+
+
+def test_a_colour_takes_avoid_clauses_or_one_allow_clause():
+    a1, b2 = grid(5).point(4, 0), grid(5).point(3, 1)
+    MoveFilter((MoveClause(BLACK, frozenset([a1]), 2, False), MoveClause(BLACK, frozenset([b2]), 4, False),
+                MoveClause(WHITE, frozenset([a1]), 1, True)))
+    for clauses in ([(BLACK, True), (BLACK, False)], [(WHITE, True), (WHITE, True)]):
+        with pytest.raises(ValueError):
+            MoveFilter(tuple(MoveClause(c, frozenset([a1]), 1, allow) for c, allow in clauses))
+    with pytest.raises(ValueError):
+        avoid(BLACK, [a1], 0)
 
 
 def test_background_search_stops_promptly_and_leaves_a_consistent_tree():
