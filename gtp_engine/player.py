@@ -3,13 +3,25 @@
 Terms:
 - game: the GameState the controller sees; play, undo and genmove change it, searches work on copies.
 - dead stones: chains whose mean ownership (from the search, or the network when there was no search) is on
-  the opponent's side. The score "by the count" is the game's score after removing them, per its rules.
+  the opponent's side. The score "by the count" is the game's score after removing them, per its rules; the
+  "raw count" is the same with every stone alive (Tromp-Taylor under area scoring).
+- neutral points: the points area counting gives to nobody: dame, seki liberties, empty regions touching both
+  colours (and so the areas around dead stones), the whole board while it is empty.
 - own territory: an empty point that area counting gives to us (its empty region touches only our stones) and
   that the ownership gives us with confidence. Playing there gains nothing and may spoil eyes.
-- pass rules (area and territory scoring alike): pass when the opponent has just passed and passing wins by
-  the count; never pass while the count says we are behind (play the best move that does not fill our own
-  territory instead); never fill our own territory (pass instead). In cleanup (kgs-genmove_cleanup) the
-  opponent's dead stones must be captured first: no pass while any remain, and no resignation.
+- pass rules, area and territory scoring alike (Leela Zero's "pass only if passing wins", made safe against a
+  network that is wrong and sure of itself):
+  1. After the opponent's pass, passing ends the game: pass exactly when the count wins.
+  2. Passing first leaves the game to the opponent, so it needs a decided, settled game: the search prefers
+     pass (it chose pass, or a move that only fills our own territory), the count wins, the raw count wins even
+     if the opponent got every neutral point, and the ownership of every point that is not neutral is at least
+     SETTLED_OWNERSHIP sure. The raw-count condition asks nothing of the network: on an empty board, after one stone, or while
+     most points are neutral it fails, whatever a network claims; so the engine never passes first in the
+     opening, and it captures dead stones and fills dame before it passes first.
+  3. Otherwise play the search's best move that is neither pass nor a filling of our own territory; pass only
+     when no other move is left. So: never pass while behind, never fill our own territory.
+  In cleanup (kgs-genmove_cleanup) the opponent's dead stones must be captured first: no pass while any
+  remain, and no resignation.
 - resignation: when the chosen move's winrate is below config.resign_threshold, after resign_after_moves moves.
 - background search: pondering or analysis in a thread; every other call stops it first.
 """
@@ -40,6 +52,7 @@ from gtp_engine.search import (
 log = logging.getLogger(__name__)
 
 OWN_TERRITORY_OWNERSHIP = 0.8  # how sure the ownership must be before a point counts as our territory
+SETTLED_OWNERSHIP = 0.6  # how sure the ownership of every non-neutral point must be before we pass first
 
 
 @dataclass(frozen=True)
@@ -183,34 +196,39 @@ class Player:
 
     def _apply_pass_rules(self, state: GameState, result: SearchResult, cleanup: bool, dead_opponent: bool,
                           move_filter: MoveFilter) -> int:
+        """The move to play for the search's result: see the pass rules in the module docstring."""
         me = state.to_play
         ownership = result.snapshot.ownership
-        if cleanup and dead_opponent:
-            margin = None  # the count is not what matters until the dead stones are off the board
-        else:
-            dead = self._dead_stones_of(state, BLACK, ownership) + self._dead_stones_of(state, WHITE, ownership)
-            score = state.score(dead)
-            margin = score if me == BLACK else -score
-        can_pass = move_filter.permits(me, PASS, 1)
-        last = state.moves[-1] if state.moves else None
-        if can_pass and margin is not None and margin > 0 and last == (opponent(me), PASS):
-            return PASS
-        territory = self._own_territory(state, ownership)
-
-        def acceptable(point: int) -> bool:
-            if not move_filter.permits(me, point, 1):
-                return False
-            if point == PASS:
-                return not (cleanup and dead_opponent) and margin is not None and margin >= 0
-            return not territory[state.grid.flat(point)]
-
         chosen = result.choice.point
-        if can_pass and chosen != PASS and territory[state.grid.flat(chosen)] and margin is not None and margin >= 0:
-            return PASS  # the game is won and the move only fills our own territory
+        territory = self._own_territory(state, ownership)
+        flat = state.grid.flat
+        if move_filter.permits(me, PASS, 1) and not (cleanup and dead_opponent):
+            if state.moves[-1:] == [(opponent(me), PASS)]:
+                if self._margin(state, ownership) > 0:
+                    return PASS
+            elif (chosen == PASS or territory[flat(chosen)]) and self._may_pass_first(state, ownership):
+                return PASS
         for point in [chosen] + [m.point for m in result.snapshot.moves] + result.root_moves:
-            if acceptable(point):
+            if point != PASS and move_filter.permits(me, point, 1) and not territory[flat(point)]:
                 return point
-        return PASS if can_pass else chosen  # chosen: a filtered search's move, or any when it filtered them all
+        if move_filter.permits(me, PASS, 1):
+            return PASS
+        return chosen  # a move of the filtered search, or any move where the filter left none
+
+    def _margin(self, state: GameState, ownership: np.ndarray) -> float:
+        """Our lead by the count: the score with the dead stones (by ownership) removed."""
+        score = state.score(self._dead_stones_of(state, BLACK, ownership) +
+                            self._dead_stones_of(state, WHITE, ownership))
+        return score if state.to_play == BLACK else -score
+
+    def _may_pass_first(self, state: GameState, ownership: np.ndarray) -> bool:
+        """Whether the game is decided for us and settled (rule 2 of the pass rules)."""
+        sign = 1 if state.to_play == BLACK else -1
+        owner = state.area_ownership()
+        neutral = owner == 0
+        return (self._margin(state, ownership) > 0
+                and sign * state.score() - np.count_nonzero(neutral) > 0
+                and bool(np.all(np.abs(ownership[~neutral]) >= SETTLED_OWNERSHIP)))
 
     @staticmethod
     def _dead_stones_of(state: GameState, color: int, ownership: np.ndarray) -> list[int]:

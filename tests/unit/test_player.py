@@ -11,10 +11,10 @@ from search_support import ScriptedEvaluator, check_tree, position
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS, grid
 from gtp_engine.evaluator import UniformEvaluator
-from gtp_engine.game import GameState
+from gtp_engine.game import GameState, Rules
 from gtp_engine.mcts import MoveClause, MoveFilter
 from gtp_engine.player import Player
-from gtp_engine.search import SearchConfig, StopCondition
+from gtp_engine.search import SearchConfig, Searcher, StopCondition
 
 # Black has the left three columns (15 points), White the right two (10).
 SPLIT = """
@@ -95,6 +95,86 @@ def test_does_not_fill_its_own_territory():
                     SearchConfig(seed=0, resign_threshold=None), position(SPLIT, BLACK, komi=10.5))
     choice = behind.genmove(BLACK, QUICK)
     assert choice.point != PASS and G.row_col(choice.point)[1] == WHITE_TERRITORY_COLUMN
+
+
+def loves_pass(state):
+    """A network that thinks passing wins: the player who just passed is sure to win."""
+    return -0.95 if state.moves[-1:] and state.moves[-1][1] == PASS else 0.0
+
+
+OWNERSHIPS = {
+    "area counting": None,
+    "all White's (Black's stones dead)": lambda s: -np.ones(s.grid.area),
+    "all Black's": lambda s: np.ones(s.grid.area),
+    "unsure": lambda s: np.zeros(s.grid.area),
+    "random": lambda s: np.random.default_rng(len(s.moves)).uniform(-1, 1, s.grid.area),
+}
+
+
+def opening(moves, komi, rules):
+    game = GameState(9, komi=komi, rules=Rules.named(rules))
+    for row, col in moves:
+        game.play(game.grid.point(row, col))
+    return game
+
+
+@pytest.mark.parametrize("rules", ["chinese", "japanese"])
+@pytest.mark.parametrize("ownership", list(OWNERSHIPS), ids=list(OWNERSHIPS))
+@pytest.mark.parametrize("moves, komi", [
+    ([(4, 4)], 7.5),  # move 2: White answers Black's first stone
+    ([], -5.5),  # move 1 on an empty board, where even the count by komi favours Black
+    ([(2, 2), (6, 6), (2, 6)], 7.5),  # move 4
+], ids=["move 2", "move 1", "move 4"])
+def test_never_passes_first_in_the_opening_whatever_the_network_says(rules, ownership, moves, komi):
+    evaluator = ScriptedEvaluator(favour=[PASS], value=loves_pass, ownership=OWNERSHIPS[ownership])
+    game = opening(moves, komi, rules)
+    # The search itself wants to pass here: only the pass rules stand in the way.
+    assert Searcher(evaluator, SearchConfig(seed=0)).search(game.copy(), QUICK).choice.point == PASS
+    player = Player(evaluator, SearchConfig(seed=0, resign_threshold=None), game)
+    assert player.genmove(game.to_play, QUICK).point != PASS
+
+
+# Black has the left three columns, White the right column; the column between is dame (neutral).
+DAME = """
+    . . X . O
+    . . X . O
+    . . X . O
+    . . X . O
+    . . X . O
+"""
+
+
+class BlackLovesPass(ScriptedEvaluator):
+    """Favours pass for Black only: White's replies spread, so few lines end in two passes, whose exact area
+    ownership would otherwise make the search's ownership look settled."""
+
+    def evaluate(self, states):
+        batch = super().evaluate(states)
+        for i, state in enumerate(states):
+            if state.to_play == WHITE:
+                legal = state.legal_mask()
+                batch.policy[i] = legal / legal.sum()
+        return batch
+
+
+def test_passes_first_only_in_a_decided_and_settled_game():
+    def player(text, komi, ownership=split_ownership):
+        evaluator = BlackLovesPass(favour=[PASS], value=loves_pass, ownership=ownership)
+        return Player(evaluator, SearchConfig(seed=0, resign_threshold=None), position(text, BLACK, komi=komi))
+
+    # Decided (15 to 10, no neutral point) and settled: pass.
+    assert player(SPLIT, 0.5).genmove(BLACK, QUICK).point == PASS
+    # Ahead by 4.5 on the count, but the 5 dame points could all go to White: fill one instead.
+    choice = player(DAME, 5.5).genmove(BLACK, QUICK)
+    assert choice.point != PASS and G.row_col(choice.point)[1] == 3
+    assert player(DAME, 0.5).genmove(BLACK, QUICK).point == PASS  # ahead by 9.5: the dame cannot matter
+    # The count wins only once the dead white stone is off the board: capture it rather than pass first.
+    assert player(SPLIT_WITH_DEAD_STONE, 0.5).genmove(BLACK, QUICK).point != PASS
+    # Unsure who owns the left column: not settled.
+    unsure = player(SPLIT, 0.5, lambda s: np.where(np.arange(25) % 5 == 0, 0.0, split_ownership(s)))
+    assert unsure.genmove(BLACK, QUICK).point != PASS
+    unsure.undo()
+    assert np.abs(unsure.ownership()[::5]).max() < 0.6  # (what the search made of it)
 
 
 def test_dead_stones_are_judged_by_ownership():
