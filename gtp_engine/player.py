@@ -15,9 +15,9 @@ Terms:
   2. Passing first leaves the game to the opponent, so it needs a decided, settled game: the search prefers
      pass (it chose pass, or a move that only fills our own territory), the count wins, the raw count wins even
      if the opponent got every neutral point, and the ownership of every point that is not neutral is at least
-     SETTLED_OWNERSHIP sure. The raw-count condition asks nothing of the network: on an empty board, after one stone, or while
-     most points are neutral it fails, whatever a network claims; so the engine never passes first in the
-     opening, and it captures dead stones and fills dame before it passes first.
+     SETTLED_OWNERSHIP sure. The raw-count condition asks nothing of the network: on an empty board, after
+     one stone, or while most points are neutral it fails, whatever a network claims; so the engine never
+     passes first in the opening, and it captures dead stones and fills dame before it passes first.
   3. Otherwise play the search's best move that is neither pass nor a filling of our own territory; pass only
      when no other move is left. So: never pass while behind, never fill our own territory.
   In cleanup (kgs-genmove_cleanup) the opponent's dead stones must be captured first: no pass while any
