@@ -150,14 +150,18 @@ def test_area_score_without_dead_stones():
     assert ownership[0, 0] == 1 and ownership[0, 4] == -1
 
 
+# SCORED with a black stone at D3 that white's area surrounds: alive or dead, as the players agree.
+WITH_D3 = """
+    . X O . .
+    X X O . .
+    . X O X O
+    X X O . .
+    . X O . O
+"""
+
+
 def test_area_score_with_dead_stones():
-    game = game_from_ascii("""
-        . X O . .
-        X X O . .
-        . X O X O
-        X X O . .
-        . X O . O
-    """, komi=0.5)
+    game = game_from_ascii(WITH_D3, komi=0.5)
     dead_black = [at(game, "D3")]
     alive_count = game.area_score()
     dead_count = game.area_score(dead=dead_black)
@@ -168,13 +172,7 @@ def test_area_score_with_dead_stones():
 
 
 def test_territory_score_counts_prisoners_and_dead_stones():
-    game = game_from_ascii("""
-        . X O . .
-        X X O . .
-        . X O X O
-        X X O . .
-        . X O . O
-    """, komi=6.5, rules=Rules.named("japanese"))
+    game = game_from_ascii(WITH_D3, komi=6.5, rules=Rules.named("japanese"))
     game.board.captures[WHITE] = 2
     score = game.territory_score(dead=[at(game, "D3")])
     # Black: territory A5 A3 A1. White: territory D5 E5 D4 E4 D3 D2 E2 D1, 2 captures and the dead stone.
