@@ -13,7 +13,6 @@ Terms:
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import torch
 
 from gtp_engine import features
 from gtp_engine.training import model as model_lib
+from gtp_engine.training.files import replacing
 
 FORMAT = "gtp_engine-checkpoint-1"
 _PREFIXES = ("module.", "_orig_mod.")
@@ -73,15 +73,8 @@ def save(checkpoint: Checkpoint, path: str | os.PathLike) -> None:
         "model": {k: v.detach().cpu() for k, v in strip_prefixes(checkpoint.state_dict).items()},
         "optimizer": checkpoint.optimizer_state,
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as f:
-            torch.save(payload, f)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with replacing(path) as tmp:
+        torch.save(payload, tmp)
 
 
 def load(path: str | os.PathLike, with_optimizer: bool = False) -> Checkpoint:

@@ -44,7 +44,6 @@ import concurrent.futures
 import functools
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -54,6 +53,7 @@ import torch
 
 from gtp_engine import features, symmetry
 from gtp_engine.board import WHITE
+from gtp_engine.training.files import replacing
 
 FORMAT = "gtp_engine-shards-1"
 SIDECAR = "index.json"
@@ -263,15 +263,8 @@ class ShardWriter:
 
 
 def _atomic_write(path: Path, write) -> None:
-    handle, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as f:
-            write(f)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would keep other users (and copies to other machines) out
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with replacing(path) as tmp, open(tmp, "wb") as f:
+        write(f)
 
 
 # ---- reading --------------------------------------------------------------------------------------------------

@@ -25,7 +25,6 @@ import json
 import logging
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +35,7 @@ from gtp_engine.game import GameState, Rules
 from gtp_engine.onnx_evaluator import METADATA_KEY, ModelLoadError, OnnxEvaluator
 from gtp_engine.training import checkpoint as checkpoint_lib
 from gtp_engine.training import model as model_lib
+from gtp_engine.training.files import replacing
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +72,7 @@ def export(net: model_lib.GoNet, out_path: str | os.PathLike, trained_sizes=(), 
         "torch": torch.__version__,
     }
     proto = _to_onnx(net)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(prefix=out_path.name + ".", suffix=".tmp.onnx", dir=out_path.parent)
-    os.close(handle)
-    try:
+    with replacing(out_path, suffix=".tmp.onnx") as tmp:
         metadata["parity_max_abs_diff"] = 0.0
         _write(proto, metadata, tmp)
         worst = parity(net, tmp, seed=seed)
@@ -84,9 +81,6 @@ def export(net: model_lib.GoNet, out_path: str | os.PathLike, trained_sizes=(), 
                               f" not written")
         metadata["parity_max_abs_diff"] = worst
         _write(proto, metadata, tmp)
-        os.replace(tmp, out_path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
     log.info("wrote %s (%s, parity %.2g)", out_path, net.config.name, worst)
     return metadata
 
