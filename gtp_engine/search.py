@@ -33,7 +33,6 @@ from typing import Callable, Sequence
 import numpy as np
 
 from gtp_engine.board import opponent
-from gtp_engine.coords import PASS
 from gtp_engine.evaluator import Evaluator
 from gtp_engine.game import GameState
 from gtp_engine.mcts import MoveFilter, Node, Tree

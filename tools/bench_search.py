@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
 
     config = SearchConfig(batch_size=args.batch)
     rng = np.random.default_rng(0)
-    rows, failures, ours_19 = [], 0, None
+    failures, ours_19 = 0, None
     print(f"{'preset':7} {'size':>5} {'batch':>5} {'evaluator pos/s':>15} {'search visits/s':>15} {'ratio':>6} "
           f"{'net evals/visit':>15}  target")
     with tempfile.TemporaryDirectory() as folder:

@@ -53,7 +53,6 @@ from gtp_engine.gtp.values import (
     IllegalVertex,
     arity,
     color_letter,
-    parse_bool,
     parse_color,
     parse_float,
     parse_int,

@@ -10,7 +10,7 @@ import re
 import time
 
 from gtp_engine import coords
-from gtp_engine.board import BLACK, WHITE
+from gtp_engine.board import WHITE
 from gtp_engine.game import GameState
 
 FRAMED = re.compile(r"(?:[=?]\d*(?: [^\n]*)?\n(?:[^\n]+\n)*\n)*")
