@@ -13,7 +13,7 @@ Terms:
 
 Usage (from the repository root):
   python -m tools.match --a "gtp-engine --weights a.onnx" --b "gnugo --mode gtp --level 1" \\
-      --size 9 --komi 7 --games 20 --sgf-dir games/ [--sprt 0,50] [--referee "gnugo --mode gtp"]
+      --size 9 --komi 7 --games 20 --sgf-dir games/ [--sprt 0,50] [--referee "gnugo --mode gtp --chinese-rules"]
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import math
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -35,13 +36,22 @@ class GtpError(Exception):
     pass
 
 
+EXTRA_PATH = "/usr/games"  # where Debian installs GNU Go, often not on PATH
+
+
 class Program:
     """A GTP program in a subprocess; stderr goes to this process's stderr only when verbose."""
 
     def __init__(self, command: str, verbose: bool = False):
         self.command = command
-        self.process = subprocess.Popen(shlex.split(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=None if verbose else subprocess.DEVNULL, text=True)
+        argv = shlex.split(command)
+        if argv and shutil.which(argv[0]) is None and shutil.which(argv[0], path=EXTRA_PATH):
+            argv[0] = shutil.which(argv[0], path=EXTRA_PATH)
+        try:
+            self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            stderr=None if verbose else subprocess.DEVNULL, text=True)
+        except OSError as error:
+            raise GtpError(f"cannot start {command!r}: {error.strerror or error}") from None
         self.name = self.send("name")
         self.version = self.send("version", check=False)
 
@@ -174,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--a", required=True, help="command of engine A")
     parser.add_argument("--b", required=True, help="command of engine B")
-    parser.add_argument("--referee", default="gnugo --mode gtp", help="GTP program that checks and scores")
+    parser.add_argument("--referee", default="gnugo --mode gtp --chinese-rules",
+                        help="GTP program that checks and scores (area scoring by default)")
     parser.add_argument("--games", type=int, default=10)
     parser.add_argument("--size", type=int, default=9)
     parser.add_argument("--komi", type=float, default=7.0)
