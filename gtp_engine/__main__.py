@@ -62,9 +62,9 @@ def load_config(argv: list[str] | None) -> EngineConfig:
     return engine_config
 
 
-def shipped_weights(width: int, height: int) -> Path | None:
-    """The network shipped for this board size: weights/<W>x<H>.onnx, else weights/default.onnx."""
-    for directory in WEIGHTS_DIRS:
+def shipped_weights(width: int, height: int, directories: tuple[Path, ...] = WEIGHTS_DIRS) -> Path | None:
+    """The network for this board size in the first folder that has one: <W>x<H>.onnx, else default.onnx."""
+    for directory in directories:
         for name in (f"{width}x{height}.onnx", "default.onnx"):
             if (directory / name).is_file():
                 return directory / name
@@ -85,12 +85,14 @@ class NetworkLoader:
         self._loads: dict[Path, Future] = {}  # -> (Player, OnnxEvaluator, CachedEvaluator)
 
     def _path(self, width: int, height: int) -> Path:
-        if self.config.network.weights is not None:
-            return Path(self.config.network.weights)
-        path = shipped_weights(width, height)
+        network = self.config.network
+        if network.weights is not None:
+            return Path(network.weights)
+        directories = (Path(network.weights_dir),) if network.weights_dir is not None else WEIGHTS_DIRS
+        path = shipped_weights(width, height, directories)
         if path is None:
             raise commands.NetworkUnavailable(
-                f"no network for {width}x{height} boards in {', '.join(map(str, WEIGHTS_DIRS))}; "
+                f"no network for {width}x{height} boards in {', '.join(map(str, directories))}; "
                 f"give one with --weights FILE")
         return path
 

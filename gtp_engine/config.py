@@ -27,7 +27,8 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class NetworkConfig:
-    weights: str | None = None  # ONNX file; None: the network shipped in weights/ for the board size
+    weights: str | None = None  # ONNX file; None: the network in weights_dir for the board size
+    weights_dir: str | None = None  # where networks named <W>x<H>.onnx / default.onnx are found; None: shipped ones
     device: str = "auto"  # auto (the first of tensorrt, cuda, cpu that loads), cpu, cuda, tensorrt
     batch: int = 8  # leaves the search collects per network call
     threads: int | None = None  # CPU threads of the network (onnxruntime); None: onnxruntime's choice
@@ -136,6 +137,8 @@ class Option:
 
 OPTIONS: tuple[Option, ...] = (
     Option("weights", ("network", "weights"), _text, "ONNX network file (default: the shipped one for the board size)", "FILE"),
+    Option("weights-dir", ("network", "weights_dir"), _text,
+           "folder of networks named <W>x<H>.onnx or default.onnx (default: the shipped weights/)", "DIR"),
     Option("device", ("network", "device"), _device, "auto, cpu, cuda or tensorrt (default: auto)", "DEVICE"),
     Option("batch", ("network", "batch"), _positive_int, "positions per network call (default: 8)", "N"),
     Option("threads", ("network", "threads"), _positive_int,

@@ -105,11 +105,18 @@ class Engine:
 
 
 @pytest.fixture
-def engine():
-    """engine(*args) starts `python -m gtp_engine *args`; every engine is closed after the test."""
+def engine(tmp_path_factory):
+    """engine(*args) starts `python -m gtp_engine *args`; every engine is closed after the test.
+
+    Without --weights the engine looks for networks in an empty folder, not in the shipped weights/: tests never
+    depend on the shipped networks, and a test without a network sees the engine as a user without one does.
+    """
     started: list[Engine] = []
+    no_networks = tmp_path_factory.mktemp("no-networks")
 
     def start(*args: str, env: dict | None = None, cwd: Path = ROOT) -> Engine:
+        if not any(a.startswith("--weights") or a.startswith("--config") for a in args):
+            args = (*args, "--weights-dir", str(no_networks))
         process = Engine(list(args), env, cwd)
         started.append(process)
         return process

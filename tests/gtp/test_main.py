@@ -11,17 +11,25 @@ from gtp_engine import config
 from gtp_engine.gtp.commands import NetworkUnavailable
 
 
-def test_shipped_weights_prefer_the_board_size(tmp_path, monkeypatch):
+def test_shipped_weights_prefer_the_board_size(tmp_path):
     first, second = tmp_path / "a", tmp_path / "b"
     first.mkdir()
     second.mkdir()
-    monkeypatch.setattr(main_module, "WEIGHTS_DIRS", (first, second))
-    assert main_module.shipped_weights(9, 9) is None
+    folders = (first, second)
+    assert main_module.shipped_weights(9, 9, folders) is None
     (second / "default.onnx").write_bytes(b"")
-    assert main_module.shipped_weights(9, 9) == second / "default.onnx"
+    assert main_module.shipped_weights(9, 9, folders) == second / "default.onnx"
     (second / "9x9.onnx").write_bytes(b"")
-    assert main_module.shipped_weights(9, 9) == second / "9x9.onnx"
-    assert main_module.shipped_weights(19, 19) == second / "default.onnx"
+    assert main_module.shipped_weights(9, 9, folders) == second / "9x9.onnx"
+    assert main_module.shipped_weights(19, 19, folders) == second / "default.onnx"
+
+
+def test_weights_dir_replaces_the_shipped_folders(tmp_path, tiny_onnx_model):
+    loader = main_module.NetworkLoader(config.build({"device": "cpu", "weights-dir": str(tmp_path)}))
+    with pytest.raises(NetworkUnavailable, match=f"no network for 19x19 boards in {tmp_path}"):
+        loader.get(19, 19)
+    shutil.copy(tiny_onnx_model, tmp_path / "19x19.onnx")
+    assert loader.get(19, 19) is not None
 
 
 def test_loader_builds_one_player_per_network_and_explains_failures(tmp_path, monkeypatch, tiny_onnx_model):
