@@ -97,6 +97,9 @@ def open_session(path: str | os.PathLike, device: str = "auto", threads: int = 0
         if chain[0] not in available:
             failures.append(f"{name}: not in this onnxruntime build")
             continue
+        quiet = device == "auto" and name != "cpu"  # a GPU missing its libraries is normal here; failures are kept
+        if quiet:
+            ort.set_default_logger_severity(4)
         try:
             session = ort.InferenceSession(str(path), sess_options=options, providers=list(chain))
         except Exception as e:  # onnxruntime has its own exception types, for a bad file and a failing provider
@@ -104,6 +107,9 @@ def open_session(path: str | os.PathLike, device: str = "auto", threads: int = 0
                 raise ModelLoadError(path, f"onnxruntime cannot load it ({_first_line(e)})") from None
             failures.append(f"{name}: {_first_line(e)}")
             continue
+        finally:
+            if quiet:
+                ort.set_default_logger_severity(2)
         if session.get_providers()[0] == chain[0]:
             return session, name
         failures.append(f"{name}: the provider did not load")
