@@ -22,6 +22,10 @@ Terms (AlphaGo Zero / KataGo notation):
   backup or, when evaluation fails, by _revert.
 - terminal node: the position after two passes in a row. It is scored exactly by area counting and never sent
   to the evaluator.
+- pending batch: the two halves of a batch split apart, so that many trees (self-play games) can share one
+  evaluator call: gather() selects the leaves under virtual loss and lists the positions to evaluate; finish()
+  expands and backs up from their evaluations; abandon() reverts a gathered batch whose evaluation failed.
+  run_batch() is gather, one evaluator call, finish.
 - duplicate: a pending leaf (selected, not yet evaluated) selected again in the same batch; it is evaluated once
   and its result backed up once per selection.
 - lazy legality: a leaf gets an edge for every empty point and pass; the rarer illegal ones (suicide, ko,
@@ -41,14 +45,14 @@ Terms (AlphaGo Zero / KataGo notation):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
 from gtp_engine.board import BLACK, EMPTY, WHITE
 from gtp_engine.coords import PASS, Grid
-from gtp_engine.evaluator import Evaluator
+from gtp_engine.evaluator import EvaluationBatch, Evaluator
 from gtp_engine.game import GameState
 
 _INITIAL_EDGES = 4  # edge statistics arrays start this long and double as more edges get tried
@@ -174,10 +178,23 @@ class Node:
         self.tried_prior = float(self.prior.sum())
 
 
+@dataclass
+class PendingBatch:
+    """A gathered batch (see the module docstring): what Tree.gather selected and Tree.finish needs."""
+
+    states: list[GameState] = field(default_factory=list)  # positions to evaluate, one per new leaf; may be empty
+    root: bool = False  # the batch is the expansion of an unexpanded root (states holds its position)
+    leaves: list[Node] = field(default_factory=list)  # the new leaves, in the order of states
+    masks: list[np.ndarray] = field(default_factory=list)  # per state: the moves it gets edges for
+    selected: list[tuple[int, list]] = field(default_factory=list)  # (leaf slot, or -1 - terminal index; path)
+    terminal_leaves: list[Node] = field(default_factory=list)
+
+
 class Tree:
     """One search tree over a root position, with the parameters of selection; see the module docstring.
 
-    run_batch() grows the tree by up to one batch of playouts. Everything else reads it.
+    run_batch() grows the tree by up to one batch of playouts, or gather() and finish() do, with the evaluation
+    in between left to the caller. Everything else reads it.
     """
 
     def __init__(self, evaluator: Evaluator, root_state: GameState, *, c_puct: float, c_puct_log: float,
@@ -273,35 +290,56 @@ class Tree:
         Returns the number of playouts (backups). If the evaluator raises, every virtual loss is reverted and
         the leaves created by this batch are removed before the exception propagates.
         """
-        root = self.root
-        if not root.is_expanded:
-            self._expand_root()
-            return 1
-        leaves: list[Node] = []
-        states: list[GameState] = []
-        masks: list[np.ndarray] = []
-        selected: list[tuple[int, list]] = []  # (leaf slot or -1 for terminal, path); pending virtual loss
+        pending = self.gather(size)
+        try:
+            batch = self.evaluator.evaluate(pending.states) if pending.states else None
+        except BaseException:
+            self.abandon(pending)
+            raise
+        return self.finish(pending, batch)
+
+    def gather(self, size: int) -> PendingBatch:
+        """The first half of a batch: selects up to `size` leaves under virtual loss (the unexpanded root alone
+        when the tree is new). Its .states go to an evaluator, possibly one call shared with other trees; then
+        finish() or, if that evaluation fails, abandon(). The tree must not be touched in between."""
+        pending = PendingBatch()
+        if not self.root.is_expanded:
+            pending.root = True
+            pending.states.append(self.root_state)
+            pending.masks.append(self._filter(self.root_state, self.root_state.legal_mask(), 1))
+            return pending
         slot_of: dict[int, int] = {}  # id(leaf) -> slot
-        terminal_leaves: list[Node] = []
         try:
             for _ in range(size):
                 leaf, path, state = self._descend()
                 if leaf.terminal:
-                    selected.append((-1 - len(terminal_leaves), path))
-                    terminal_leaves.append(leaf)
+                    pending.selected.append((-1 - len(pending.terminal_leaves), path))
+                    pending.terminal_leaves.append(leaf)
                     continue
                 slot = slot_of.get(id(leaf))
                 if slot is None:
-                    slot = slot_of[id(leaf)] = len(leaves)
-                    leaves.append(leaf)
-                    states.append(state)
-                    masks.append(self._candidates(state, len(path) + 1))
-                selected.append((slot, path))
-            batch = self.evaluator.evaluate(states) if states else None
-            if batch is not None:
-                results = self._expand_leaves(leaves, states, masks, batch)
+                    slot = slot_of[id(leaf)] = len(pending.leaves)
+                    pending.leaves.append(leaf)
+                    pending.states.append(state)
+                    pending.masks.append(self._candidates(state, len(path) + 1))
+                pending.selected.append((slot, path))
         except BaseException:
-            self._revert(selected)
+            self.abandon(pending)
+            raise
+        return pending
+
+    def finish(self, pending: PendingBatch, batch: EvaluationBatch | None) -> int:
+        """The second half of a batch: expands the leaves of `pending` from `batch` (the evaluations of
+        pending.states, in order; None when there were none) and backs every selection up. Returns the number of
+        playouts. A batch that does not fit is an error, after abandon(pending)."""
+        if pending.root:
+            self._expand_root(pending.masks[0], batch)
+            return 1
+        selected, leaves, states = pending.selected, pending.leaves, pending.states
+        try:
+            results = self._expand_leaves(leaves, states, pending.masks, batch) if states else []
+        except BaseException:
+            self.abandon(pending)
             raise
         count = len(selected)
         ownerships = [(1.0 if st.to_play == BLACK else -1.0) * batch.ownership[i] for i, st in enumerate(states)]
@@ -312,7 +350,7 @@ class Tree:
                 v, u, s = results[slot]
                 ownership = ownerships[slot]
             else:
-                leaf = terminal_leaves[-1 - slot]
+                leaf = pending.terminal_leaves[-1 - slot]
                 v, u, s = leaf.net_v, leaf.net_u, leaf.net_s
                 ownership = leaf.ownership
             self._backup(leaf, path, v, u, s)
@@ -322,10 +360,13 @@ class Tree:
                 leaf.add_ownership(ownership)
         return count
 
-    def _expand_root(self) -> None:
+    def abandon(self, pending: PendingBatch) -> None:
+        """Undoes a gathered batch whose evaluation failed: reverts its virtual loss and drops its new leaves."""
+        self._revert(pending.selected)
+        pending.selected = []
+
+    def _expand_root(self, mask: np.ndarray, batch: EvaluationBatch) -> None:
         state = self.root_state
-        mask = self._filter(state, state.legal_mask(), 1)
-        batch = self.evaluator.evaluate([state])
         (v, u, s), = self._expand_leaves([self.root], [state], [mask], batch)
         self.root.try_all()
         self.root.visits = 1

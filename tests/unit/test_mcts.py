@@ -258,3 +258,48 @@ def test_a_root_kept_from_deeper_than_the_ownership_depth_is_evaluated_for_its_o
     calls = evaluator.calls
     assert np.allclose(kept.root_ownership(), 0.25)
     assert evaluator.calls == calls + 1 and node.ownership_count == 1
+
+
+def _tree_signature(node: Node, depth: int = 0) -> list:
+    """Everything a search reads from a node and its subtree, as nested lists (for exact comparison)."""
+    if not node.is_expanded:
+        return [node.terminal, node.visits]
+    k = node.tried
+    return [node.moves, node.prior.tolist(), k, node.stats[:, :k].tolist(), node.nsum, node.visits, node.net_u,
+            None if node.ownership_sum is None else node.ownership_sum.tolist(),
+            sorted((edge, _tree_signature(child, depth + 1)) for edge, child in node.children.items())]
+
+
+def test_gather_and_finish_across_trees_with_one_evaluation_equal_run_batch():
+    states = [position(KO_AND_SUICIDES, BLACK), GameState(5)]
+    alone_evaluator, shared_evaluator = ScriptedEvaluator(favour=[7]), ScriptedEvaluator(favour=[7])
+    alone = [make_tree(s.copy(), alone_evaluator) for s in states]
+    shared = [make_tree(s.copy(), shared_evaluator) for s in states]
+    for size in (1, 8, 8, 3, 8, 16):
+        for tree in alone:
+            tree.run_batch(size)
+        pending = [tree.gather(size) for tree in shared]
+        batch = shared_evaluator.evaluate([s for p in pending for s in p.states])
+        start = 0
+        for tree, p in zip(shared, pending):
+            stop = start + len(p.states)
+            rows = EvaluationBatch(batch.policy[start:stop], batch.value[start:stop], batch.score[start:stop],
+                                   batch.ownership[start:stop])
+            tree.finish(p, rows if p.states else None)
+            start = stop
+    for a, b in zip(alone, shared):
+        check_tree(b)
+        assert _tree_signature(a.root) == _tree_signature(b.root)
+    assert shared_evaluator.calls == 6 and alone_evaluator.calls == 12
+
+
+def test_an_abandoned_gather_leaves_the_tree_as_it_was():
+    tree = make_tree(GameState(5), ScriptedEvaluator())
+    for _ in range(5):
+        tree.run_batch(8)
+    before = _tree_signature(tree.root)
+    pending = tree.gather(8)
+    assert len(pending.states) > 1 and _tree_signature(tree.root) != before
+    tree.abandon(pending)
+    assert _tree_signature(tree.root) == before
+    check_tree(tree)
