@@ -5,11 +5,8 @@ Terms:
   games 1, 3, 5, ...
 - referee: a third GTP program that sees every move, refuses illegal ones (the mover then loses) and scores
   the finished game with final_score (GNU Go by default, as twogtp's -referee).
-- result of a game for A: 1 (win), 0.5 (draw), 0 (loss). Score: the mean over the games.
-- Elo: the rating difference that predicts the score, 400 * log10(score / (1 - score)); the 95% interval maps
-  score +- 1.96 standard errors the same way.
-- SPRT: the sequential probability ratio test of "A is elo0 stronger" against "A is elo1 stronger" (normal
-  approximation, as fishtest uses); the match stops when the log-likelihood ratio leaves its bounds.
+- result, score, Elo with its 95% interval, SPRT: as gtp_engine/match_stats.py defines them (the training
+  loop's gating uses the same arithmetic); with --sprt the match stops when the SPRT decides.
 
 Usage (from the repository root):
   python -m tools.match --a "gtp-engine --weights a.onnx" --b "gnugo --mode gtp --level 1" \\
@@ -19,7 +16,6 @@ Usage (from the repository root):
 from __future__ import annotations
 
 import argparse
-import math
 import shlex
 import shutil
 import subprocess
@@ -27,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from gtp_engine import coords, sgf_io
+from gtp_engine import coords, match_stats, sgf_io
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.game import GameState, format_result
 
@@ -138,43 +134,10 @@ def normalized_result(text: str) -> str:
     return format_result(float(text[2:]) * (1 if text[0] == "B" else -1))
 
 
-def elo(score: float) -> float:
-    """The Elo difference that predicts this score (infinite at 0 and 1)."""
-    if score <= 0:
-        return -math.inf
-    if score >= 1:
-        return math.inf
-    return -400 * math.log10(1 / score - 1)
-
-
-def elo_interval(results: list[float]) -> tuple[float, float, float]:
-    """(Elo, low, high): the estimate and its 95% interval from the per-game results for A."""
-    n = len(results)
-    mean = sum(results) / n
-    variance = sum((r - mean) ** 2 for r in results) / n
-    margin = 1.96 * math.sqrt(variance / n)
-    return elo(mean), elo(max(0.0, mean - margin)), elo(min(1.0, mean + margin))
-
-
-def sprt_llr(results: list[float], elo0: float, elo1: float) -> float:
-    """Log-likelihood ratio of elo1 against elo0 (normal approximation of the score)."""
-    n = len(results)
-    mean = sum(results) / n
-    variance = sum((r - mean) ** 2 for r in results) / n
-    if variance == 0:
-        return 0.0
-    p0, p1 = (1 / (1 + 10 ** (-e / 400)) for e in (elo0, elo1))
-    return n * (p1 - p0) * (2 * mean - p0 - p1) / (2 * variance)
-
-
-def sprt_bounds(alpha: float = 0.05, beta: float = 0.05) -> tuple[float, float]:
-    return math.log(beta / (1 - alpha)), math.log((1 - beta) / alpha)
-
-
 def summary(a: Program, b: Program, games: list[GameResult]) -> str:
     results = [g.score_for_a for g in games]
     wins, draws = results.count(1.0), results.count(0.5)
-    estimate, low, high = elo_interval(results)
+    estimate, low, high = match_stats.elo_interval(results)
     return (f"{a.name} vs {b.name}: {wins} wins, {len(results) - wins - draws} losses, {draws} draws in "
             f"{len(results)} games; score {sum(results) / len(results):.3f}; "
             f"Elo {estimate:+.0f} (95%: {low:+.0f} .. {high:+.0f})")
@@ -222,10 +185,12 @@ def main(argv: list[str] | None = None) -> int:
                 sgf = sgf_io.save_sgf(game, black=black.name, white=white.name, result=result)
                 (args.sgf_dir / f"game-{number}.sgf").write_bytes(sgf)
             if sprt is not None and len(games) >= 2:
-                llr, (low, high) = sprt_llr([g.score_for_a for g in games], *sprt), sprt_bounds()
-                if not low < llr < high:
+                results = [g.score_for_a for g in games]
+                decision = match_stats.sprt_decision(results, *sprt)
+                if decision is not None:
+                    llr, (low, high) = match_stats.sprt_llr(results, *sprt), match_stats.sprt_bounds()
                     print(f"SPRT: LLR {llr:.2f} outside ({low:.2f}, {high:.2f}): "
-                          f"{'H1' if llr >= high else 'H0'} (Elo {sprt[1] if llr >= high else sprt[0]:+g}) accepted")
+                          f"{decision} (Elo {sprt[1] if decision == 'H1' else sprt[0]:+g}) accepted")
                     break
         print(summary(a, b, games))
     except GtpError as error:

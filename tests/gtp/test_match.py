@@ -1,10 +1,10 @@
-"""tools/match.py: Elo and SPRT arithmetic, and a short real match (the engine against GNU Go, GNU Go referee)."""
+"""tools/match.py: results, the summary line, and a short real match (the engine against GNU Go, GNU Go referee)."""
 
 from __future__ import annotations
 
-import math
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 from conftest import ROOT, gnugo_path
@@ -15,24 +15,12 @@ sys.path.insert(0, str(ROOT))
 from tools import match  # noqa: E402
 
 
-def test_elo_and_its_interval():
-    assert match.elo(0.5) == 0
-    assert match.elo(0.75) == pytest.approx(190.85, abs=0.01)
-    assert match.elo(1.0) == math.inf and match.elo(0.0) == -math.inf
-    estimate, low, high = match.elo_interval([1, 1, 0, 1, 0.5, 1, 0, 1])
-    assert low < estimate < high and estimate == pytest.approx(match.elo(5.5 / 8))
-    wide = match.elo_interval([1, 0] * 5)
-    narrow = match.elo_interval([1, 0] * 500)
-    assert narrow[2] - narrow[1] < wide[2] - wide[1]
-
-
-def test_sprt_accepts_the_right_hypothesis():
-    low, high = match.sprt_bounds()
-    strong = [1.0] * 70 + [0.0] * 30  # score 0.7: about +150 Elo
-    weak = [1.0] * 30 + [0.0] * 70
-    assert match.sprt_llr(strong, 0, 50) > high
-    assert match.sprt_llr(weak, 0, 50) < low
-    assert low < match.sprt_llr([1.0, 0.0] * 5, 0, 50) < high
+def test_the_summary_line_reports_score_and_elo_interval():
+    games = [match.GameResult(i % 2 == 0, result, 50)
+             for i, result in enumerate(["B+3", "W+R", "0", "B+F", "W+2.5", "B+R", "W+1", "B+0.5"])]
+    a, b = SimpleNamespace(name="A"), SimpleNamespace(name="B")
+    assert match.summary(a, b, games) == \
+        "A vs B: 2 wins, 5 losses, 1 draws in 8 games; score 0.312; Elo -137 (95%: -720 .. +77)"
 
 
 def test_results_are_normalized():
