@@ -40,6 +40,7 @@ _HELP = {
     "val_samples": "validation samples used at each evaluation",
     "window_samples": "samples loaded and shuffled together",
     "device": "auto, cpu, cuda, cuda:1, ...",
+    "init_from": "checkpoint whose weights start a new run (same preset)",
 }
 
 

@@ -2,9 +2,9 @@
 symmetries per sample, into the network's inputs and targets at training time.
 
 Terms:
-- sample: one position and what the network should learn there: the move played (policy target), the game's
-  result for the side to move (value target), and the final score margin and final ownership where the
-  record lets us trust them (masked elsewhere).
+- sample: one position and what the network should learn there: the move played or the search's visit
+  distribution (policy target), the game's result for the side to move (value target), and the final score
+  margin and final ownership where the record lets us trust them (masked elsewhere).
 - compact inputs: features.encode's output for the position, stored so that expand() rebuilds the very same
   planes cheaply on any device:
     cells    uint8 [n, H*W]  0 empty; 1, 2, 3 a black stone whose chain has 1, 2, 3+ liberties; 4, 5, 6 the
@@ -19,11 +19,18 @@ Terms:
     value       int8 [n]     0 the side to move won, 1 it lost, 2 draw, -1 no value target
     score       float32 [n]  final lead of the side to move in points; score_mask bool [n] says where it is known
     game        int32 [n]    the sample's game: an index into the shard's game arrays
+  optional, both or neither (self-play; see soft policy target):
+    policy      float16 [n, H*W+1]  the search's visit distribution, pass last, summing to 1; zeros where masked
+    policy_mask bool [n]            whether the sample has a policy target (False: a fast search, whose sample
+                                    still trains value, score and ownership)
   and per game (g games in the shard):
     game_key        uint64 [g]     hash of the board size, setup and moves: the validation split and dedup key
     game_source     str [g]        where the record came from
     game_ownership  int8 [g, H*W]  final owner of each point, +1 black, -1 white, 0 neither
     ownership_mask  bool [g]       whether game_ownership is a target
+- soft policy target: the policy a sample teaches is its policy distribution where the shard has one, else
+  the move played (a one-hot distribution). When shards of both kinds meet in one window, concatenate() turns
+  the moves of the plain ones into one-hot distributions, so every batch has one kind of target.
 - shard: one np.savez_compressed file of whole games, train-00012.npz or val-00000.npz. Measured on real
   games, a sample takes about 8 bytes on disk on 9x9 and 11 on 19x19 (about 130 and 420 in memory), so the
   shard size, counted in samples, sets the file size: 250k 19x19 samples are about 3 MB.
@@ -34,8 +41,8 @@ Terms:
   windows, and the last samples of a window that do not fill a batch are left out of that epoch.
 - batch stream: the batches of a run, a pure function of (seed, batch index), so a resumed run continues
   exactly where its checkpoint stopped.
-- symmetry: symmetry.py's numbering, applied by expand() to the cells, the points (ko, history, move) and the
-  ownership exactly as features.encode applies it to a board.
+- symmetry: symmetry.py's numbering, applied by expand() to the cells, the points (ko, history, move), the
+  policy distribution (pass unchanged) and the ownership exactly as features.encode applies it to a board.
 """
 
 from __future__ import annotations
@@ -70,6 +77,10 @@ SAMPLE_FIELDS = {
     "score": np.float32,
     "score_mask": np.bool_,
     "game": np.int32,
+}
+OPTIONAL_SAMPLE_FIELDS = {
+    "policy": np.float16,
+    "policy_mask": np.bool_,
 }
 GAME_FIELDS = {
     "game_key": np.uint64,
@@ -141,17 +152,21 @@ def expand(batch: dict[str, torch.Tensor], height: int, width: int) -> tuple[tor
     With a "symmetry" entry each sample is transformed by its symmetry, exactly as features.encode(states,
     symmetries) would encode the position (square boards when any symmetry transposes). targets: move (long,
     pass = H*W), value (long, -1 masked), score, score_mask, ownership (float [B, H, W], +1 owned by the side
-    to move), ownership_mask.
+    to move), ownership_mask, and where the batch has them policy (float [B, H*W + 1]) and policy_mask.
     """
     cells = batch["cells"].long()
     device, count, area = cells.device, cells.shape[0], cells.shape[1]
     ko, history, move = batch["ko"].long(), batch["history"].long(), batch["move"].long()
     ownership = batch["ownership"].long()
+    policy = batch["policy"].float() if "policy" in batch else None
     if "symmetry" in batch:
         sym = batch["symmetry"].long()
         perm, lands = _tables(height, width, device)
-        cells = cells.gather(1, perm[sym])
-        ownership = ownership.gather(1, perm[sym])
+        perm = perm[sym]
+        cells = cells.gather(1, perm)
+        ownership = ownership.gather(1, perm)
+        if policy is not None:
+            policy = torch.cat([policy[:, :area].gather(1, perm), policy[:, area:]], dim=1)
         lands = lands[sym]
         ko, history = _move_points(ko, lands), _move_points(history, lands)
         move = torch.where(move < area, lands.gather(1, move.clamp(max=area - 1)[:, None])[:, 0], move)
@@ -181,6 +196,9 @@ def expand(batch: dict[str, torch.Tensor], height: int, width: int) -> tuple[tor
         "ownership": (ownership.float() * sign).reshape(count, height, width),
         "ownership_mask": batch["ownership_mask"].bool(),
     }
+    if policy is not None:
+        targets["policy"] = policy
+        targets["policy_mask"] = batch["policy_mask"].bool()
     return planes.reshape(count, -1, height, width), batch["globals"].float(), targets
 
 
@@ -197,7 +215,8 @@ class ShardWriter:
     """Collects whole games per split and writes a shard each time one holds shard_samples samples or more;
     finish() writes what is left and the sidecar.
 
-    A game is a dict of the sample fields (without "game") and the game fields for that one game.
+    A game is a dict of the sample fields (without "game"), optionally the soft policy fields, and the game fields
+    for that one game. The games of one writer all have the soft policy fields or none do.
     """
 
     def __init__(self, directory: str | os.PathLike, width: int, height: int, shard_samples: int):
@@ -207,6 +226,7 @@ class ShardWriter:
         self.pending: dict[str, list[dict]] = {split: [] for split in SPLITS}
         self.pending_samples = dict.fromkeys(SPLITS, 0)
         self.shards: list[dict] = []
+        self.optional: list[str] | None = None  # the optional fields of every game, from the first one
         self.directory.mkdir(parents=True, exist_ok=True)
         stale = [p.name for p in self.directory.glob("*.npz")] + \
             ([SIDECAR] if (self.directory / SIDECAR).exists() else [])
@@ -215,6 +235,13 @@ class ShardWriter:
                                f" choose an empty folder")
 
     def add(self, split: str, game: dict[str, np.ndarray]) -> None:
+        optional = sorted(key for key in OPTIONAL_SAMPLE_FIELDS if key in game)
+        if optional and optional != sorted(OPTIONAL_SAMPLE_FIELDS):
+            raise ValueError(f"a game with {optional} only: the soft policy fields go together")
+        if self.optional is None:
+            self.optional = optional
+        elif optional != self.optional:
+            raise ValueError("games with and without soft policy targets cannot share a shard folder")
         self.pending[split].append(game)
         self.pending_samples[split] += len(game["move"])
         if self.pending_samples[split] >= self.shard_samples:
@@ -225,7 +252,8 @@ class ShardWriter:
         if not games:
             return
         arrays = {}
-        for key, dtype in {**SAMPLE_FIELDS, **GAME_FIELDS}.items():
+        optional = {key: OPTIONAL_SAMPLE_FIELDS[key] for key in self.optional}
+        for key, dtype in {**SAMPLE_FIELDS, **optional, **GAME_FIELDS}.items():
             if key != "game":
                 arrays[key] = np.concatenate([g[key] for g in games]).astype(dtype, copy=False)
         arrays["game"] = np.repeat(np.arange(len(games), dtype=np.int32), [len(g["move"]) for g in games])
@@ -236,6 +264,7 @@ class ShardWriter:
                             "value_samples": int((arrays["value"] >= 0).sum()),
                             "score_samples": int(arrays["score_mask"].sum()),
                             "ownership_games": int(arrays["ownership_mask"].sum()),
+                            **({"policy_samples": int(arrays["policy_mask"].sum())} if optional else {}),
                             "bytes": (self.directory / name).stat().st_size})
         self.pending[split], self.pending_samples[split] = [], 0
 
@@ -290,20 +319,41 @@ def load_shard(path: str | os.PathLike) -> dict[str, np.ndarray]:
     missing = (set(SAMPLE_FIELDS) | set(GAME_FIELDS)) - set(arrays)
     if missing:
         raise DatasetError(f"{path}: not a shard (missing {sorted(missing)})")
+    optional = set(OPTIONAL_SAMPLE_FIELDS) & set(arrays)
+    if optional and optional != set(OPTIONAL_SAMPLE_FIELDS):
+        raise DatasetError(f"{path}: {sorted(optional)} without {sorted(set(OPTIONAL_SAMPLE_FIELDS) - optional)}")
+    if optional and arrays["policy"].shape != (len(arrays["move"]), arrays["cells"].shape[1] + 1):
+        raise DatasetError(f"{path}: policy of shape {arrays['policy'].shape} for {len(arrays['move'])} samples "
+                           f"of {arrays['cells'].shape[1]} points")
     return arrays
 
 
 def concatenate(shards: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """Several loaded shards as one, game indices renumbered."""
+    """Several loaded shards as one, game indices renumbered; where some have soft policy targets, the moves of
+    the others become one-hot ones."""
+    if any("policy" in s for s in shards):
+        shards = [s if "policy" in s else _with_one_hot_policy(s) for s in shards]
     offsets = np.cumsum([0] + [len(s["game_key"]) for s in shards[:-1]])
     merged = {key: np.concatenate([s[key] for s in shards]) for key in shards[0] if key != "game"}
     merged["game"] = np.concatenate([s["game"] + offset for s, offset in zip(shards, offsets)]).astype(np.int32)
     return merged
 
 
+def _with_one_hot_policy(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    count, area = arrays["cells"].shape
+    policy = np.zeros((count, area + 1), OPTIONAL_SAMPLE_FIELDS["policy"])
+    policy[np.arange(count), arrays["move"]] = 1.0
+    return {**arrays, "policy": policy, "policy_mask": np.ones(count, np.bool_)}
+
+
+def _is_sample_field(key: str) -> bool:
+    return key in SAMPLE_FIELDS or key in OPTIONAL_SAMPLE_FIELDS
+
+
 def take(arrays: dict[str, np.ndarray], index: np.ndarray) -> dict[str, np.ndarray]:
-    """The samples at index as a batch: sample fields, plus each sample's game ownership and its mask."""
-    batch = {key: arrays[key][index] for key in SAMPLE_FIELDS}
+    """The samples at index as a batch: sample fields (the soft policy ones where present), plus each sample's
+    game ownership and its mask."""
+    batch = {key: arrays[key][index] for key in arrays if _is_sample_field(key)}
     games = batch["game"]
     batch["ownership"] = arrays["game_ownership"][games]
     batch["ownership_mask"] = arrays["ownership_mask"][games]
@@ -346,7 +396,7 @@ class Shards:
             raise DatasetError("no shards for this split")
         arrays = concatenate(loaded)
         keep = min(limit, len(arrays["move"]))
-        return {key: (value[:keep] if key in SAMPLE_FIELDS else value) for key, value in arrays.items()}
+        return {key: (value[:keep] if _is_sample_field(key) else value) for key, value in arrays.items()}
 
     def _windows(self, epoch: int, seed: int, window_samples: int) -> list[_Window]:
         order = np.random.default_rng([seed, epoch]).permutation(len(self.files))

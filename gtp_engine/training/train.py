@@ -10,10 +10,14 @@ Terms:
 - evaluation: every eval_every steps and after the last one: losses and top-1 accuracy on the first
   val_samples validation samples (no symmetry), a metrics row with the training means since the previous row,
   the plot, and a checkpoint.
-- loss: policy cross-entropy + value_weight * value cross-entropy over (win, loss, draw) + score_weight * Huber
+- loss: policy cross-entropy (against the soft policy target where the shards have one, over the samples whose
+  policy_mask is set; else against the move played: dataset.py) + value_weight * value cross-entropy over (win, loss, draw) + score_weight * Huber
   loss of the score in units of 20 points + ownership_weight * mean squared ownership error; the last three
   only over samples that have that target.
 - top-1 accuracy: how often the move played is the policy's largest logit.
+- initial weights: a new run starts from random weights, or from the weights of the checkpoint init_from
+  (same preset; its optimizer state and step count are not taken). A resumed run ignores it: its own
+  checkpoint holds everything.
 - stop: after `steps` steps, or earlier at max_minutes, at stop_at, or on SIGINT/SIGTERM; every stop saves a
   checkpoint first, and running the same command again resumes from it.
 - mixed precision: on CUDA the forward pass runs under bfloat16 autocast (no loss scaling needed); the losses
@@ -81,6 +85,7 @@ class TrainConfig:
     window_samples: int = 2_000_000
     seed: int = 0
     device: str = "auto"  # auto: cuda when available
+    init_from: str = ""  # checkpoint whose weights start a new run (same preset); "": random weights
 
     def __post_init__(self) -> None:
         model_lib.preset(self.preset)
@@ -112,8 +117,12 @@ def losses(outputs, targets: dict, config: TrainConfig) -> dict[str, torch.Tenso
     """Each term (scalar tensors) and their weighted sum "loss"; masked terms average over their samples."""
     policy, value, score, ownership = (o.float() for o in outputs)
     move = targets["move"]
-    out = {"policy_loss": F.cross_entropy(policy, move),
-           "policy_top1": (policy.argmax(dim=1) == move).float().mean()}
+    if "policy" in targets:
+        soft = -(targets["policy"] * F.log_softmax(policy, dim=1)).sum(dim=1)
+        policy_loss = _masked_mean(soft, targets["policy_mask"])
+    else:
+        policy_loss = F.cross_entropy(policy, move)
+    out = {"policy_loss": policy_loss, "policy_top1": (policy.argmax(dim=1) == move).float().mean()}
     has_value = targets["value"] >= 0
     out["value_loss"] = _masked_mean(F.cross_entropy(value, targets["value"].clamp(min=0), reduction="none"),
                                      has_value)
@@ -161,14 +170,19 @@ class _Trainer:
     # ---- state ----
 
     def resume(self) -> None:
-        """Continues from the run folder's checkpoint, if there is one, after checking it is this run's."""
+        """Continues from the run folder's checkpoint, if there is one, after checking it is this run's; a new
+        run starts from init_from's weights when given."""
         path = self.run_dir / CHECKPOINT
         if not path.exists():
+            if self.config.init_from:
+                self.initialise(Path(self.config.init_from))
             return
         ckpt = checkpoint_lib.load(path, with_optimizer=True)
         saved = ckpt.provenance.get("train_config", {})
+        # A field newer than the checkpoint was at its default there.
+        defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
         changed = [k for k, v in self.config.to_dict().items()
-                   if k not in _RESUMABLE_CHANGES and saved.get(k) != v]
+                   if k not in _RESUMABLE_CHANGES and saved.get(k, defaults[k]) != v]
         if changed:
             raise ValueError(f"{path} was trained with other settings ({', '.join(changed)}); "
                              f"use the same ones or another run folder")
@@ -180,6 +194,17 @@ class _Trainer:
         self.seconds = float(ckpt.provenance.get("seconds", 0.0))
         _truncate_metrics(self.run_dir / METRICS, self.step)
         log.info("resuming %s at step %d", path, self.step)
+
+    def initialise(self, path: Path) -> None:
+        """Loads the weights of the checkpoint at path (only them) into the new run's model."""
+        ckpt = checkpoint_lib.load(path)
+        wanted = model_lib.preset(self.config.preset)
+        if ckpt.config != wanted:
+            raise ValueError(f"{path}: a {ckpt.config.name} network ({ckpt.config.blocks} blocks, "
+                             f"{ckpt.config.channels} channels) cannot start a {wanted.name} run; use --preset "
+                             f"{ckpt.config.name} or another checkpoint")
+        self.net.load_state_dict(ckpt.state_dict)
+        log.info("starting from the weights of %s (%s steps)", path, ckpt.provenance.get("steps", "?"))
 
     def provenance(self, val: dict | None) -> dict:
         config = self.config

@@ -129,3 +129,43 @@ def test_masked_terms_ignore_samples_without_targets():
     targets["value"] = torch.tensor([0, -1, -1, -1])
     expected = torch.nn.functional.cross_entropy(outputs[1][:1], targets["value"][:1])
     assert torch.isclose(train.losses(outputs, targets, config)["value_loss"], expected)
+
+
+def test_a_new_run_starts_from_the_weights_of_init_from(shards, tmp_path, one_thread):
+    train.train(config_for(shards, steps=2), tmp_path / "first", export=False, progress=False)
+    start = tmp_path / "first" / train.CHECKPOINT
+    # lr 0: the one step changes no weight (batch norm's running statistics move), so the new run's weights are
+    # exactly where it started.
+    frozen = dict(steps=1, eval_every=1, lr=0.0)
+    train.train(config_for(shards, init_from=str(start), **frozen), tmp_path / "second", export=False,
+                progress=False)
+    train.train(config_for(shards, **frozen), tmp_path / "fresh", export=False, progress=False)
+    weights = [name for name, _ in checkpoint_lib.load(start).build_model().named_parameters()]
+    a, b, c = ({k: checkpoint_lib.load(path).state_dict[k] for k in weights}
+               for path in (start, tmp_path / "second" / train.CHECKPOINT, tmp_path / "fresh" / train.CHECKPOINT))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], c[k]) for k in a)
+    with pytest.raises(ValueError, match="a tiny network .* cannot start a b6c64 run"):
+        train.train(config_for(shards, preset="b6c64", init_from=str(start)), tmp_path / "other", export=False,
+                    progress=False)
+
+
+def test_soft_policy_loss_is_cross_entropy_over_the_samples_with_a_policy_target():
+    config = TrainConfig(data=("x",))
+    count, area = 4, 9
+    outputs = (torch.randn(count, area + 1), torch.randn(count, 3), torch.randn(count),
+               torch.tanh(torch.randn(count, 3, 3)))
+    move = torch.tensor([0, 1, 9, 2])
+    targets = {"move": move, "value": torch.full((count,), -1), "score": torch.zeros(count),
+               "score_mask": torch.zeros(count, dtype=torch.bool), "ownership": torch.ones(count, 3, 3),
+               "ownership_mask": torch.zeros(count, dtype=torch.bool)}
+    hard = train.losses(outputs, targets, config)["policy_loss"]
+    one_hot = {**targets, "policy": torch.eye(area + 1)[move], "policy_mask": torch.ones(count, dtype=torch.bool)}
+    assert torch.isclose(train.losses(outputs, one_hot, config)["policy_loss"], hard)
+    # Sample 1 has no policy target (a fast search): its garbage distribution counts for nothing.
+    mixed = torch.eye(area + 1)[move]
+    mixed[1] = 100.0
+    mask = torch.tensor([True, False, True, True])
+    soft = {**targets, "policy": mixed, "policy_mask": mask}
+    expected = torch.nn.functional.cross_entropy(outputs[0][mask], move[mask])
+    assert torch.isclose(train.losses(outputs, soft, config)["policy_loss"], expected)
