@@ -3,8 +3,9 @@
     python -m gtp_engine.training ingest ../shared/data/go9_curated.tar.xz --out data/go9 --size 9
     python -m gtp_engine.training train --data data/go9 --out runs/go9-b6c64 --preset b6c64 --steps 20000
     python -m gtp_engine.training export runs/go9-b6c64/checkpoint.pt go9.onnx
+    python -m gtp_engine.training selfplay --weights weights/9x9.onnx --out data/selfplay9-000 --games 64
 
-Every field of IngestConfig and TrainConfig is a flag of the same name (underscores as dashes); the configs are
+Every field of IngestConfig, TrainConfig and SelfPlayConfig is a flag of the same name (underscores as dashes); the configs are
 built here and nowhere else. Logs and progress bars go to stderr.
 """
 
@@ -18,7 +19,9 @@ import sys
 
 import torch
 
+from gtp_engine.onnx_evaluator import ModelLoadError, OnnxEvaluator
 from gtp_engine.training import checkpoint as checkpoint_lib
+from gtp_engine.training import selfplay
 from gtp_engine.training import dataset, export_onnx, sgf_ingest, train
 
 _HELP = {
@@ -41,6 +44,18 @@ _HELP = {
     "window_samples": "samples loaded and shuffled together",
     "device": "auto, cpu, cuda, cuda:1, ...",
     "init_from": "checkpoint whose weights start a new run (same preset)",
+    "rules": "rule set of the games (game.py's names: chinese, tromp-taylor, ...)",
+    "full_visits": "root visits of a full search (its visit distribution is a policy target)",
+    "fast_visits": "root visits of a fast search (no policy target, no noise)",
+    "full_search_fraction": "share of searches that are full ones",
+    "parallel_games": "games played together; their leaves share one evaluator call per round",
+    "leaves_per_game": "leaves each game's tree adds to a round (virtual loss)",
+    "noise_alpha_total": "Dirichlet alpha times the number of legal moves at the root",
+    "noise_fraction": "weight of the Dirichlet noise in a full search's root priors",
+    "temperature_moves": "first moves drawn in proportion to visits (default: area // 8)",
+    "resign_winrate": "resign below this winrate (0: never)",
+    "resign_consecutive": "searches in a row of one player below resign_winrate before it resigns",
+    "no_resign_fraction": "share of games played out without resignation (false-resignation check)",
 }
 
 
@@ -88,6 +103,15 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_config_flags(run, train.TrainConfig)
 
+    play = commands.add_parser("selfplay", help="self-play games of one network -> shards, sgf/, report.json")
+    play.add_argument("--weights", required=True, help="ONNX network")
+    play.add_argument("--out", required=True, help="empty folder for the shards, index.json, sgf/ and report.json")
+    play.add_argument("--games", type=int, required=True, help="games to play")
+    play.add_argument("--device", default="auto", help="onnxruntime device: auto, cpu, cuda, tensorrt (default: auto)")
+    play.add_argument("--size", type=int, default=9, help="board size (default: 9)")
+    play.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_config_flags(play, selfplay.SelfPlayConfig, skip=("size",))
+
     export = commands.add_parser("export", help="checkpoint -> ONNX with a parity check (export_onnx's options)",
                                  add_help=False)
     export.add_argument("arguments", nargs=argparse.REMAINDER)
@@ -100,7 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
-        if args.command == "ingest":
+        if args.command == "selfplay":
+            config = _config(selfplay.SelfPlayConfig, args)
+            evaluator = OnnxEvaluator(args.weights, device=args.device, threads=args.threads or 0)
+            report = selfplay.play(evaluator, args.games, config, args.out, progress=not args.no_progress)
+            print(json.dumps(report.to_dict(), indent=1), file=sys.stderr)
+        elif args.command == "ingest":
             config = _config(sgf_ingest.IngestConfig, args)
             sidecar = sgf_ingest.ingest(args.sources, args.out, config)
             summary = {k: sidecar[k] for k in ("samples", "games", "bytes", "counts", "seconds")}
@@ -110,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
             summary = train.train(config, args.out, max_minutes=args.max_minutes, stop_at=args.stop_at,
                                   export=not args.no_export, progress=not args.no_progress)
             print(json.dumps(summary, indent=1), file=sys.stderr)
-    except (ValueError, OSError, dataset.DatasetError, checkpoint_lib.CheckpointError, export_onnx.ExportError) as e:
+    except (ValueError, OSError, dataset.DatasetError, checkpoint_lib.CheckpointError, export_onnx.ExportError,
+            ModelLoadError) as e:
         print(f"{args.command} failed: {e}", file=sys.stderr)
         return 1
     return 0

@@ -1,0 +1,385 @@
+"""Self-play: games of one network against itself, many at once in one process, saved as SGF files and as
+training shards (dataset.py) with soft policy targets.
+
+Terms:
+- round: every game in progress selects up to leaves_per_game leaves of its own search tree under virtual loss
+  (mcts.Tree.gather); the positions of all games go to the evaluator in ONE call; each tree then expands and
+  backs up its share (Tree.finish). parallel_games sets how many games share a round, and so the batch size.
+- search: the tree of the position to move, grown round by round until its root has the visits of its kind
+  (kept visits included); then the move is played and the subtree under it becomes the next search's tree
+  (tree reuse). Tree parameters (c_puct, FPU, virtual loss, score utility) are search.SearchConfig's defaults.
+- playout cap randomization (KataGo): each search is full with probability full_search_fraction (full_visits,
+  Dirichlet noise at the root, and its visit distribution becomes a policy target) or else fast (fast_visits,
+  no noise, no policy target: its sample trains value, score and ownership only, policy_mask False).
+- noise: Dirichlet(alpha) mixed into the root priors with weight noise_fraction, alpha = noise_alpha_total /
+  the number of legal moves (KataGo: 10.83 = 0.03 * 361, whatever the board size).
+- move choice: the first temperature_moves moves of a game are drawn in proportion to the root's visits
+  (temperature 1); later moves are the search's choice (search.choose_edge: LCB among well-visited moves).
+- policy target: the root's visits per move divided by their sum, flat order, pass last; it sums to 1.
+- winrate of a search: (root value + 1) / 2 for the player to move. Resignation: a player resigns when its
+  winrate stays below resign_winrate for resign_consecutive of its searches in a row. A share no_resign_fraction
+  of games (evenly spread over game numbers) never resigns. In such a game the first player that would have
+  resigned is noted; if that player goes on to win, the game counts as a false resignation.
+- ending: "passes" (two passes in a row: the final position is counted exactly by area, as game.py scores it,
+  and gives the score and ownership targets), "resign" (the winner is known, nothing else: value target only)
+  or "cut" (max_moves reached: scored by area as it stands, value target only).
+- value target: the game's winner from each sample's side to move (a draw where the count is exactly 0).
+- output folder: the shards and index.json (all games to "train" except a val_fraction of them by game key, as
+  sgf_ingest does), sgf/game-N.sgf for game number N (0-based), report.json (SelfPlayReport.to_dict).
+- evaluations: positions sent to the evaluator (a leaf selected twice in a round counts once).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from gtp_engine import features, sgf_io
+from gtp_engine.board import BLACK, WHITE, opponent
+from gtp_engine.evaluator import EvaluationBatch, Evaluator
+from gtp_engine.game import GameState, Rules, format_result
+from gtp_engine.mcts import PendingBatch, Tree
+from gtp_engine.search import SearchConfig, choose_edge
+from gtp_engine.training import dataset, sgf_ingest
+from gtp_engine.training.files import replacing
+
+log = logging.getLogger(__name__)
+
+REPORT = "report.json"
+SGF_DIR = "sgf"
+PLAYER = "gtp_engine selfplay"
+
+
+@dataclass(frozen=True)
+class SelfPlayConfig:
+    size: int = 9
+    komi: float = 7.0
+    rules: str = "chinese"
+    full_visits: int = 160  # playout cap randomization (KataGo): a full search, a policy target
+    fast_visits: int = 32  # a fast search: plays the move, no policy target
+    full_search_fraction: float = 0.25
+    parallel_games: int = 32  # games advanced together; their leaves go to the evaluator in one call
+    leaves_per_game: int = 8  # leaves each tree contributes per round (virtual loss)
+    noise_alpha_total: float = 10.83  # Dirichlet alpha times the number of legal moves (KataGo: 0.03 * 361)
+    noise_fraction: float = 0.25  # full searches only
+    temperature_moves: int | None = None  # moves drawn in proportion to visits; None: area // 8 (10 on 9x9)
+    resign_winrate: float = 0.05  # 0: never resign
+    resign_consecutive: int = 3  # searches in a row of the same player below resign_winrate
+    no_resign_fraction: float = 0.1  # games played out without resignation (false-resignation check)
+    max_moves: int = 0  # 0: 3 * area; a game cut there is scored as it stands
+    val_fraction: float = 0.05  # games (by game key) written to the validation split
+    shard_samples: int = 250_000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        Rules.named(self.rules)
+        if not 2 <= self.size <= 19:
+            raise ValueError("size must be in 2..19")
+        if not 1 <= self.fast_visits <= self.full_visits:
+            raise ValueError("visits must satisfy 1 <= fast_visits <= full_visits")
+        if min(self.parallel_games, self.leaves_per_game, self.resign_consecutive, self.shard_samples) < 1:
+            raise ValueError("parallel_games, leaves_per_game, resign_consecutive and shard_samples must be positive")
+        for name in ("full_search_fraction", "noise_fraction", "no_resign_fraction", "resign_winrate"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1]")
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise ValueError("val_fraction must be in [0, 1)")
+        if self.max_moves < 0 or (self.temperature_moves is not None and self.temperature_moves < 0):
+            raise ValueError("max_moves and temperature_moves must not be negative")
+
+    @property
+    def move_limit(self) -> int:
+        return self.max_moves or 3 * self.size * self.size
+
+    @property
+    def temperature_limit(self) -> int:
+        return self.size * self.size // 8 if self.temperature_moves is None else self.temperature_moves
+
+
+@dataclass
+class SelfPlayReport:
+    games: int = 0
+    moves: int = 0
+    samples: int = 0
+    policy_samples: int = 0  # samples of full searches
+    evaluations: int = 0
+    evaluator_calls: int = 0
+    seconds: float = 0.0
+    black_wins: int = 0
+    white_wins: int = 0
+    draws: int = 0
+    endings: dict[str, int] = field(default_factory=lambda: {"passes": 0, "resign": 0, "cut": 0})
+    resigned: int = 0
+    no_resign_games: int = 0
+    would_resign: int = 0  # no-resign games in which a player would have resigned
+    false_resignations: int = 0  # ... and that player went on to win
+
+    @property
+    def games_per_hour(self) -> float:
+        return 3600.0 * self.games / self.seconds if self.seconds else 0.0
+
+    @property
+    def evaluations_per_second(self) -> float:
+        return self.evaluations / self.seconds if self.seconds else 0.0
+
+    @property
+    def mean_batch(self) -> float:
+        return self.evaluations / self.evaluator_calls if self.evaluator_calls else 0.0
+
+    @property
+    def false_resignation_rate(self) -> float | None:
+        """Share of the would-be resignations (in no-resign games) that would have lost a won game."""
+        return self.false_resignations / self.would_resign if self.would_resign else None
+
+    def to_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "seconds": round(self.seconds, 2),
+                "games_per_hour": round(self.games_per_hour, 1),
+                "evaluations_per_second": round(self.evaluations_per_second, 1),
+                "mean_batch": round(self.mean_batch, 1), "false_resignation_rate": self.false_resignation_rate}
+
+
+@dataclass
+class _Game:
+    """One game in progress: its position, the current search, and the samples so far."""
+
+    number: int
+    state: GameState
+    no_resign: bool
+    tree: Tree | None = None
+    full: bool = False  # the current search is a full one
+    visits: int = 0  # root visits the current search stops at
+    noise_due: bool = False  # a full search whose root gets its noise once expanded
+    below: dict[int, int] = field(default_factory=lambda: {BLACK: 0, WHITE: 0})  # searches in a row below resign
+    would_resign: int | None = None  # the colour that would have resigned first (no-resign games)
+    winner: int | None = None  # set by a resignation
+    ending: str | None = None
+    spatial: list[np.ndarray] = field(default_factory=list)
+    global_: list[np.ndarray] = field(default_factory=list)
+    to_play: list[int] = field(default_factory=list)
+    moves: list[int] = field(default_factory=list)  # flat indices
+    policy: list[np.ndarray] = field(default_factory=list)
+    policy_mask: list[bool] = field(default_factory=list)
+
+
+class _SelfPlay:
+    def __init__(self, evaluator: Evaluator, config: SelfPlayConfig, out: Path):
+        self.evaluator, self.config, self.out = evaluator, config, out
+        self.rng = np.random.default_rng(config.seed)
+        self.search = SearchConfig()
+        self.rules = Rules.named(config.rules)
+        self.area = config.size * config.size
+        self.writer = dataset.ShardWriter(out, config.size, config.size, config.shard_samples)
+        (out / SGF_DIR).mkdir(exist_ok=True)
+        self.report = SelfPlayReport()
+
+    # ---- the rounds ---------------------------------------------------------------------------------------
+
+    def run(self, games: int, progress: bool) -> SelfPlayReport:
+        config = self.config
+        started = time.monotonic()
+        bar = tqdm(total=games, unit="game", desc="selfplay", file=sys.stderr, disable=not progress,
+                   mininterval=1.0, dynamic_ncols=True)
+        playing: list[_Game] = []
+        started_games = 0
+        while playing or started_games < games:
+            while len(playing) < config.parallel_games and started_games < games:
+                playing.append(self._new_game(started_games))
+                started_games += 1
+            self._round(playing)
+            for game in playing:
+                self._advance(game)
+            for game in [g for g in playing if g.ending is not None]:
+                self._save(game)
+                bar.update(1)
+            playing = [g for g in playing if g.ending is None]
+            self.report.seconds = time.monotonic() - started
+            bar.set_postfix(moves=self.report.moves, evals_s=f"{self.report.evaluations_per_second:.0f}",
+                            refresh=False)
+        bar.close()
+        report = self.report
+        report.seconds = time.monotonic() - started
+        sidecar_extra = {"selfplay": {"config": dataclasses.asdict(config), "report": report.to_dict()}}
+        self.writer.finish(sidecar_extra)
+        with replacing(self.out / REPORT) as tmp:
+            tmp.write_text(json.dumps(report.to_dict(), indent=1, sort_keys=True))
+        log.info("selfplay: %d games, %d moves, %d samples (%d with a policy target) in %.0f s: %.0f games/h, "
+                 "%.0f evaluations/s (mean batch %.0f); resigned %d, false resignations %d of %d",
+                 report.games, report.moves, report.samples, report.policy_samples, report.seconds,
+                 report.games_per_hour, report.evaluations_per_second, report.mean_batch, report.resigned,
+                 report.false_resignations, report.would_resign)
+        return report
+
+    def _round(self, playing: list[_Game]) -> None:
+        """One gather from every game's tree, one evaluator call, one finish per tree."""
+        pending: list[PendingBatch] = []
+        try:
+            for game in playing:
+                wanted = game.visits - game.tree.root.visits
+                pending.append(game.tree.gather(max(1, min(self.config.leaves_per_game, wanted))))
+            states = [s for p in pending for s in p.states]
+            batch = self.evaluator.evaluate(states) if states else None
+        except BaseException:
+            for game, p in zip(playing, pending):
+                game.tree.abandon(p)
+            raise
+        self.report.evaluations += len(states)
+        self.report.evaluator_calls += 1 if states else 0
+        start = 0
+        for game, p in zip(playing, pending):
+            stop = start + len(p.states)
+            game.tree.finish(p, _rows(batch, start, stop) if stop > start else None)
+            start = stop
+
+    # ---- one game -----------------------------------------------------------------------------------------
+
+    def _new_game(self, number: int) -> _Game:
+        config = self.config
+        fraction = config.no_resign_fraction
+        # Evenly spread: exactly floor(n * fraction) of the first n games play without resignation.
+        no_resign = math.floor((number + 1) * fraction) > math.floor(number * fraction)
+        game = _Game(number, GameState(config.size, komi=config.komi, rules=self.rules), no_resign)
+        self._start_search(game, root=None)
+        return game
+
+    def _start_search(self, game: _Game, root) -> None:
+        config = self.config
+        scale = self.search.score_scale or math.sqrt(self.area) / 2
+        s = self.search
+        game.tree = Tree(self.evaluator, game.state.copy(), root=root, c_puct=s.c_puct, c_puct_log=s.c_puct_log,
+                         c_puct_base=s.c_puct_base, fpu_reduction=s.fpu_reduction,
+                         root_fpu_reduction=s.root_fpu_reduction, virtual_loss=s.virtual_loss,
+                         score_utility=s.score_utility, score_scale=scale)
+        game.full = bool(self.rng.random() < config.full_search_fraction)
+        game.visits = config.full_visits if game.full else config.fast_visits
+        game.noise_due = game.full and config.noise_fraction > 0
+        self._noise(game)
+
+    def _noise(self, game: _Game) -> None:
+        root = game.tree.root
+        if not game.noise_due or not root.is_expanded:
+            return
+        game.noise_due = False
+        if len(root.moves) > 1:
+            noise = self.rng.dirichlet(np.full(len(root.moves), self.config.noise_alpha_total / len(root.moves)))
+            game.tree.root_prior = (1 - self.config.noise_fraction) * root.prior + self.config.noise_fraction * noise
+
+    def _advance(self, game: _Game) -> None:
+        """After a round: noise for a newly expanded root; the move (and the next search) once a search is done.
+        A kept subtree may already have its visits, so one round can play several moves."""
+        self._noise(game)
+        while game.ending is None and game.tree.root.is_expanded and (
+                game.tree.root.visits >= game.visits or len(game.tree.root.moves) == 1):
+            self._move(game)
+
+    def _move(self, game: _Game) -> None:
+        config, tree, state = self.config, game.tree, game.state
+        root = tree.root
+        g = state.grid
+        color = state.to_play
+        winrate = (tree.root_value()[0] + 1.0) / 2.0
+        game.below[color] = game.below[color] + 1 if winrate < config.resign_winrate else 0
+        if game.below[color] >= config.resign_consecutive:
+            if not game.no_resign:
+                game.winner, game.ending = opponent(color), "resign"
+                return
+            if game.would_resign is None:
+                game.would_resign = color
+
+        visits = root.N[: len(root.moves)]
+        if state.move_number < config.temperature_limit and visits.sum() > 0:
+            edge = int(self.rng.choice(len(visits), p=visits / visits.sum()))
+        else:
+            edge = choose_edge(tree, self.search)
+        point = root.moves[edge]
+
+        planes, global_values = features.encode([state])
+        game.spatial.append(planes[0])
+        game.global_.append(global_values[0])
+        game.to_play.append(color)
+        game.moves.append(g.flat(point))
+        policy = np.zeros(self.area + 1, np.float32)
+        if game.full and visits.sum() > 0:
+            policy[[g.flat(p) for p in root.moves]] = visits / visits.sum()
+        game.policy.append(policy)
+        game.policy_mask.append(bool(policy.any()))
+
+        state.play(point)
+        self.report.moves += 1
+        if state.is_over:
+            game.ending = "passes"
+        elif state.move_number >= config.move_limit:
+            game.ending = "cut"
+        else:
+            child = root.children.get(edge)
+            self._start_search(game, child if child is not None and child.is_expanded else None)
+
+    # ---- output -------------------------------------------------------------------------------------------
+
+    def _save(self, game: _Game) -> None:
+        config, state, report = self.config, game.state, self.report
+        if game.ending == "resign":
+            black_lead = None
+            winner = game.winner
+            result = ("B" if winner == BLACK else "W") + "+R"
+        else:
+            black_lead = state.area_score()
+            winner = BLACK if black_lead > 0 else WHITE if black_lead < 0 else None
+            result = format_result(black_lead)
+        name = f"{SGF_DIR}/game-{game.number}.sgf"
+        record = sgf_io.GameRecord.from_game(state, black=PLAYER, white=PLAYER, result=result)
+        with replacing(self.out / name) as tmp:
+            tmp.write_bytes(record.to_sgf())
+
+        to_play = np.array(game.to_play, np.uint8)
+        count = len(to_play)
+        arrays = dataset.compact(np.stack(game.spatial), to_play) if count else None
+        if arrays is not None:
+            exact = game.ending == "passes"
+            value = np.full(count, 2, np.int8) if winner is None else np.where(to_play == winner, 0, 1).astype(np.int8)
+            lead = black_lead if exact else 0.0
+            key = sgf_ingest.game_key(record)
+            arrays.update(
+                to_play=to_play, globals=np.stack(game.global_), move=np.array(game.moves, np.int16), value=value,
+                score=np.where(to_play == BLACK, lead, -lead).astype(np.float32),
+                score_mask=np.full(count, exact), policy=np.stack(game.policy).astype(np.float16),
+                policy_mask=np.array(game.policy_mask),
+                game_ownership=(state.area_ownership() if exact else np.zeros(self.area, np.int8))[None],
+                ownership_mask=np.array([exact]), game_key=np.array([key], np.uint64),
+                game_source=np.array([name]))
+            self.writer.add("val" if sgf_ingest.is_validation(key, config.val_fraction) else "train", arrays)
+            report.samples += count
+            report.policy_samples += int(arrays["policy_mask"].sum())
+
+        report.games += 1
+        report.endings[game.ending] += 1
+        report.black_wins += winner == BLACK
+        report.white_wins += winner == WHITE
+        report.draws += winner is None
+        report.resigned += game.ending == "resign"
+        report.no_resign_games += game.no_resign
+        if game.would_resign is not None:
+            report.would_resign += 1
+            report.false_resignations += winner == game.would_resign
+
+
+def _rows(batch: EvaluationBatch, start: int, stop: int) -> EvaluationBatch:
+    return EvaluationBatch(batch.policy[start:stop], batch.value[start:stop], batch.score[start:stop],
+                           batch.ownership[start:stop])
+
+
+def play(evaluator: Evaluator, games: int, config: SelfPlayConfig, out: str | Path, *,
+         progress: bool = True) -> SelfPlayReport:
+    """Plays `games` self-play games with `evaluator` and writes them into the empty folder `out` (shards,
+    index.json, sgf/, report.json); returns the report."""
+    if games < 1:
+        raise ValueError("games must be positive")
+    return _SelfPlay(evaluator, config, Path(out)).run(games, progress)
