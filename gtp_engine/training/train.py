@@ -11,9 +11,9 @@ Terms:
   val_samples validation samples (no symmetry), a metrics row with the training means since the previous row,
   the plot, and a checkpoint.
 - loss: policy cross-entropy (against the soft policy target where the shards have one, over the samples whose
-  policy_mask is set; else against the move played: dataset.py) + value_weight * value cross-entropy over (win, loss, draw) + score_weight * Huber
-  loss of the score in units of 20 points + ownership_weight * mean squared ownership error; the last three
-  only over samples that have that target.
+  policy_mask is set; else against the move played: dataset.py) + value_weight * value cross-entropy over
+  (win, loss, draw) + score_weight * Huber loss of the score in units of 20 points + ownership_weight * mean
+  squared ownership error; the last three only over samples that have that target.
 - top-1 accuracy: how often the move played is the policy's largest logit.
 - initial weights: a new run starts from random weights, or from the weights of the checkpoint init_from
   (same preset; its optimizer state and step count are not taken). A resumed run ignores it: its own

@@ -1,0 +1,202 @@
+"""Self-play on a 5x5 board: games finish and are saved as SGF whose results and moves agree with the samples,
+policy targets are visit distributions of full searches only, resignation and the no-resign share, one
+evaluator call per round across games, the shards train, and the command line."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gtp_engine import sgf_io  # noqa: E402
+from gtp_engine.board import BLACK, WHITE  # noqa: E402
+from gtp_engine.coords import PASS  # noqa: E402
+from gtp_engine.evaluator import UniformEvaluator  # noqa: E402
+from gtp_engine.game import format_result  # noqa: E402
+from gtp_engine.onnx_evaluator import OnnxEvaluator  # noqa: E402
+from gtp_engine.training import dataset, selfplay, sgf_ingest, train  # noqa: E402
+from gtp_engine.training.selfplay import SelfPlayConfig  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+SIZE = 5
+AREA = SIZE * SIZE
+GAMES = 10
+CONFIG = SelfPlayConfig(size=SIZE, komi=2.0, full_visits=24, fast_visits=6, full_search_fraction=0.5,
+                        parallel_games=4, leaves_per_game=4, val_fraction=0.5, seed=1)
+
+
+@pytest.fixture(scope="module")
+def played(tiny_onnx_model, tmp_path_factory):
+    out = tmp_path_factory.mktemp("selfplay")
+    evaluator = OnnxEvaluator(tiny_onnx_model, device="cpu", threads=1, seed=0)
+    report = selfplay.play(evaluator, GAMES, CONFIG, out, progress=False)
+    return out, report
+
+
+def all_samples(out: Path) -> dict:
+    shards = [dataset.load_shard(out / s["file"]) for s in dataset.read_sidecar(out)["shards"]]
+    return dataset.concatenate(shards)
+
+
+def game_rows(arrays: dict, name: str) -> np.ndarray:
+    games = np.flatnonzero(arrays["game_source"] == name)
+    assert len(games) == 1, name
+    return np.flatnonzero(arrays["game"] == games[0])
+
+
+def test_games_finish_and_are_reported(played):
+    out, report = played
+    assert report.games == GAMES and sum(report.endings.values()) == GAMES
+    assert report.black_wins + report.white_wins + report.draws == GAMES
+    assert sorted(p.name for p in (out / "sgf").iterdir()) == sorted(f"game-{n}.sgf" for n in range(GAMES))
+    assert json.loads((out / selfplay.REPORT).read_text()) == json.loads(json.dumps(report.to_dict()))
+    sidecar = dataset.read_sidecar(out)
+    assert sidecar["games"]["train"] + sidecar["games"]["val"] == GAMES
+    assert sidecar["samples"]["train"] + sidecar["samples"]["val"] == report.samples == report.moves
+    assert report.evaluations > 0 and report.evaluations_per_second > 0 and report.games_per_hour > 0
+
+
+def test_sgf_records_agree_with_the_samples(played):
+    out, _ = played
+    arrays = all_samples(out)
+    for number in range(GAMES):
+        name = f"sgf/game-{number}.sgf"
+        record = sgf_io.load_sgf_file(out / name)
+        assert (record.width, record.height, record.komi, record.rules) == (SIZE, SIZE, 2.0, "chinese")
+        final = record.to_game()  # every move legal
+        result = sgf_ingest.parse_result(record.result)
+        rows = game_rows(arrays, name)
+        g = final.grid
+        assert arrays["move"][rows].tolist() == [g.flat(p) for _, p in record.moves]
+        assert arrays["to_play"][rows].tolist() == [c for c, _ in record.moves]
+        values = arrays["value"][rows]
+        if result.winner is None:
+            assert (values == 2).all()
+        else:
+            assert np.array_equal(values, np.where(arrays["to_play"][rows] == result.winner, 0, 1))
+        game = arrays["game"][rows[0]]
+        if record.moves[-2:] == [(BLACK, PASS), (WHITE, PASS)] or record.moves[-2:] == [(WHITE, PASS), (BLACK, PASS)]:
+            # Played out: the area count of the final position is the result, the score and the ownership target.
+            assert result.ending in ("score", "draw") and final.area_score() == pytest.approx(
+                result.margin * (1 if result.winner == BLACK else -1))
+            lead = np.where(arrays["to_play"][rows] == BLACK, final.area_score(), -final.area_score())
+            assert arrays["score_mask"][rows].all() and np.allclose(arrays["score"][rows], lead)
+            assert arrays["ownership_mask"][game]
+            assert np.array_equal(arrays["game_ownership"][game], final.area_ownership())
+        else:
+            assert not arrays["score_mask"][rows].any() and not arrays["ownership_mask"][game]
+
+
+def test_policy_targets_are_visit_distributions_of_full_searches(played):
+    out, report = played
+    arrays = all_samples(out)
+    policy = arrays["policy"].astype(np.float64)
+    mask = arrays["policy_mask"]
+    assert 0 < mask.sum() == report.policy_samples < len(mask)
+    assert np.allclose(policy[mask].sum(axis=1), 1.0, atol=2e-3) and (policy >= 0).all()
+    assert not policy[~mask].any()
+    # A visit distribution: some visit count between a full search's and three times that makes every entry a
+    # whole number of visits (float16 rounding aside).
+    for row in policy[mask]:
+        totals = np.arange(CONFIG.full_visits - 1, 3 * CONFIG.full_visits)
+        error = np.abs(row[None, :] * totals[:, None] - np.round(row[None, :] * totals[:, None])).max(axis=1)
+        assert error.min() < 0.1
+
+
+@pytest.mark.parametrize("fraction", [0.0, 1.0])
+def test_only_full_searches_give_policy_targets(tmp_path, fraction):
+    config = SelfPlayConfig(size=SIZE, full_visits=8, fast_visits=8, full_search_fraction=fraction,
+                            noise_fraction=0.0, parallel_games=2, val_fraction=0.0, resign_winrate=0.0)
+    selfplay.play(UniformEvaluator(), 2, config, tmp_path, progress=False)
+    arrays = all_samples(tmp_path)
+    for number in range(2):
+        name = f"sgf/game-{number}.sgf"
+        record = sgf_io.load_sgf_file(tmp_path / name)
+        state = record.to_game(max_moves=0)
+        searched = []  # a position with one legal move (pass) is played without a search: no policy target
+        for color, point in record.moves:
+            searched.append(state.legal_mask().sum() > 1)
+            state.play(point, color)
+        mask = arrays["policy_mask"][game_rows(arrays, name)]
+        assert np.array_equal(mask, np.array(searched) & (fraction == 1.0))
+
+
+class LostForWhite:
+    """A uniform policy and a value that says White has lost; it records the size of every call."""
+
+    def __init__(self):
+        self.sizes = []
+
+    def evaluate(self, states):
+        self.sizes.append(len(states))
+        batch = UniformEvaluator().evaluate(states)
+        batch.value[:] = [0.98 if s.to_play == BLACK else -0.98 for s in states]
+        return batch
+
+
+def test_resignation_the_no_resign_share_and_false_resignations(tmp_path):
+    evaluator = LostForWhite()
+    config = SelfPlayConfig(size=SIZE, full_visits=8, fast_visits=4, parallel_games=4, leaves_per_game=2,
+                            no_resign_fraction=0.3, resign_consecutive=2, val_fraction=0.0)
+    report = selfplay.play(evaluator, 10, config, tmp_path, progress=False)
+    assert report.no_resign_games == 3 and report.resigned == 7  # games 3, 6 and 9 play on
+    assert report.would_resign == 3
+    white_won = 0
+    for number in range(10):
+        record = sgf_io.load_sgf_file(tmp_path / f"sgf/game-{number}.sgf")
+        if number in (3, 6, 9):
+            assert not record.result.endswith("+R")
+            white_won += record.result.startswith("W+")
+        else:
+            assert record.result == "B+R" and len(record.moves) == 3  # White resigns at its second search
+    assert report.false_resignations == white_won
+    arrays = all_samples(tmp_path)
+    rows = game_rows(arrays, "sgf/game-0.sgf")
+    assert np.array_equal(arrays["value"][rows], np.where(arrays["to_play"][rows] == BLACK, 0, 1))
+    assert not arrays["score_mask"][rows].any() and not arrays["ownership_mask"][arrays["game"][rows[0]]]
+    # One evaluator call per round, shared by the games in progress.
+    assert len(evaluator.sizes) == report.evaluator_calls and max(evaluator.sizes) <= 4 * 2
+    assert max(evaluator.sizes) > 2
+
+
+def test_a_game_cut_at_max_moves_is_scored_as_it_stands(tmp_path):
+    config = SelfPlayConfig(size=SIZE, full_visits=4, fast_visits=4, max_moves=6, parallel_games=2,
+                            val_fraction=0.0, resign_winrate=0.0)
+    report = selfplay.play(UniformEvaluator(), 2, config, tmp_path, progress=False)
+    assert report.endings["cut"] == 2 and report.moves == 12
+    arrays = all_samples(tmp_path)
+    for number in range(2):
+        name = f"sgf/game-{number}.sgf"
+        record = sgf_io.load_sgf_file(tmp_path / name)
+        score = record.to_game().area_score()
+        assert len(record.moves) == 6 and record.result == format_result(score)
+        rows = game_rows(arrays, name)
+        winner = BLACK if score > 0 else WHITE
+        assert np.array_equal(arrays["value"][rows], np.where(arrays["to_play"][rows] == winner, 0, 1))
+        assert not arrays["score_mask"][rows].any() and not arrays["ownership_mask"][arrays["game"][rows[0]]]
+
+
+def test_the_shards_train(played, tmp_path):
+    out, _ = played
+    config = train.TrainConfig(data=(str(out),), preset="tiny", batch_size=16, steps=2, eval_every=2,
+                               warmup_steps=1, val_samples=32, window_samples=64, device="cpu")
+    summary = train.train(config, tmp_path / "run", export=False, progress=False)
+    assert summary["finished"] and np.isfinite(summary["validation"]["policy_loss"])
+    batch = next(dataset.Shards([out], "train").batches(16, seed=0))
+    assert batch["policy"].shape == (16, AREA + 1)
+
+
+def test_the_command_line_plays_and_writes_a_report(tiny_onnx_model, tmp_path):
+    out = tmp_path / "cli"
+    command = [sys.executable, "-m", "gtp_engine.training", "--threads", "1", "selfplay", "--weights",
+               str(tiny_onnx_model), "--out", str(out), "--games", "2", "--size", "5", "--full-visits", "8",
+               "--fast-visits", "4", "--device", "cpu", "--no-progress"]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == ""
+    assert json.loads((out / selfplay.REPORT).read_text())["games"] == 2
+    assert len(list((out / "sgf").glob("*.sgf"))) == 2
