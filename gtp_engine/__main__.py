@@ -24,6 +24,7 @@ from gtp_engine import log as log_lib
 from gtp_engine.config import ConfigError, EngineConfig
 from gtp_engine.game import Rules
 from gtp_engine.gtp import commands, protocol
+from gtp_engine.rollout import RolloutPolicy
 from gtp_engine.search import SearchConfig
 
 log = logging.getLogger("gtp_engine")
@@ -57,6 +58,9 @@ def load_config(argv: list[str] | None) -> EngineConfig:
         file_values: dict[str, Any] = config_lib.load_file(file_path) if file_path else {}
         engine_config = config_lib.build(file_values, args)
         Rules.named(engine_config.play.rules)
+        rollout = engine_config.rollout
+        if rollout.mix > 0 and rollout.weights is not None:
+            RolloutPolicy.load(rollout.weights)  # small: a bad file is refused now rather than at the first genmove
     except (ConfigError, ValueError) as error:
         p.error(str(error))
     return engine_config
@@ -71,10 +75,21 @@ def shipped_weights(width: int, height: int, directories: tuple[Path, ...] = WEI
     return None
 
 
+def shipped_rollout(width: int, height: int, directories: tuple[Path, ...] = WEIGHTS_DIRS) -> Path | None:
+    """The rollout policy for this board size in the first folder that has one: rollout-<W>x<H>.npz, else the
+    19x19 one (its features are local, so it plays other sizes too)."""
+    for directory in directories:
+        for name in (f"rollout-{width}x{height}.npz", "rollout-19x19.npz"):
+            if (directory / name).is_file():
+                return directory / name
+    return None
+
+
 class NetworkLoader:
     """commands.PlayerSource: loads a network on a background thread and builds the Player over it.
 
-    One Player per network file; evaluations go through a cache (CACHE_POSITIONS) that clear_cache empties.
+    One Player per network file and rollout policy; network evaluations go through caches (CACHE_POSITIONS) that
+    clear_cache empties. A value network (--value-weights) or rollouts (--lambda) put a MixedEvaluator on top.
     """
 
     CACHE_POSITIONS = 20_000  # about 60 MB on 19x19
@@ -82,59 +97,80 @@ class NetworkLoader:
     def __init__(self, engine_config: EngineConfig):
         self.config = engine_config
         self._lock = threading.Lock()
-        self._loads: dict[Path, Future] = {}  # -> (Player, OnnxEvaluator, CachedEvaluator)
+        self._loads: dict[tuple, Future] = {}  # (network, rollout policy) -> (Player, networks, caches)
 
-    def _path(self, width: int, height: int) -> Path:
-        network = self.config.network
-        if network.weights is not None:
-            return Path(network.weights)
-        directories = (Path(network.weights_dir),) if network.weights_dir is not None else WEIGHTS_DIRS
-        path = shipped_weights(width, height, directories)
+    def _directories(self) -> tuple[Path, ...]:
+        weights_dir = self.config.network.weights_dir
+        return (Path(weights_dir),) if weights_dir is not None else WEIGHTS_DIRS
+
+    def _paths(self, width: int, height: int) -> tuple[Path, Path | None]:
+        """(network file, rollout policy file or None without rollouts) for this size; NetworkUnavailable if none."""
+        network, rollout = self.config.network, self.config.rollout
+        path = Path(network.weights) if network.weights is not None else \
+            shipped_weights(width, height, self._directories())
         if path is None:
             raise commands.NetworkUnavailable(
-                f"no network for {width}x{height} boards in {', '.join(map(str, directories))}; "
+                f"no network for {width}x{height} boards in {', '.join(map(str, self._directories()))}; "
                 f"give one with --weights FILE")
-        return path
+        if rollout.mix == 0:
+            return path, None
+        rollout_path = Path(rollout.weights) if rollout.weights is not None else \
+            shipped_rollout(width, height, self._directories())
+        if rollout_path is None:
+            raise commands.NetworkUnavailable(
+                f"no rollout policy for {width}x{height} boards in {', '.join(map(str, self._directories()))}; "
+                f"give one with --rollout-weights FILE, or play without rollouts (--lambda 0)")
+        return path, rollout_path
 
     def prepare(self, width: int, height: int) -> None:
         try:
-            path = self._path(width, height)
+            paths = self._paths(width, height)
         except commands.NetworkUnavailable:
             return
         with self._lock:
-            if path in self._loads:
+            if paths in self._loads:
                 return
             future: Future = Future()
-            self._loads[path] = future
-        threading.Thread(target=self._load, args=(path, future), name="network-load", daemon=True).start()
+            self._loads[paths] = future
+        threading.Thread(target=self._load, args=(paths, future), name="network-load", daemon=True).start()
 
-    def _load(self, path: Path, future: Future) -> None:
+    def _load(self, paths: tuple[Path, Path | None], future: Future) -> None:
         try:
-            future.set_result(self._build(path))
+            future.set_result(self._build(*paths))
         except Exception as error:  # noqa: BLE001 - reported to the command that needs the network
-            log.error("cannot load network %s: %s", path, error)
+            log.error("cannot load network %s: %s", paths[0], error)
             future.set_exception(error)
 
-    def _build(self, path: Path):
+    def _build(self, path: Path, rollout_path: Path | None):
         from gtp_engine.evaluator import CachedEvaluator
+        from gtp_engine.mixed_evaluator import MixedEvaluator
         from gtp_engine.onnx_evaluator import OnnxEvaluator  # imports onnxruntime: a second or two
         from gtp_engine.player import Player
 
-        network, search = self.config.network, self.config.search
-        onnx = OnnxEvaluator(path, device=network.device, threads=network.threads or 0, seed=search.seed)
-        cache = CachedEvaluator(onnx, self.CACHE_POSITIONS)
+        network, rollout, search = self.config.network, self.config.rollout, self.config.search
+        rollout_policy = RolloutPolicy.load(rollout_path) if rollout_path is not None else None
+        files = [path] + ([Path(network.value_weights)] if network.value_weights is not None else [])
+        networks = [OnnxEvaluator(f, device=network.device, threads=network.threads or 0, seed=search.seed)
+                    for f in files]
+        caches = [CachedEvaluator(onnx, self.CACHE_POSITIONS) for onnx in networks]
+        for onnx in networks:
+            log.info("network %s loaded", onnx.info.describe())
+        evaluator = caches[0]
+        if len(caches) > 1 or rollout_policy is not None:
+            evaluator = MixedEvaluator(caches[0], caches[1] if len(caches) > 1 else None, rollout_policy,
+                                       rollout.mix, rollout.count, seed=search.seed)
         config = SearchConfig(batch_size=network.batch, resign_threshold=search.resign_threshold, seed=search.seed)
-        log.info("network %s loaded", onnx.info.describe())
-        return Player(cache, config), onnx, cache
+        return Player(evaluator, config), networks, caches
 
     def get(self, width: int, height: int):
-        path = self._path(width, height)
+        paths = self._paths(width, height)
         self.prepare(width, height)
         with self._lock:
-            future = self._loads[path]
+            future = self._loads[paths]
         try:
-            player, onnx, _ = future.result()
-            onnx.check_size(width, height)
+            player, networks, _ = future.result()
+            for onnx in networks:
+                onnx.check_size(width, height)
         except Exception as error:  # noqa: BLE001 - a load error, or a size this network cannot play
             raise commands.NetworkUnavailable(str(error)) from None
         return player
@@ -142,8 +178,9 @@ class NetworkLoader:
     def clear_cache(self) -> None:
         with self._lock:
             loaded = [f.result() for f in self._loads.values() if f.done() and f.exception() is None]
-        for player, _, cache in loaded:
-            cache.clear()
+        for player, _, caches in loaded:
+            for cache in caches:
+                cache.clear()
             player.reset(player.game)
 
 

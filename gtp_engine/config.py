@@ -29,9 +29,17 @@ class ConfigError(ValueError):
 class NetworkConfig:
     weights: str | None = None  # ONNX file; None: the network in weights_dir for the board size
     weights_dir: str | None = None  # where networks named <W>x<H>.onnx / default.onnx are found; None: shipped ones
+    value_weights: str | None = None  # a separate value network (ONNX); None: the value of `weights`
     device: str = "auto"  # auto (the first of tensorrt, cuda, cpu that loads), cpu, cuda, tensorrt
     batch: int = 8  # leaves the search collects per network call
     threads: int | None = None  # CPU threads of the network (onnxruntime); None: onnxruntime's choice
+
+
+@dataclass(frozen=True)
+class RolloutOptions:
+    mix: float = 0.0  # λ: weight of rollout results in a leaf's value (mixed_evaluator.py); 0: none (AlphaGo Zero)
+    weights: str | None = None  # rollout policy (.npz); None: rollout-<W>x<H>.npz where the networks are found
+    count: int = 1  # rollouts per leaf
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,7 @@ class PlayOptions:
 @dataclass(frozen=True)
 class EngineConfig:
     network: NetworkConfig = field(default_factory=NetworkConfig)
+    rollout: RolloutOptions = field(default_factory=RolloutOptions)
     search: SearchOptions = field(default_factory=SearchOptions)
     play: PlayOptions = field(default_factory=PlayOptions)
     log_level: str = "warning"
@@ -93,6 +102,10 @@ def _lag(value: Any) -> float:
 
 def _fraction(value: Any) -> float:
     return _number(value, "a number in [0, 1)", lambda p: 0 <= p < 1)
+
+
+def _weight(value: Any) -> float:
+    return _number(value, "a number in [0, 1]", lambda w: 0 <= w <= 1)
 
 
 def _bool(value: Any) -> bool:
@@ -139,10 +152,19 @@ OPTIONS: tuple[Option, ...] = (
     Option("weights", ("network", "weights"), _text, "ONNX network file (default: the shipped one for the board size)", "FILE"),
     Option("weights-dir", ("network", "weights_dir"), _text,
            "folder of networks named <W>x<H>.onnx or default.onnx (default: the shipped weights/)", "DIR"),
+    Option("value-weights", ("network", "value_weights"), _text,
+           "separate value network (ONNX; its policy is ignored), as in AlphaGo (default: the value of --weights)",
+           "FILE"),
     Option("device", ("network", "device"), _device, "auto, cpu, cuda or tensorrt (default: auto)", "DEVICE"),
     Option("batch", ("network", "batch"), _positive_int, "positions per network call (default: 8)", "N"),
     Option("threads", ("network", "threads"), _positive_int,
            "CPU threads for the network (default: onnxruntime's choice); the search itself runs in one", "N"),
+    Option("lambda", ("rollout", "mix"), _weight,
+           "weight of rollouts in a leaf's value: (1 - lambda) * value + lambda * rollout result "
+           "(default: 0, no rollouts)", "LAMBDA"),
+    Option("rollout-weights", ("rollout", "weights"), _text,
+           "rollout policy for --lambda (default: the shipped rollout-<W>x<H>.npz, else rollout-19x19.npz)", "FILE"),
+    Option("rollouts", ("rollout", "count"), _positive_int, "rollouts per leaf with --lambda (default: 1)", "N"),
     Option("visits", ("search", "visits"), _positive_int, "root visits per move, reused ones included", "N"),
     Option("playouts", ("search", "playouts"), _positive_int, "new playouts per move", "N"),
     Option("time", ("search", "time_per_move"), _seconds, "at most this many seconds per move", "SECONDS"),
@@ -174,7 +196,7 @@ def load_file(path: str | Path) -> dict[str, Any]:
 
 def build(*layers: Mapping[str, Any]) -> EngineConfig:
     """Applies option layers (later ones win) to the defaults; raises ConfigError for a bad name or value."""
-    sections: dict[str, dict[str, Any]] = {"network": {}, "search": {}, "play": {}, "": {}}
+    sections: dict[str, dict[str, Any]] = {"network": {}, "rollout": {}, "search": {}, "play": {}, "": {}}
     for layer in layers:
         for key, raw in layer.items():
             option = _BY_KEY.get(key)
@@ -189,6 +211,7 @@ def build(*layers: Mapping[str, Any]) -> EngineConfig:
     return dataclasses.replace(
         EngineConfig(
             network=NetworkConfig(**sections["network"]),
+            rollout=RolloutOptions(**sections["rollout"]),
             search=SearchOptions(**sections["search"]),
             play=PlayOptions(**sections["play"]),
         ),
