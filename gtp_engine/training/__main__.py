@@ -4,6 +4,7 @@
     python -m gtp_engine.training train --data data/go9 --out runs/go9-b6c64 --preset b6c64 --steps 20000
     python -m gtp_engine.training export runs/go9-b6c64/checkpoint.pt go9.onnx
     python -m gtp_engine.training selfplay --weights weights/9x9.onnx --out data/selfplay9-000 --games 64
+    python -m gtp_engine.training rollout-train ../shared/data/go9_curated.tar.xz --out rollout-9x9.npz --size 9
 
 Every field of IngestConfig, TrainConfig and SelfPlayConfig is a flag of the same name (underscores as dashes); the configs are
 built here and nowhere else. Logs and progress bars go to stderr.
@@ -21,6 +22,7 @@ import torch
 
 from gtp_engine.onnx_evaluator import ModelLoadError, OnnxEvaluator
 from gtp_engine.training import checkpoint as checkpoint_lib
+from gtp_engine.training import rollout_train
 from gtp_engine.training import selfplay
 from gtp_engine.training import dataset, export_onnx, sgf_ingest, train
 
@@ -43,6 +45,10 @@ _HELP = {
     "val_samples": "validation samples used at each evaluation",
     "window_samples": "samples loaded and shuffled together",
     "device": "auto, cpu, cuda, cuda:1, ...",
+    "positions_per_game": "positions drawn from each game (0: every position)",
+    "min_pattern_count": "3x3 patterns seen fewer times than this share one weight",
+    "epochs": "passes over the training positions",
+    "l2": "L2 penalty on the weights",
     "init_from": "checkpoint whose weights start a new run (same preset)",
     "rules": "rule set of the games (game.py's names: chinese, tromp-taylor, ...)",
     "full_visits": "root visits of a full search (its visit distribution is a policy target)",
@@ -112,6 +118,14 @@ def main(argv: list[str] | None = None) -> int:
     play.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_config_flags(play, selfplay.SelfPlayConfig, skip=("size",))
 
+    roll = commands.add_parser("rollout-train", help="SGF records -> rollout policy weights (.npz) with its "
+                                                     "held-out move-prediction accuracy")
+    roll.add_argument("sources", nargs="+", help=".sgf files, folders, .tar(.xz/.gz/.bz2) or .zip archives")
+    roll.add_argument("--out", required=True, help="weights file to write (.npz)")
+    roll.add_argument("--games", type=int, help="most games used, drawn at random (default: all)")
+    roll.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_config_flags(roll, rollout_train.RolloutTrainConfig, skip=("games",))
+
     export = commands.add_parser("export", help="checkpoint -> ONNX with a parity check (export_onnx's options)",
                                  add_help=False)
     export.add_argument("arguments", nargs=argparse.REMAINDER)
@@ -133,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
             config = _config(sgf_ingest.IngestConfig, args)
             sidecar = sgf_ingest.ingest(args.sources, args.out, config)
             summary = {k: sidecar[k] for k in ("samples", "games", "bytes", "counts", "seconds")}
+            print(json.dumps(summary, indent=1), file=sys.stderr)
+        elif args.command == "rollout-train":
+            config = _config(rollout_train.RolloutTrainConfig, args)
+            summary = rollout_train.train_rollout(args.sources, args.out, config, progress=not args.no_progress)
             print(json.dumps(summary, indent=1), file=sys.stderr)
         else:
             config = _config(train.TrainConfig, args)
