@@ -4,6 +4,7 @@
     python -m gtp_engine.training train --data data/go9 --out runs/go9-b6c64 --preset b6c64 --steps 20000
     python -m gtp_engine.training export runs/go9-b6c64/checkpoint.pt go9.onnx
     python -m gtp_engine.training selfplay --weights weights/9x9.onnx --out data/selfplay9-000 --games 64
+    python -m gtp_engine.training loop --init runs/go9-b6c64-main/checkpoint.pt --out runs/loop9 --generations 20
     python -m gtp_engine.training rollout-train ../shared/data/go9_curated.tar.xz --out rollout-9x9.npz --size 9
 
 Every field of IngestConfig, TrainConfig and SelfPlayConfig is a flag of the same name (underscores as dashes); the configs are
@@ -23,7 +24,7 @@ import torch
 from gtp_engine.onnx_evaluator import ModelLoadError, OnnxEvaluator
 from gtp_engine.training import checkpoint as checkpoint_lib
 from gtp_engine.training import rollout_train
-from gtp_engine.training import selfplay
+from gtp_engine.training import loop, selfplay
 from gtp_engine.training import dataset, export_onnx, sgf_ingest, train
 
 _HELP = {
@@ -45,6 +46,18 @@ _HELP = {
     "val_samples": "validation samples used at each evaluation",
     "window_samples": "samples loaded and shuffled together",
     "device": "auto, cpu, cuda, cuda:1, ...",
+    "generations": "run until this generation is recorded (a rerun with more continues)",
+    "games_per_generation": "self-play games per generation",
+    "batch_games": "self-play games per shard folder (the unit of resumption and of Ray work)",
+    "window_generations": "train each candidate on the self-play of this many latest generations",
+    "train_steps": "optimizer steps per generation",
+    "gate_games": "most games of a gate match (candidate against best)",
+    "gate_visits": "visits per move in gate matches, both networks",
+    "gate_elo1": "the gate SPRT's H1 Elo (H0: 0)",
+    "gate_fixed_games": "a gate undecided at its cap promotes only with at least this many games ...",
+    "gate_fixed_score": "... and at least this score",
+    "promote_to": "also copy each promoted network here, e.g. weights/9x9.onnx",
+    "train_device": "torch device for training: auto, cpu, cuda, ...",
     "positions_per_game": "positions drawn from each game (0: every position)",
     "min_pattern_count": "3x3 patterns seen fewer times than this share one weight",
     "epochs": "passes over the training positions",
@@ -126,6 +139,18 @@ def main(argv: list[str] | None = None) -> int:
     roll.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_config_flags(roll, rollout_train.RolloutTrainConfig, skip=("games",))
 
+    generations = commands.add_parser("loop", help="AlphaZero generations: self-play, train, gate, promote; "
+                                                   "resumes a run folder")
+    generations.add_argument("--init", required=True, help="checkpoint (.pt) or network (.onnx) to start from")
+    generations.add_argument("--out", required=True, help="run folder (state.json, metrics.csv, strength.png, "
+                                                          "loop.log, gen-NNNN/)")
+    generations.add_argument("--size", type=int, default=9, help="board size (default: 9)")
+    generations.add_argument("--ray", action="store_true", help="run self-play and training on Ray actors")
+    generations.add_argument("--ray-address", help="Ray cluster to join (default: a local one)")
+    generations.add_argument("--workers", type=int, default=2, help="Ray self-play workers (default: 2)")
+    generations.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _add_config_flags(generations, loop.LoopConfig, skip=("init", "size"))
+
     export = commands.add_parser("export", help="checkpoint -> ONNX with a parity check (export_onnx's options)",
                                  add_help=False)
     export.add_argument("arguments", nargs=argparse.REMAINDER)
@@ -143,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
             evaluator = OnnxEvaluator(args.weights, device=args.device, threads=args.threads or 0)
             report = selfplay.play(evaluator, args.games, config, args.out, progress=not args.no_progress)
             print(json.dumps(report.to_dict(), indent=1), file=sys.stderr)
+        elif args.command == "loop":
+            state = _run_loop(args)
+            print(json.dumps(state, indent=1), file=sys.stderr)
         elif args.command == "ingest":
             config = _config(sgf_ingest.IngestConfig, args)
             sidecar = sgf_ingest.ingest(args.sources, args.out, config)
@@ -162,6 +190,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.command} failed: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def _run_loop(args: argparse.Namespace) -> dict:
+    config = _config(loop.LoopConfig, args)
+    runner = None
+    if args.ray:
+        from gtp_engine.training import distributed  # imports ray, which only this path needs
+
+        runner = distributed.RayRunner(args.workers, args.ray_address, train_threads=args.threads or 0)
+    try:
+        return loop.run(config, args.out, runner, progress=not args.no_progress, threads=args.threads or 0)
+    finally:
+        if runner is not None:
+            runner.close()
 
 
 if __name__ == "__main__":

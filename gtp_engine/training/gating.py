@@ -1,0 +1,310 @@
+"""Gating: a candidate network plays the current best in process, and a fixed rule says whether it replaces it.
+
+Terms:
+- gate match: games between the candidate and the best at equal visits per move, colours alternating (the
+  candidate has Black in games 0, 2, 4, ...). parallel_games games advance together: each round gathers a few
+  leaves from every game's search tree (mcts.Tree.gather), evaluates those of each network in one call, and
+  finishes them, so the evaluator sees batches of about parallel_games * leaves_per_game positions.
+- game: from the empty board; every move is a fresh search of `visits` playouts by the mover's network (no tree
+  reuse, so both sides spend exactly the same effort). The first opening_moves moves are drawn with probability
+  proportional to the visits, so that the games differ; later moves are search.choose_edge's (LCB) choice. A
+  game ends at two passes and is scored by area counting of the board as it stands (Tromp-Taylor: what the
+  search itself scores at its terminal nodes), or when the mover's winrate has stayed below resign_winrate
+  for resign_consecutive of its moves (it resigns), or at max_moves (scored by area as it stands).
+- result for the candidate: 1 win, 0.5 draw, 0 loss; score, Elo and their 95% intervals and the SPRT as
+  gtp_engine/match_stats.py defines them.
+- decision rule (verdict): from sprt_min_games finished games on, the SPRT of elo0 against elo1 decides as
+  soon as it can (H1 promotes, H0 rejects). A match that reaches max_games undecided promotes only when it
+  played at least fixed_games games and scored at least fixed_score (">= 55% over >= 100 games"); so a match
+  capped below fixed_games promotes only through the SPRT. Either way a promotion is a significant win.
+- match folder: games.jsonl (one line per finished game, written as it ends, so an interrupted match resumes
+  with the games it has), sgf/game-N.sgf, and result.json, written last: a match is complete when it exists.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from gtp_engine import match_stats, sgf_io
+from gtp_engine.board import BLACK, WHITE
+from gtp_engine.evaluator import EvaluationBatch, Evaluator
+from gtp_engine.game import GameState, Rules, format_result
+from gtp_engine.mcts import Tree
+from gtp_engine.search import SearchConfig, choose_edge
+from gtp_engine.training.files import replacing
+
+log = logging.getLogger(__name__)
+
+GAMES = "games.jsonl"
+RESULT = "result.json"
+_SEARCH = SearchConfig()  # tree parameters: the engine's defaults, as in self-play
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    size: int = 9
+    komi: float = 7.0
+    rules: str = "chinese"
+    visits: int = 64  # playouts per move, both networks
+    max_games: int = 200  # the match never plays more
+    sprt_elo0: float = 0.0  # H0: the candidate is this much stronger (rejected: not promoted)
+    sprt_elo1: float = 35.0  # H1: the candidate is this much stronger (accepted: promoted)
+    sprt_alpha: float = 0.05  # chance of promoting a candidate that is only elo0 stronger
+    sprt_beta: float = 0.05  # chance of rejecting one that is elo1 stronger
+    sprt_min_games: int = 20  # the SPRT decides nothing before this many games
+    fixed_games: int = 100  # at max_games undecided: promote on at least this many games ...
+    fixed_score: float = 0.55  # ... and at least this score
+    parallel_games: int = 16
+    leaves_per_game: int = 8  # leaves gathered per game and round (the search's batch)
+    opening_moves: int = 4  # moves drawn by visits at the start of each game, for variety
+    resign_winrate: float = 0.05  # 0: never resign
+    resign_consecutive: int = 3
+    max_moves: int = 0  # 0: twice the board's area
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if min(self.visits, self.max_games, self.parallel_games, self.leaves_per_game) < 1:
+            raise ValueError("visits, max_games, parallel_games and leaves_per_game must be positive")
+        Rules.named(self.rules)
+        if not self.sprt_elo0 < self.sprt_elo1:
+            raise ValueError("sprt_elo0 must be below sprt_elo1")
+
+
+@dataclass
+class GateResult:
+    games: int
+    wins: int
+    draws: int
+    losses: int
+    score: float
+    score_low: float  # 95% interval of the score
+    score_high: float
+    elo: float
+    elo_low: float
+    elo_high: float
+    llr: float
+    llr_low: float  # SPRT bounds
+    llr_high: float
+    promoted: bool
+    reason: str
+    seconds: float  # playing time, over all sessions of the match
+
+    def to_dict(self) -> dict:
+        return asdict(self)  # json writes an infinite Elo (a score of 0 or 1) as Infinity, and reads it back
+
+    def describe(self) -> str:
+        return (f"{self.wins}-{self.draws}-{self.losses} in {self.games} games, score {self.score:.3f} "
+                f"(95%: {self.score_low:.3f} .. {self.score_high:.3f}), Elo {self.elo:+.0f} "
+                f"(95%: {self.elo_low:+.0f} .. {self.elo_high:+.0f}), LLR {self.llr:.2f} "
+                f"({self.llr_low:.2f}, {self.llr_high:.2f}): {'promoted' if self.promoted else 'not promoted'}, "
+                f"{self.reason}")
+
+
+def verdict(results: list[float], config: GateConfig) -> tuple[bool | None, str]:
+    """(promoted, reason) for the results so far, in order: True or False once decided, None to play on."""
+    n = len(results)
+    if n >= config.sprt_min_games:
+        decision = match_stats.sprt_decision(results, config.sprt_elo0, config.sprt_elo1, config.sprt_alpha,
+                                             config.sprt_beta)
+        if decision is not None:
+            elo = config.sprt_elo1 if decision == "H1" else config.sprt_elo0
+            return decision == "H1", f"SPRT accepted {decision} (Elo {elo:+g}) after {n} games"
+    if n >= config.max_games:
+        score = match_stats.score(results)
+        promoted = n >= config.fixed_games and score >= config.fixed_score
+        return promoted, (f"SPRT undecided at the cap of {n} games; score {score:.3f} "
+                          f"{'>=' if promoted else 'is below'} {config.fixed_score:g}"
+                          + ("" if n >= config.fixed_games else f" over fewer than {config.fixed_games} games"))
+    return None, f"undecided after {n} games"
+
+
+def summarize(results: list[float], config: GateConfig, seconds: float) -> GateResult:
+    promoted, reason = verdict(results, config)
+    if not results:
+        return GateResult(0, 0, 0, 0, 0.5, 0.0, 1.0, 0.0, -math.inf, math.inf, 0.0,
+                          *match_stats.sprt_bounds(config.sprt_alpha, config.sprt_beta), False, reason, seconds)
+    score, low, high = match_stats.score_interval(results)
+    wins, draws = results.count(1.0), results.count(0.5)
+    return GateResult(
+        games=len(results), wins=wins, draws=draws, losses=len(results) - wins - draws,
+        score=score, score_low=low, score_high=high,
+        elo=match_stats.elo(score), elo_low=match_stats.elo(low), elo_high=match_stats.elo(high),
+        llr=match_stats.sprt_llr(results, config.sprt_elo0, config.sprt_elo1),
+        llr_low=match_stats.sprt_bounds(config.sprt_alpha, config.sprt_beta)[0],
+        llr_high=match_stats.sprt_bounds(config.sprt_alpha, config.sprt_beta)[1],
+        promoted=bool(promoted), reason=reason, seconds=round(seconds, 1),
+    )
+
+
+def read_result(out: str | Path) -> GateResult | None:
+    """The finished match's result in `out`, or None when it has not finished."""
+    path = Path(out) / RESULT
+    if not path.exists():
+        return None
+    return GateResult(**json.loads(path.read_text()))
+
+
+class _Game:
+    """One game in progress: the position, the mover's current search tree, and resignation counts."""
+
+    def __init__(self, index: int, config: GateConfig, candidate: Evaluator, best: Evaluator):
+        self.index = index
+        self.candidate_black = index % 2 == 0
+        black, white = (candidate, best) if self.candidate_black else (best, candidate)
+        self.networks = {BLACK: black, WHITE: white}
+        self.state = GameState(config.size, komi=config.komi, rules=Rules.named(config.rules))
+        self.config, self.search = config, _SEARCH
+        self.rng = np.random.default_rng([config.seed, index])
+        self.low_moves = {BLACK: 0, WHITE: 0}  # per colour: consecutive moves below resign_winrate
+        self.result: str | None = None
+        self.tree = self._new_tree()
+
+    def _new_tree(self) -> Tree:
+        cfg, state = self.search, self.state
+        return Tree(self.networks[state.to_play], state.copy(), c_puct=cfg.c_puct, c_puct_log=cfg.c_puct_log,
+                    c_puct_base=cfg.c_puct_base, fpu_reduction=cfg.fpu_reduction,
+                    root_fpu_reduction=cfg.root_fpu_reduction, virtual_loss=cfg.virtual_loss,
+                    score_utility=cfg.score_utility, score_scale=math.sqrt(state.grid.area) / 2)
+
+    @property
+    def evaluator(self) -> Evaluator:
+        return self.networks[self.state.to_play]
+
+    def wants(self) -> int:
+        """Leaves to gather this round: what the search lacks, at most leaves_per_game."""
+        return min(self.config.leaves_per_game, self.config.visits - self.tree.root.visits)
+
+    def move(self) -> None:
+        """Plays the searched move (or resigns); starts the next search unless the game ended."""
+        tree, state, config = self.tree, self.state, self.config
+        color = state.to_play
+        winrate = (tree.root_value()[0] + 1.0) / 2.0
+        self.low_moves[color] = self.low_moves[color] + 1 if winrate < config.resign_winrate else 0
+        if self.low_moves[color] >= max(1, config.resign_consecutive):
+            self.result = f"{'W' if color == BLACK else 'B'}+R"
+            return
+        root = tree.root
+        visits = root.N[: len(root.moves)]
+        if state.move_number < config.opening_moves and visits.sum() > 0:
+            edge = int(self.rng.choice(len(visits), p=visits / visits.sum()))
+        else:
+            edge = choose_edge(tree, self.search)
+        state.play(root.moves[edge])
+        max_moves = config.max_moves or 2 * state.grid.area
+        if state.is_over or state.move_number >= max_moves:
+            self.result = format_result(state.area_score())
+            return
+        self.tree = self._new_tree()
+
+    def score_for_candidate(self) -> float:
+        if self.result == "0":
+            return 0.5
+        return 1.0 if self.result.startswith("B+") == self.candidate_black else 0.0
+
+
+def play_match(candidate: Evaluator, best: Evaluator, config: GateConfig, out: str | Path, *,
+               progress: bool = True) -> GateResult:
+    """Plays (or resumes) the gate match in `out` until the verdict; writes and returns its result."""
+    out = Path(out)
+    done = read_result(out)
+    if done is not None:
+        return done
+    (out / "sgf").mkdir(parents=True, exist_ok=True)
+    records = _read_games(out / GAMES)
+    with replacing(out / GAMES) as tmp:  # drops a line a kill cut short, so appending starts on a fresh line
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
+    results = [r["score_for_candidate"] for r in records]
+    seconds = sum(r["seconds"] for r in records)
+    finished = {r["index"] for r in records}
+    upcoming = (i for i in range(10 * config.max_games) if i not in finished)
+    promoted = verdict(results, config)[0]
+    games: list[_Game] = []
+    bar = tqdm(total=config.max_games, initial=len(results), unit="game", desc="gate", file=sys.stderr,
+               disable=not progress, dynamic_ncols=True)
+    started = time.monotonic()
+    with (out / GAMES).open("a") as journal:
+        while promoted is None:
+            while len(games) < config.parallel_games and len(results) + len(games) < config.max_games:
+                games.append(_Game(next(upcoming), config, candidate, best))
+            _advance(games)
+            for game in [g for g in games if g.result is not None]:
+                games.remove(game)
+                now = time.monotonic()
+                record = {"index": game.index, "candidate_black": game.candidate_black, "result": game.result,
+                          "moves": game.state.move_number, "score_for_candidate": game.score_for_candidate(),
+                          "seconds": round(now - started, 2)}
+                seconds += now - started
+                started = now
+                journal.write(json.dumps(record) + "\n")
+                journal.flush()
+                names = ("candidate", "best") if game.candidate_black else ("best", "candidate")
+                sgf = sgf_io.save_sgf(game.state, black=names[0], white=names[1], result=game.result)
+                (out / "sgf" / f"game-{game.index}.sgf").write_bytes(sgf)
+                results.append(record["score_for_candidate"])
+                bar.update(1)
+                promoted = verdict(results, config)[0]
+                if promoted is not None:
+                    break
+            if results:
+                bar.set_postfix(score=f"{match_stats.score(results):.3f}")
+    bar.close()
+    result = summarize(results, config, seconds)
+    with replacing(out / RESULT) as tmp:
+        tmp.write_text(json.dumps(result.to_dict(), indent=1))
+    log.info("gate: %s", result.describe())
+    return result
+
+
+def _advance(games: list[_Game]) -> None:
+    """One round: every game gathers leaves, each network evaluates its games' leaves in one call, every game
+    finishes its batch and, when its search is complete, moves."""
+    pending = [(game, game.tree.gather(game.wants())) for game in games]
+    by_network: dict[int, list] = {}
+    for game, batch in pending:
+        by_network.setdefault(id(game.evaluator), []).append((game, batch))
+    finished: set[int] = set()
+    try:
+        for group in by_network.values():
+            states = [s for _, batch in group for s in batch.states]
+            evaluation = group[0][0].evaluator.evaluate(states) if states else None
+            start = 0
+            for game, batch in group:
+                count = len(batch.states)
+                game.tree.finish(batch, _rows(evaluation, start, start + count) if count else None)
+                finished.add(id(game))
+                start += count
+    except BaseException:
+        for game, batch in pending:
+            if id(game) not in finished:
+                game.tree.abandon(batch)
+        raise
+    for game in games:
+        if game.tree.root.visits >= game.config.visits:
+            game.move()
+
+
+def _rows(batch: EvaluationBatch, start: int, end: int) -> EvaluationBatch:
+    return EvaluationBatch(policy=batch.policy[start:end], value=batch.value[start:end],
+                       score=batch.score[start:end], ownership=batch.ownership[start:end])
+
+
+def _read_games(path: Path) -> list[dict]:
+    """The journal's complete lines (a line cut short by a kill is dropped)."""
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            log.warning("%s: skipping an incomplete line", path)
+    return records

@@ -1,0 +1,463 @@
+"""Loop: AlphaZero's generations of self-play, training, export, gating and promotion, resumable from disk.
+
+Terms:
+- run folder: everything the loop knows lives here, so that killing the process anywhere and running the same
+  command again continues where it stopped:
+    loop.json    the LoopConfig (a rerun must give the same one, except RESUMABLE_CHANGES)
+    state.json   the generation and the phase to run next, and the generation of the current best
+    best.onnx    the current best network (what self-play and the gate play with); best.pt its checkpoint,
+                 when there is one (an ONNX init has none)
+    gen-0000/    the initial network (model.onnx, checkpoint.pt for a checkpoint init)
+    gen-NNNN/    selfplay/batch-KKK/  self-play shard folders (selfplay.play), complete when report.json exists
+                 train/               the candidate's training run (train.py: resumes itself; model.onnx at the end)
+                 gate/                the gate match (gating.py: resumes with its finished games; result.json)
+                 summary.json         the generation's figures, written when it is recorded
+    metrics.csv  one row per recorded generation (rebuilt from the summaries), strength.png its plot, loop.log
+- generation g >= 1, in phases: selfplay (batches of games by the best network; a batch that was cut short is
+  played again) -> train (the candidate continues from the previous candidate's weights, or the initial
+  checkpoint's, on the self-play of the last window_generations generations) -> gate (candidate against
+  best: gating.py's rule) -> promote (copies into best.*, and into promote_to when set, each atomically) ->
+  record. state.json moves to the next phase only after a phase's output is complete, and every phase
+  can run again over a partial output of its own, so a kill costs at most the unfinished part of one phase.
+- Elo: a gate's estimate is the candidate's rating against the best's; the best's cumulative Elo is the sum of
+  the estimates of the promoted candidates (generation 0 at 0), the curve of strength.png. A score of 0 or 1
+  counts as half a game short of it, to keep sums finite.
+- runner: what executes the phases' work; LocalRunner runs it in this process, distributed.RayRunner on Ray
+  actors. The loop itself and everything on disk is the same for both.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import logging
+import math
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from tqdm import tqdm
+
+from gtp_engine import match_stats
+from gtp_engine.onnx_evaluator import OnnxEvaluator
+from gtp_engine.training import checkpoint as checkpoint_lib
+from gtp_engine.training import export_onnx, gating, selfplay, train
+from gtp_engine.training.files import replacing
+
+log = logging.getLogger(__name__)
+
+CONFIG = "loop.json"
+STATE = "state.json"
+BEST_ONNX = "best.onnx"
+BEST_CHECKPOINT = "best.pt"
+LOG = "loop.log"
+METRICS = "metrics.csv"
+PLOT = "strength.png"
+SUMMARY = "summary.json"
+PHASES = ("selfplay", "train", "gate", "promote", "record")
+# Fields a rerun may change: how far to go, where to promote, and how the work is executed.
+RESUMABLE_CHANGES = ("generations", "promote_to", "device", "train_device")
+# LoopConfig fields handed to SelfPlayConfig, with its defaults.
+_SELFPLAY_FIELDS = ("full_visits", "fast_visits", "full_search_fraction", "parallel_games", "val_fraction")
+_SELFPLAY = selfplay.SelfPlayConfig()
+COLUMNS = ("generation", "games", "samples", "selfplay_seconds", "games_per_hour", "evaluations_per_second",
+           "train_samples", "train_steps", "train_loss", "val_policy_loss", "val_value_loss", "val_policy_top1",
+           "gate_games", "gate_score", "gate_score_low", "gate_score_high", "gate_elo", "gate_elo_low",
+           "gate_elo_high", "gate_llr", "promoted", "best_generation", "best_elo", "candidate_elo", "seconds")
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    init: str  # checkpoint (.pt) or network (.onnx) of generation 0
+    generations: int = 10  # run until this generation is recorded (a rerun with more continues)
+    games_per_generation: int = 256
+    batch_games: int = 64  # self-play games per shard folder: the unit of resumption and of distributed work
+    window_generations: int = 4  # train on the self-play of this many latest generations
+    size: int = 9
+    komi: float = 7.0
+    rules: str = "chinese"
+    full_visits: int = _SELFPLAY.full_visits  # self-play settings (selfplay.py)
+    fast_visits: int = _SELFPLAY.fast_visits
+    full_search_fraction: float = _SELFPLAY.full_search_fraction
+    parallel_games: int = _SELFPLAY.parallel_games
+    val_fraction: float = _SELFPLAY.val_fraction  # self-play games held out to validate the candidates' training
+    train_steps: int = 1000  # per generation
+    batch_size: int = 256
+    lr: float = 3e-4
+    warmup_steps: int = 50
+    preset: str = ""  # candidates' model preset; "": the initial network's
+    val_samples: int = 10_000
+    gate_games: int = 200  # gating.GateConfig.max_games
+    gate_visits: int = 64
+    gate_elo1: float = 35.0  # the SPRT's H1; H0 is 0
+    gate_fixed_games: int = 100  # at the cap undecided: promote on >= this many games ...
+    gate_fixed_score: float = 0.55  # ... and >= this score
+    promote_to: str = ""  # also copy each promoted network here (e.g. weights/9x9.onnx); "": nowhere
+    device: str = "auto"  # onnxruntime device for self-play and gating
+    train_device: str = "auto"  # torch device for training
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if min(self.generations, self.games_per_generation, self.batch_games, self.window_generations,
+               self.train_steps) < 1:
+            raise ValueError("generations, games_per_generation, batch_games, window_generations and train_steps "
+                             "must be positive")
+        if Path(self.init).suffix not in (".pt", ".onnx"):
+            raise ValueError(f"--init {self.init}: a checkpoint (.pt) or a network (.onnx)")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def selfplay_config(self, generation: int, batch: int) -> selfplay.SelfPlayConfig:
+        return selfplay.SelfPlayConfig(size=self.size, komi=self.komi, rules=self.rules,
+                                       seed=_seed(self.seed, generation, batch),
+                                       **{name: getattr(self, name) for name in _SELFPLAY_FIELDS})
+
+    def gate_config(self, generation: int) -> gating.GateConfig:
+        return gating.GateConfig(size=self.size, komi=self.komi, rules=self.rules, visits=self.gate_visits, max_games=self.gate_games,
+                                 sprt_elo1=self.gate_elo1, fixed_games=self.gate_fixed_games,
+                                 fixed_score=self.gate_fixed_score, seed=_seed(self.seed, generation, 999))
+
+
+@dataclass(frozen=True)
+class SelfPlayJob:
+    """One batch of self-play games by one network into one shard folder; threads: onnxruntime's (0: its
+    choice), set by the runner."""
+
+    network: str
+    games: int
+    config: selfplay.SelfPlayConfig
+    out: str
+    device: str = "auto"
+    threads: int = 0
+
+
+@dataclass(frozen=True)
+class GateJob:
+    candidate: str
+    best: str
+    config: gating.GateConfig
+    out: str
+    device: str = "auto"
+    threads: int = 0
+
+
+def run_selfplay(job: SelfPlayJob, progress: bool = True) -> dict:
+    """Plays a batch into job.out (replacing a batch that was cut short); returns its report."""
+    out = Path(job.out)
+    if (out / selfplay.REPORT).exists():
+        return json.loads((out / selfplay.REPORT).read_text())
+    if out.exists():
+        shutil.rmtree(out)  # cut short: play it again
+    evaluator = OnnxEvaluator(job.network, device=job.device, threads=job.threads, seed=job.config.seed)
+    return selfplay.play(evaluator, job.games, job.config, out, progress=progress).to_dict()
+
+
+def run_gate(job: GateJob, progress: bool = True) -> gating.GateResult:
+    candidate = OnnxEvaluator(job.candidate, device=job.device, threads=job.threads, seed=job.config.seed)
+    best = OnnxEvaluator(job.best, device=job.device, threads=job.threads, seed=job.config.seed + 1)
+    return gating.play_match(candidate, best, job.config, job.out, progress=progress)
+
+
+def run_train(config: train.TrainConfig, run_dir: str, progress: bool = True) -> dict:
+    summary = train.train(config, run_dir, export=True, progress=progress)
+    if not summary["finished"]:
+        raise InterruptedError(f"training in {run_dir} stopped at step {summary['step']}; run the same command "
+                               f"again to resume")
+    return summary
+
+
+class Runner(Protocol):
+    def selfplay(self, jobs: list[SelfPlayJob]) -> list[dict]: ...
+
+    def train(self, config: train.TrainConfig, run_dir: str) -> dict: ...
+
+    def gate(self, job: GateJob) -> gating.GateResult: ...
+
+
+class LocalRunner:
+    """Runs every phase in this process, one self-play batch after another; threads: onnxruntime's."""
+
+    def __init__(self, progress: bool = True, threads: int = 0):
+        self.progress, self.threads = progress, threads
+
+    def selfplay(self, jobs: list[SelfPlayJob]) -> list[dict]:
+        return [run_selfplay(dataclasses.replace(job, threads=self.threads), self.progress) for job in jobs]
+
+    def train(self, config: train.TrainConfig, run_dir: str) -> dict:
+        return run_train(config, run_dir, self.progress)
+
+    def gate(self, job: GateJob) -> gating.GateResult:
+        return run_gate(dataclasses.replace(job, threads=self.threads), self.progress)
+
+
+# ---- the loop -------------------------------------------------------------------------------------------
+
+
+def run(config: LoopConfig, run_dir: str | Path, runner: Runner | None = None, progress: bool = True,
+        threads: int = 0) -> dict:
+    """Runs (or resumes) the loop in run_dir until config.generations is recorded; returns the state.
+
+    runner: LocalRunner(progress, threads) unless given; threads: onnxruntime's for the local runner.
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    runner = runner or LocalRunner(progress, threads)
+    handler = logging.FileHandler(run_dir / LOG)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s"))
+    package_log = logging.getLogger("gtp_engine")
+    package_log.addHandler(handler)
+    level = package_log.level
+    if package_log.getEffectiveLevel() > logging.INFO:  # the log file gets the phases whatever stderr shows
+        package_log.setLevel(logging.INFO)
+    try:
+        _check_config(config, run_dir)
+        state = _read_state(run_dir)
+        if state is None:
+            state = _initialise(config, run_dir)
+        bar = tqdm(total=config.generations, initial=state["generation"] - 1, unit="gen", desc="loop",
+                   file=sys.stderr, disable=not progress, dynamic_ncols=True)
+        while state["generation"] <= config.generations:
+            phase = state["phase"]
+            log.info("generation %d: %s", state["generation"], phase)
+            state = _PHASE_STEPS[phase](config, run_dir, state, runner)
+            _write_state(run_dir, state)
+            if phase == "record":
+                bar.update(1)
+        bar.close()
+        return state
+    finally:
+        package_log.removeHandler(handler)
+        package_log.setLevel(level)
+        handler.close()
+
+
+def _initialise(config: LoopConfig, run_dir: Path) -> dict:
+    """Generation 0: the initial network becomes the best."""
+    gen0 = _gen_dir(run_dir, 0)
+    gen0.mkdir(parents=True, exist_ok=True)
+    init = Path(config.init)
+    if init.suffix == ".pt":
+        ckpt = checkpoint_lib.load(init)
+        _copy(init, gen0 / train.CHECKPOINT)
+        export_onnx.export_checkpoint(gen0 / train.CHECKPOINT, gen0 / train.ONNX)
+        _copy(gen0 / train.CHECKPOINT, run_dir / BEST_CHECKPOINT)
+        preset = ckpt.config.name
+    else:
+        preset = OnnxEvaluator(init, device="cpu").info.preset
+        _copy(init, gen0 / train.ONNX)
+        log.warning("%s is a network without a checkpoint: the first candidate trains from random weights", init)
+    _copy(gen0 / train.ONNX, run_dir / BEST_ONNX)
+    state = {"generation": 1, "phase": "selfplay", "best_generation": 0, "best_elo": 0.0, "preset": preset}
+    _write_state(run_dir, state)
+    return state
+
+
+def _selfplay(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) -> dict:
+    generation = state["generation"]
+    folder = _gen_dir(run_dir, generation) / "selfplay"
+    jobs, left = [], config.games_per_generation
+    while left > 0:
+        games = min(config.batch_games, left)
+        jobs.append(SelfPlayJob(str(run_dir / BEST_ONNX), games, config.selfplay_config(generation, len(jobs)),
+                                str(folder / f"batch-{len(jobs):03d}"), config.device))
+        left -= games
+    runner.selfplay(jobs)
+    return {**state, "phase": "train"}
+
+
+def _train(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) -> dict:
+    generation = state["generation"]
+    runner.train(train_config(config, run_dir, generation, state["preset"]), str(_gen_dir(run_dir, generation) / "train"))
+    return {**state, "phase": "gate"}
+
+
+def train_config(config: LoopConfig, run_dir: Path, generation: int, preset: str) -> train.TrainConfig:
+    """The candidate's training: on the window's self-play, from the previous candidate's weights."""
+    window = [str(batch) for g in range(max(1, generation - config.window_generations + 1), generation + 1)
+              for batch in _batches(run_dir, g)]
+    previous = _gen_dir(run_dir, generation - 1) / ("train" if generation > 1 else "") / train.CHECKPOINT
+    return train.TrainConfig(
+        data=tuple(window), preset=config.preset or preset, batch_size=config.batch_size,
+        steps=config.train_steps, lr=config.lr, warmup_steps=config.warmup_steps, eval_every=config.train_steps,
+        val_samples=config.val_samples, seed=_seed(config.seed, generation, 0), device=config.train_device,
+        init_from=str(previous) if previous.exists() else "",
+    )
+
+
+def _gate(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) -> dict:
+    folder = _gen_dir(run_dir, state["generation"])
+    runner.gate(GateJob(str(folder / "train" / train.ONNX), str(run_dir / BEST_ONNX),
+                        config.gate_config(state["generation"]), str(folder / "gate"), config.device))
+    return {**state, "phase": "promote"}
+
+
+def _promote(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) -> dict:
+    generation = state["generation"]
+    folder = _gen_dir(run_dir, generation)
+    result = gating.read_result(folder / "gate")
+    if not result.promoted:
+        log.info("generation %d not promoted: %s", generation, result.describe())
+        return {**state, "phase": "record", "promoted": False}
+    _copy(folder / "train" / train.CHECKPOINT, run_dir / BEST_CHECKPOINT)
+    _copy(folder / "train" / train.ONNX, run_dir / BEST_ONNX)
+    if config.promote_to:
+        _copy(folder / "train" / train.ONNX, Path(config.promote_to))
+    best_elo = state["best_elo"] + _finite_elo(result)
+    log.info("generation %d promoted (cumulative Elo %+.0f): %s", generation, best_elo, result.describe())
+    return {**state, "phase": "record", "promoted": True, "best_generation": generation, "best_elo": best_elo,
+            "previous_best_elo": state["best_elo"]}
+
+
+def _record(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) -> dict:
+    generation = state["generation"]
+    folder = _gen_dir(run_dir, generation)
+    reports = [json.loads((batch / selfplay.REPORT).read_text()) for batch in _batches(run_dir, generation)]
+    gate = gating.read_result(folder / "gate")
+    metrics = train.read_metrics(folder / "train" / train.METRICS)[-1]
+    seconds = sum(r["seconds"] for r in reports)
+    before = state.get("previous_best_elo", state["best_elo"]) if state["promoted"] else state["best_elo"]
+    summary = {
+        "generation": generation,
+        "games": sum(r["games"] for r in reports),
+        "samples": sum(r["samples"] for r in reports),
+        "selfplay_seconds": round(seconds, 1),
+        "games_per_hour": round(3600 * sum(r["games"] for r in reports) / max(seconds, 1e-9), 1),
+        "evaluations_per_second": round(sum(r["evaluations"] for r in reports) / max(seconds, 1e-9), 1),
+        "train_samples": int(metrics["samples"]),
+        "train_steps": int(metrics["step"]),
+        "train_loss": metrics["train_loss"],
+        "val_policy_loss": metrics["val_policy_loss"],
+        "val_value_loss": metrics["val_value_loss"],
+        "val_policy_top1": metrics["val_policy_top1"],
+        "gate_games": gate.games,
+        "gate_score": gate.score,
+        "gate_score_low": gate.score_low,
+        "gate_score_high": gate.score_high,
+        "gate_elo": _finite_elo(gate),
+        "gate_elo_low": gate.elo_low if math.isfinite(gate.elo_low) else None,
+        "gate_elo_high": gate.elo_high if math.isfinite(gate.elo_high) else None,
+        "gate_llr": gate.llr,
+        "promoted": state["promoted"],
+        "best_generation": state["best_generation"],
+        "best_elo": state["best_elo"],
+        "candidate_elo": before + _finite_elo(gate),
+        "seconds": round(seconds + metrics["seconds"] + gate.seconds, 1),
+    }
+    with replacing(folder / SUMMARY) as tmp:
+        tmp.write_text(json.dumps(summary, indent=1))
+    _write_metrics(run_dir)
+    plot_strength(run_dir / METRICS, run_dir / PLOT)
+    log.info("generation %d recorded: %d games, %d samples, gate %.3f, best generation %d (Elo %+.0f)", generation,
+             summary["games"], summary["samples"], gate.score, state["best_generation"], state["best_elo"])
+    state = {k: v for k, v in state.items() if k not in ("promoted", "previous_best_elo")}
+    return {**state, "generation": generation + 1, "phase": "selfplay"}
+
+
+_PHASE_STEPS = {"selfplay": _selfplay, "train": _train, "gate": _gate, "promote": _promote, "record": _record}
+
+
+# ---- metrics and plot -----------------------------------------------------------------------------------
+
+
+def read_metrics(path: str | Path) -> list[dict]:
+    with Path(path).open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _write_metrics(run_dir: Path) -> None:
+    """metrics.csv from every recorded generation's summary (so it never holds a row twice)."""
+    rows = [json.loads(p.read_text()) for p in sorted(run_dir.glob(f"gen-*/{SUMMARY}"))]
+    with replacing(run_dir / METRICS) as tmp, tmp.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else "" if v is None else v)
+                             for k, v in row.items() if k in COLUMNS})
+
+
+def plot_strength(metrics_path: str | Path, png_path: str | Path) -> None:
+    """Strength per generation: the best's cumulative Elo, and each candidate's with its gate's 95% interval."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # no pyplot: no global backend state
+    from matplotlib.figure import Figure
+
+    rows = read_metrics(metrics_path)
+    generations = [0] + [int(r["generation"]) for r in rows]
+    best = [0.0] + [float(r["best_elo"]) for r in rows]
+    figure = Figure(figsize=(9, 5), dpi=80)
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot(1, 1, 1)
+    axes.step(generations, best, where="post", label="best network (cumulative gate Elo)")
+    for r in rows:
+        base = float(r["candidate_elo"]) - float(r["gate_elo"])
+        low = float(r["gate_elo_low"]) if r["gate_elo_low"] else -400.0
+        high = float(r["gate_elo_high"]) if r["gate_elo_high"] else 400.0
+        colour = "tab:green" if r["promoted"] == "True" else "tab:red"
+        axes.errorbar([int(r["generation"])], [float(r["candidate_elo"])],
+                      yerr=[[float(r["gate_elo"]) - low], [high - float(r["gate_elo"])]], fmt="o", color=colour,
+                      capsize=3)
+        axes.plot([int(r["generation"])], [base], "_", color="grey")
+    axes.plot([], [], "o", color="tab:green", label="candidate, promoted (95% interval)")
+    axes.plot([], [], "o", color="tab:red", label="candidate, not promoted")
+    axes.set_xlabel("generation")
+    axes.set_ylabel("Elo relative to generation 0")
+    axes.set_title("strength per generation (gate matches)")
+    axes.grid(alpha=0.3)
+    axes.legend(loc="upper left")
+    figure.tight_layout()
+    figure.savefig(str(png_path))
+
+
+# ---- helpers --------------------------------------------------------------------------------------------
+
+
+def _finite_elo(result: gating.GateResult) -> float:
+    """The gate's Elo estimate, with a score of 0 or 1 moved half a game inwards."""
+    if result.games == 0:
+        return 0.0
+    half = 0.5 / result.games
+    return match_stats.elo(min(1 - half, max(half, result.score)))
+
+
+def _seed(seed: int, generation: int, part: int) -> int:
+    return seed * 1_000_003 + generation * 1_009 + part
+
+
+def _gen_dir(run_dir: Path, generation: int) -> Path:
+    return run_dir / f"gen-{generation:04d}"
+
+
+def _batches(run_dir: Path, generation: int) -> list[Path]:
+    """The complete self-play shard folders of a generation."""
+    return sorted(p.parent for p in (_gen_dir(run_dir, generation) / "selfplay").glob(f"batch-*/{selfplay.REPORT}"))
+
+
+def _copy(source: Path, target: Path) -> None:
+    with replacing(target, suffix=target.suffix + ".tmp") as tmp:
+        shutil.copyfile(source, tmp)
+
+
+def _check_config(config: LoopConfig, run_dir: Path) -> None:
+    """Writes loop.json for a new run; refuses a rerun with other settings (RESUMABLE_CHANGES excepted)."""
+    path = run_dir / CONFIG
+    if path.exists():
+        saved = json.loads(path.read_text())
+        changed = [k for k, v in config.to_dict().items() if k not in RESUMABLE_CHANGES and saved.get(k) != v]
+        if changed:
+            raise ValueError(f"{run_dir} is a loop run with other settings ({', '.join(changed)}); use the same "
+                             f"ones (see {path}) or another folder")
+    with replacing(path) as tmp:
+        tmp.write_text(json.dumps(config.to_dict(), indent=1, sort_keys=True))
+
+
+def _read_state(run_dir: Path) -> dict | None:
+    path = run_dir / STATE
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _write_state(run_dir: Path, state: dict) -> None:
+    with replacing(run_dir / STATE) as tmp:
+        tmp.write_text(json.dumps(state, indent=1, sort_keys=True))

@@ -1,0 +1,255 @@
+"""The training loop on a 5x5 board with the tiny preset: the gate's decision rule on fixed results, a gate match
+that alternates colours and resumes, a generation end to end (promotion, metrics, plot), resumption after an
+exception in training (no promotion) and after a kill, a rerun with other settings refused, and the Ray path on a local
+cluster when ray is installed."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from gtp_engine import sgf_io  # noqa: E402
+from gtp_engine.onnx_evaluator import OnnxEvaluator  # noqa: E402
+from gtp_engine.training import checkpoint as checkpoint_lib  # noqa: E402
+from gtp_engine.training import export_onnx, gating, loop, selfplay, train  # noqa: E402
+from gtp_engine.training.gating import GateConfig  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+SIZE = 5
+# Small everything: a generation is two self-play batches of 3 games, 6 training steps and a 4-game gate.
+TINY = {"generations": 1, "games_per_generation": 6, "batch_games": 3, "size": SIZE, "komi": 2.0, "full_visits": 12,
+        "fast_visits": 4, "parallel_games": 3, "val_fraction": 0.5, "train_steps": 6, "batch_size": 16,
+        "warmup_steps": 2, "val_samples": 64, "gate_games": 4, "gate_visits": 6, "device": "cpu",
+        "train_device": "cpu"}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory):
+    path = tmp_path_factory.mktemp("init") / "tiny.pt"
+    net = export_onnx.random_model("tiny", seed=0)
+    checkpoint_lib.save(checkpoint_lib.from_model(net, trained_sizes=[SIZE], provenance={"steps": 0}), path)
+    return path
+
+
+def results(wins: int, losses: int, draws: int = 0) -> list[float]:
+    """Interleaved, as a real match would give them."""
+    out, left = [], {1.0: wins, 0.0: losses, 0.5: draws}
+    while any(left.values()):
+        for value in (1.0, 0.0, 0.5):
+            if left[value]:
+                out.append(value)
+                left[value] -= 1
+    return out
+
+
+# ---- the decision rule -------------------------------------------------------------------------------------
+
+
+def test_the_sprt_promotes_a_clearly_stronger_candidate_and_rejects_a_weaker_one():
+    config = GateConfig(max_games=400)
+    promoted, reason = gating.verdict(results(70, 30), config)
+    assert promoted is True and "H1" in reason
+    promoted, reason = gating.verdict(results(30, 70), config)
+    assert promoted is False and "H0" in reason
+    assert gating.verdict(results(12, 8), config)[0] is None  # 60% of 20 games proves nothing yet
+    assert gating.verdict(results(9, 1), config)[0] is None  # before sprt_min_games the SPRT is not asked
+
+
+def test_at_the_cap_the_fixed_rule_wants_55_percent_over_100_games():
+    config = GateConfig(max_games=100)
+    close = results(56, 44)
+    assert gating.verdict(close[:99], config)[0] is None
+    promoted, reason = gating.verdict(close, config)
+    assert promoted is True and "cap" in reason
+    assert gating.verdict(results(54, 46), config)[0] is False
+    capped = GateConfig(max_games=50)  # under fixed_games: only the SPRT can promote
+    promoted, reason = gating.verdict(results(28, 22), capped)
+    assert promoted is False and "fewer than 100" in reason
+
+
+def test_the_result_carries_the_interval_and_the_sprt():
+    result = gating.summarize(results(60, 40), GateConfig(max_games=100), seconds=1.0)
+    assert (result.games, result.wins, result.losses, result.draws) == (100, 60, 40, 0)
+    assert result.score == pytest.approx(0.6) and result.score_low < result.score < result.score_high
+    assert result.elo_low < result.elo < result.elo_high
+    assert result.llr_low < 0 < result.llr_high and result.promoted
+
+
+# ---- the gate match ----------------------------------------------------------------------------------------
+
+
+def test_a_gate_match_alternates_colours_saves_games_and_resumes(tiny_onnx_model, tmp_path):
+    candidate = OnnxEvaluator(tiny_onnx_model, device="cpu", threads=1, seed=1)
+    best = OnnxEvaluator(tiny_onnx_model, device="cpu", threads=1, seed=2)
+    config = GateConfig(size=SIZE, komi=2.0, visits=6, max_games=6, parallel_games=3, leaves_per_game=3)
+    result = gating.play_match(candidate, best, config, tmp_path, progress=False)
+    records = [json.loads(line) for line in (tmp_path / gating.GAMES).read_text().splitlines()]
+    assert sorted(r["index"] for r in records) == list(range(6)) and result.games == 6
+    assert all(r["candidate_black"] == (r["index"] % 2 == 0) for r in records)
+    for record in records:
+        game = sgf_io.load_sgf_file(tmp_path / "sgf" / f"game-{record['index']}.sgf")
+        assert game.result == record["result"]
+        assert (game.black == "candidate") == record["candidate_black"]
+        game.to_game()  # every move legal
+    assert result.wins + result.losses + result.draws == 6
+    assert result.promoted is False  # 6 games cannot be significant
+    assert gating.read_result(tmp_path) == result
+
+    # Interrupted after three games, one journal line cut short: the rerun plays the other three only.
+    lines = (tmp_path / gating.GAMES).read_text().splitlines()
+    (tmp_path / gating.GAMES).write_text("\n".join(lines[:3]) + "\n" + lines[3][:10])
+    (tmp_path / gating.RESULT).unlink()
+    again = gating.play_match(candidate, best, config, tmp_path, progress=False)
+    records = [json.loads(line) for line in (tmp_path / gating.GAMES).read_text().splitlines()]
+    assert len(records) == 6 and sorted(r["index"] for r in records) == list(range(6))
+    assert records[:3] == [json.loads(line) for line in lines[:3]] and again.games == 6
+
+
+# ---- the loop ----------------------------------------------------------------------------------------------
+
+
+def test_a_generation_runs_end_to_end_and_promotes_into_promote_to(tiny_checkpoint, tmp_path):
+    run, weights = tmp_path / "run", tmp_path / "weights" / "5x5.onnx"
+    # A fixed rule that any score meets at the cap: this candidate is promoted whatever it plays like.
+    config = loop.LoopConfig(init=str(tiny_checkpoint), gate_fixed_games=1, gate_fixed_score=0.0,
+                             promote_to=str(weights), **TINY)
+    started = time.monotonic()
+    state = loop.run(config, run, progress=False)
+    seconds = time.monotonic() - started
+    assert state["generation"] == 2 and state["phase"] == "selfplay" and state["best_generation"] == 1
+    gen = run / "gen-0001"
+    batches = sorted(p.name for p in (gen / "selfplay").iterdir())
+    assert batches == ["batch-000", "batch-001"]
+    reports = [json.loads((gen / "selfplay" / b / selfplay.REPORT).read_text()) for b in batches]
+    assert sum(r["games"] for r in reports) == 6
+    candidate = (gen / "train" / train.ONNX).read_bytes()
+    assert (run / loop.BEST_ONNX).read_bytes() == candidate == weights.read_bytes()
+    assert (run / loop.BEST_CHECKPOINT).read_bytes() == (gen / "train" / train.CHECKPOINT).read_bytes()
+    trained = checkpoint_lib.load(gen / "train" / train.CHECKPOINT)
+    assert trained.provenance["train_config"]["init_from"] == str(run / "gen-0000" / train.CHECKPOINT)
+    rows = loop.read_metrics(run / loop.METRICS)
+    assert len(rows) == 1 and rows[0]["generation"] == "1" and rows[0]["promoted"] == "True"
+    assert int(rows[0]["games"]) == 6 and int(rows[0]["gate_games"]) == 4
+    assert float(rows[0]["gate_score_low"]) <= float(rows[0]["gate_score"]) <= float(rows[0]["gate_score_high"])
+    assert float(rows[0]["best_elo"]) == pytest.approx(float(rows[0]["gate_elo"]))
+    assert (run / loop.PLOT).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "generation 1 promoted" in (run / loop.LOG).read_text()
+    print(f"one tiny generation (5x5, 6 games, 6 steps, 4 gate games, gen-0 export): {seconds:.1f} s")
+
+    # The next candidate continues from this one, on the window of recent generations.
+    later = loop.train_config(loop.LoopConfig(**{**config.to_dict(), "window_generations": 2}), run, 2, "tiny")
+    assert later.init_from == str(gen / "train" / train.CHECKPOINT)
+    assert [Path(d).parts[-3:-1] for d in later.data] == [("gen-0001", "selfplay")] * 2
+    with pytest.raises(ValueError, match="no shard folders"):  # a window of one: generation 2, not played yet
+        loop.train_config(loop.LoopConfig(**{**config.to_dict(), "window_generations": 1}), run, 2, "tiny")
+
+
+def test_an_exception_in_training_resumes_without_replaying_self_play(tiny_onnx_model, tmp_path, monkeypatch):
+    run, weights = tmp_path / "run", tmp_path / "weights.onnx"
+    # A fixed rule no score meets: the candidate stays a candidate.
+    config = loop.LoopConfig(init=str(tiny_onnx_model), gate_fixed_games=1, gate_fixed_score=1.01,
+                             promote_to=str(weights), **TINY)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(train, "train", broken)
+    with pytest.raises(RuntimeError, match="injected"):
+        loop.run(config, run, progress=False)
+    assert json.loads((run / loop.STATE).read_text())["phase"] == "train"
+    report = run / "gen-0001" / "selfplay" / "batch-000" / selfplay.REPORT
+    before = report.read_bytes()
+    monkeypatch.undo()
+
+    played = []
+    original = selfplay.play
+    monkeypatch.setattr(selfplay, "play", lambda *a, **k: played.append(a) or original(*a, **k))
+    state = loop.run(config, run, progress=False)
+    assert state["generation"] == 2 and played == [] and report.read_bytes() == before
+
+    assert state["best_generation"] == 0 and not weights.exists()
+    assert (run / loop.BEST_ONNX).read_bytes() == Path(tiny_onnx_model).read_bytes()
+    assert not (run / loop.BEST_CHECKPOINT).exists()  # an ONNX start has no checkpoint
+    assert loop.read_metrics(run / loop.METRICS)[0]["promoted"] == "False"
+
+
+def test_a_batch_cut_short_is_played_again(tiny_onnx_model, tmp_path):
+    batch = tmp_path / "batch-000"
+    batch.mkdir()
+    (batch / "junk").write_text("left over by a kill")
+    config = loop.LoopConfig(init=str(tiny_onnx_model), **TINY)
+    job = loop.SelfPlayJob(str(tiny_onnx_model), 2, config.selfplay_config(1, 0), str(batch), "cpu", 1)
+    report = loop.run_selfplay(job, progress=False)
+    assert report["games"] == 2 and not (batch / "junk").exists() and (batch / selfplay.REPORT).exists()
+    assert loop.run_selfplay(job, progress=False) == report  # complete: not played again
+
+
+def test_a_rerun_with_other_settings_is_refused(tiny_onnx_model, tmp_path):
+    run = tmp_path / "run"
+    loop._check_config(loop.LoopConfig(init=str(tiny_onnx_model), **TINY), run)
+    loop._check_config(loop.LoopConfig(init=str(tiny_onnx_model), **{**TINY, "generations": 5}), run)
+    with pytest.raises(ValueError, match="train_steps"):
+        loop._check_config(loop.LoopConfig(init=str(tiny_onnx_model), **{**TINY, "train_steps": 7}), run)
+
+
+def test_the_command_resumes_after_being_killed(tiny_onnx_model, tmp_path):
+    run = tmp_path / "run"
+    command = [sys.executable, "-m", "gtp_engine.training", "--threads", "1", "loop", "--init",
+               str(tiny_onnx_model), "--out", str(run), "--no-progress"]
+    for key, value in TINY.items():
+        command += [f"--{key.replace('_', '-')}", str(value)]
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first_batch = run / "gen-0001" / "selfplay" / "batch-000" / selfplay.REPORT
+    deadline = time.monotonic() + 120
+    while not first_batch.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.communicate()
+    assert first_batch.exists(), "the first self-play batch never finished"
+    before = first_batch.read_bytes()
+
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == ""
+    assert json.loads((run / loop.STATE).read_text())["generation"] == 2
+    assert first_batch.read_bytes() == before  # finished work is kept, not redone
+    assert len(loop.read_metrics(run / loop.METRICS)) == 1
+
+
+def test_the_single_machine_path_does_not_import_ray():
+    code = "import sys, gtp_engine.training.__main__, gtp_engine.training.loop; print('ray' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
+def test_a_generation_on_a_local_ray_cluster(tiny_onnx_model, tmp_path):
+    ray = pytest.importorskip("ray")
+    from gtp_engine.training import distributed
+
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    try:
+        runner = distributed.RayRunner(workers=2)
+        state = loop.run(loop.LoopConfig(init=str(tiny_onnx_model), **TINY), tmp_path, runner, progress=False)
+        runner.close()
+    finally:
+        ray.shutdown()
+    assert state["generation"] == 2
+    gen = tmp_path / "gen-0001"
+    assert all((gen / "selfplay" / b / selfplay.REPORT).exists() for b in ("batch-000", "batch-001"))
+    assert (gen / "train" / train.ONNX).exists() and gating.read_result(gen / "gate").games >= 1
+    assert len(loop.read_metrics(tmp_path / loop.METRICS)) == 1
