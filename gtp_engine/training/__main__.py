@@ -5,6 +5,11 @@
     python -m gtp_engine.training export runs/go9-b6c64/checkpoint.pt go9.onnx
     python -m gtp_engine.training selfplay --weights weights/9x9.onnx --out data/selfplay9-000 --games 64
     python -m gtp_engine.training loop --init runs/go9-b6c64-main/checkpoint.pt --out runs/loop9 --generations 20
+    python -m gtp_engine.training reinforce --init runs/go9-b6c64/checkpoint.pt --out runs/rl/go9 --iterations 40
+    python -m gtp_engine.training policy-match runs/rl/go9/checkpoint.pt runs/go9-b6c64/checkpoint.pt --games 200
+    python -m gtp_engine.training value-data --sl SL.pt --rl RL.pt --out data/value9 --games 4096
+    python -m gtp_engine.training value-train --data data/value9 --init SL.pt --out runs/rl/value9
+    python -m gtp_engine.training value-eval A.pt B.pt --data data/go9
     python -m gtp_engine.training rollout-train ../shared/data/go9_curated.tar.xz --out rollout-9x9.npz --size 9
 
 Every field of IngestConfig, TrainConfig and SelfPlayConfig is a flag of the same name (underscores as dashes); the configs are
@@ -19,13 +24,14 @@ import json
 import logging
 import sys
 
+import numpy as np
 import torch
 
 from gtp_engine.onnx_evaluator import ModelLoadError, OnnxEvaluator
 from gtp_engine.training import checkpoint as checkpoint_lib
 from gtp_engine.training import rollout_train
 from gtp_engine.training import loop, selfplay
-from gtp_engine.training import dataset, export_onnx, sgf_ingest, train
+from gtp_engine.training import dataset, export_onnx, policy_gradient, policy_play, sgf_ingest, train, value_net
 
 _HELP = {
     "size": "board size of the games to keep",
@@ -75,6 +81,18 @@ _HELP = {
     "resign_winrate": "resign below this winrate (0: never)",
     "resign_consecutive": "searches in a row of one player below resign_winrate before it resigns",
     "no_resign_fraction": "share of games played out without resignation (false-resignation check)",
+    "iterations": "iterations (minibatches of games, one update each) in the whole run",
+    "games": "games in all (value-data) or per iteration (reinforce)",
+    "baseline": "subtracted from the reward: none, or mean (the iteration's mean reward)",
+    "pool_every": "iterations between additions of the learner to the opponent pool",
+    "komi": "komi of the games",
+    "temperature": "moves are sampled from softmax(logits / temperature) over the legal non-eye moves",
+    "max_moves": "plies after which a game is scored as it stands (0: three times the area)",
+    "chunk": "positions per forward/backward pass of an update",
+    "batch": "games played together",
+    "max_ply": "the kept position follows a random move at ply U ~ uniform 1..max_ply (0: the board's area)",
+    "init": "checkpoint the value network starts from",
+    "trainable": "head (value head only, trunk frozen) or all",
 }
 
 
@@ -121,6 +139,47 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--no-export", action="store_true", help="do not export model.onnx after the last step")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_config_flags(run, train.TrainConfig)
+
+    reinforce = commands.add_parser("reinforce", help="REINFORCE of a policy against a pool of its earlier "
+                                                      "versions (AlphaGo 2016); resumes a run folder")
+    reinforce.add_argument("--init", help="supervised checkpoint to start from (not needed to resume)")
+    reinforce.add_argument("--out", required=True, help="run folder (checkpoint, pool/, metrics.csv, model.onnx)")
+    reinforce.add_argument("--max-minutes", type=float, help="stop (with a checkpoint) after this long")
+    reinforce.add_argument("--no-export", action="store_true", help="do not export model.onnx at the end")
+    reinforce.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_config_flags(reinforce, policy_gradient.ReinforceConfig)
+
+    versus = commands.add_parser("policy-match", help="policy-only games (no search) of checkpoint A against B")
+    versus.add_argument("a", help="checkpoint of A (Black in even games)")
+    versus.add_argument("b", help="checkpoint of B")
+    versus.add_argument("--games", type=int, default=200, help="games (default: 200)")
+    versus.add_argument("--batch", type=int, default=100, help="games played together (default: 100)")
+    versus.add_argument("--seed", type=int, default=0, help="seed of the move sampling (default: 0)")
+    versus.add_argument("--device", default="cpu", help="cpu, cuda, ... (default: cpu)")
+    _add_config_flags(versus, policy_play.PlayConfig)
+
+    value_data = commands.add_parser("value-data", help="AlphaGo's value-network data: one position per game "
+                                                        "of SL, one random move, then RL play")
+    value_data.add_argument("--sl", required=True, help="checkpoint of the SL policy (moves before the random one)")
+    value_data.add_argument("--rl", required=True, help="checkpoint of the RL policy (moves after it)")
+    value_data.add_argument("--out", required=True, help="empty folder for the shards and index.json")
+    value_data.add_argument("--max-minutes", type=float, help="stop after this long with the games played")
+    value_data.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_config_flags(value_data, value_net.ValueDataConfig)
+
+    value_train = commands.add_parser("value-train", help="train a value network on value-data; resumes")
+    value_train.add_argument("--out", required=True, help="run folder (checkpoint, metrics.csv, model.onnx)")
+    value_train.add_argument("--max-minutes", type=float, help="stop (with a checkpoint) after this long")
+    value_train.add_argument("--no-export", action="store_true", help="do not export model.onnx at the end")
+    value_train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_config_flags(value_train, value_net.ValueTrainConfig)
+
+    value_eval = commands.add_parser("value-eval", help="value cross-entropy and MSE of checkpoints on shards")
+    value_eval.add_argument("checkpoints", nargs="+", help="checkpoint files")
+    value_eval.add_argument("--data", required=True, help="shard folder")
+    value_eval.add_argument("--split", default="val", choices=dataset.SPLITS, help="split (default: val)")
+    value_eval.add_argument("--samples", type=int, default=50_000, help="first samples used (default: 50000)")
+    value_eval.add_argument("--device", default="auto", help="auto, cpu, cuda, ... (default: auto)")
 
     play = commands.add_parser("selfplay", help="self-play games of one network -> shards, sgf/, report.json")
     play.add_argument("--weights", required=True, help="ONNX network")
@@ -176,6 +235,31 @@ def main(argv: list[str] | None = None) -> int:
             sidecar = sgf_ingest.ingest(args.sources, args.out, config)
             summary = {k: sidecar[k] for k in ("samples", "games", "bytes", "counts", "seconds")}
             print(json.dumps(summary, indent=1), file=sys.stderr)
+        elif args.command == "reinforce":
+            config = _config(policy_gradient.ReinforceConfig, args)
+            summary = policy_gradient.reinforce(config, args.out, args.init, max_minutes=args.max_minutes,
+                                                export=not args.no_export, progress=not args.no_progress)
+            print(json.dumps(summary, indent=1), file=sys.stderr)
+        elif args.command == "policy-match":
+            nets = [checkpoint_lib.load(path).build_model().to(args.device) for path in (args.a, args.b)]
+            summary = policy_play.match(*nets, args.games, _config(policy_play.PlayConfig, args),
+                                        np.random.default_rng(args.seed), args.batch, args.device)
+            print(json.dumps({"a": args.a, "b": args.b, **summary}, indent=1), file=sys.stderr)
+        elif args.command == "value-data":
+            config = _config(value_net.ValueDataConfig, args)
+            sidecar = value_net.make_data(args.sl, args.rl, args.out, config, max_minutes=args.max_minutes,
+                                          progress=not args.no_progress)
+            print(json.dumps({k: sidecar[k] for k in ("samples", "games", "counts", "seconds")}, indent=1),
+                  file=sys.stderr)
+        elif args.command == "value-train":
+            config = _config(value_net.ValueTrainConfig, args)
+            summary = value_net.train_value(config, args.out, max_minutes=args.max_minutes,
+                                            export=not args.no_export, progress=not args.no_progress)
+            print(json.dumps(summary, indent=1), file=sys.stderr)
+        elif args.command == "value-eval":
+            losses = value_net.evaluate_checkpoints(args.checkpoints, args.data, args.split, args.samples,
+                                                    args.device)
+            print(json.dumps(losses, indent=1), file=sys.stderr)
         elif args.command == "rollout-train":
             config = _config(rollout_train.RolloutTrainConfig, args)
             summary = rollout_train.train_rollout(args.sources, args.out, config, progress=not args.no_progress)
