@@ -180,6 +180,7 @@ class _SelfPlay:
         self.writer = dataset.ShardWriter(out, config.size, config.size, config.shard_samples)
         (out / SGF_DIR).mkdir(exist_ok=True)
         self.report = SelfPlayReport()
+        self.unencoded: list[tuple[_Game, GameState]] = []  # positions of this round's samples, in order
 
     # ---- the rounds ---------------------------------------------------------------------------------------
 
@@ -197,6 +198,7 @@ class _SelfPlay:
             self._round(playing)
             for game in playing:
                 self._advance(game)
+            self._encode_samples()
             for game in [g for g in playing if g.ending is not None]:
                 self._save(game)
                 bar.update(1)
@@ -301,9 +303,7 @@ class _SelfPlay:
             edge = choose_edge(tree, self.search)
         point = root.moves[edge]
 
-        planes, global_values = features.encode([state])
-        game.spatial.append(planes[0])
-        game.global_.append(global_values[0])
+        self.unencoded.append((game, state.copy()))
         game.to_play.append(color)
         game.moves.append(g.flat(point))
         policy = np.zeros(self.area + 1, np.float32)
@@ -323,6 +323,16 @@ class _SelfPlay:
             self._start_search(game, child if child is not None and child.is_expanded else None)
 
     # ---- output -------------------------------------------------------------------------------------------
+
+    def _encode_samples(self) -> None:
+        """The input planes of the positions moved from in this round, in one features.encode call."""
+        if not self.unencoded:
+            return
+        planes, global_values = features.encode([state for _, state in self.unencoded])
+        for (game, _), spatial, global_ in zip(self.unencoded, planes, global_values):
+            game.spatial.append(spatial)
+            game.global_.append(global_)
+        self.unencoded = []
 
     def _save(self, game: _Game) -> None:
         config, state, report = self.config, game.state, self.report

@@ -1,0 +1,107 @@
+"""Benchmark self-play: games per hour and evaluations per second of training.selfplay with a given network,
+beside the evaluator's own throughput on the very batches self-play sent it, measured in the same run.
+
+Self-play runs first (a temporary output folder, deleted after), with every evaluator call recorded. Then
+OnnxEvaluator.evaluate runs alone on a sample of those batches, as many positions again or for as long as
+--replay-seconds allows. The ratio of the two rates shows what the tree search, the encoding of the samples and
+the game logic cost on top of the network (features of evaluated positions are inside evaluate in both);
+"evaluator share" is the part of self-play's wall time spent inside evaluate.
+
+    python -m tools.bench_selfplay --weights weights/9x9.onnx --games 16
+    python -m tools.bench_selfplay --weights weights/9x9.onnx --games 64 --device cuda --parallel-games 128
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import tempfile
+import time
+from dataclasses import replace
+
+from gtp_engine.onnx_evaluator import OnnxEvaluator
+from gtp_engine.training import selfplay
+from gtp_engine.training.selfplay import SelfPlayConfig
+
+_KEPT_BATCHES = 400  # recorded batches kept for the replay (evenly over the run)
+
+
+class _Recorder:
+    """Wraps an evaluator: times its calls and keeps every k-th batch of positions for the replay."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.seconds = 0.0
+        self.calls = 0
+        self.batches: list[list] = []
+        self.every = 1
+
+    def evaluate(self, states):
+        start = time.perf_counter()
+        batch = self.inner.evaluate(states)
+        self.seconds += time.perf_counter() - start
+        if self.calls % self.every == 0:
+            self.batches.append(list(states))
+            if len(self.batches) >= 2 * _KEPT_BATCHES:  # keep memory flat: thin out to every other one
+                self.batches = self.batches[::2]
+                self.every *= 2
+        self.calls += 1
+        return batch
+
+
+def replay(evaluator, batches: list[list], positions: int, max_seconds: float) -> float:
+    """Positions per second of evaluator.evaluate alone over the batches, cycled, up to `positions` positions."""
+    evaluator.evaluate(batches[0])  # warm-up
+    done, start = 0, time.perf_counter()
+    while done < positions and time.perf_counter() - start < max_seconds:
+        for states in batches:
+            evaluator.evaluate(states)
+            done += len(states)
+    return done / (time.perf_counter() - start)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--weights", required=True, help="ONNX network")
+    parser.add_argument("--games", type=int, default=16)
+    parser.add_argument("--size", type=int, default=9)
+    parser.add_argument("--komi", type=float, default=SelfPlayConfig.komi)
+    parser.add_argument("--full-visits", type=int, default=SelfPlayConfig.full_visits)
+    parser.add_argument("--fast-visits", type=int, default=SelfPlayConfig.fast_visits)
+    parser.add_argument("--parallel-games", type=int, default=SelfPlayConfig.parallel_games)
+    parser.add_argument("--leaves-per-game", type=int, default=SelfPlayConfig.leaves_per_game)
+    parser.add_argument("--threads", type=int, default=2, help="onnxruntime intra-op threads (0: all cores)")
+    parser.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda", "tensorrt"],
+                        help="onnxruntime device (cuda and tensorrt need onnxruntime-gpu and a GPU)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--replay-seconds", type=float, default=60.0, help="most time for the evaluator alone")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
+    logging.getLogger("gtp_engine").setLevel(logging.INFO)
+
+    config = replace(SelfPlayConfig(), size=args.size, komi=args.komi, full_visits=args.full_visits,
+                     fast_visits=args.fast_visits, parallel_games=args.parallel_games,
+                     leaves_per_game=args.leaves_per_game, seed=args.seed)
+    evaluator = OnnxEvaluator(args.weights, device=args.device, threads=args.threads, seed=args.seed)
+    recorder = _Recorder(evaluator)
+    with tempfile.TemporaryDirectory() as out:
+        report = selfplay.play(recorder, args.games, config, out)
+    alone = replay(evaluator, recorder.batches, report.evaluations, args.replay_seconds)
+    rate = report.evaluations_per_second
+    print(json.dumps(report.to_dict(), indent=1, sort_keys=True), file=sys.stderr)
+    print(f"network {evaluator.info.describe()} on {evaluator.provider}, {args.threads} threads; {args.size}x{args.size}, "
+          f"{min(config.parallel_games, args.games)} games x {config.leaves_per_game} leaves per round, visits {config.full_visits} "
+          f"full ({config.full_search_fraction:.0%}) / {config.fast_visits} fast")
+    print(f"games {report.games}, moves {report.moves} ({report.moves / max(report.games, 1):.0f} per game), "
+          f"{report.seconds:.0f} s")
+    print(f"games/hour {report.games_per_hour:.0f}  moves/s {report.moves / report.seconds:.1f}")
+    print(f"self-play evaluations/s {rate:.0f} (mean batch {report.mean_batch:.0f}); evaluator alone on the same "
+          f"batches {alone:.0f}/s; ratio {rate / alone:.2f}; evaluator share of self-play time "
+          f"{recorder.seconds / report.seconds:.0%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
