@@ -91,9 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     alone = replay(evaluator, recorder.batches, report.evaluations, args.replay_seconds)
     rate = report.evaluations_per_second
     print(json.dumps(report.to_dict(), indent=1, sort_keys=True), file=sys.stderr)
-    print(f"network {evaluator.info.describe()} on {evaluator.provider}, {args.threads} threads; {args.size}x{args.size}, "
-          f"{min(config.parallel_games, args.games)} games x {config.leaves_per_game} leaves per round, visits {config.full_visits} "
-          f"full ({config.full_search_fraction:.0%}) / {config.fast_visits} fast")
+    print(f"network {evaluator.info.describe()} on {evaluator.provider}, {args.threads} threads; "
+          f"{args.size}x{args.size}, {min(config.parallel_games, args.games)} games x {config.leaves_per_game} "
+          f"leaves per round, visits {config.full_visits} full ({config.full_search_fraction:.0%}) / "
+          f"{config.fast_visits} fast")
     print(f"games {report.games}, moves {report.moves} ({report.moves / max(report.games, 1):.0f} per game), "
           f"{report.seconds:.0f} s")
     print(f"games/hour {report.games_per_hour:.0f}  moves/s {report.moves / report.seconds:.1f}")
