@@ -19,7 +19,7 @@ Terms (AlphaGo Zero / KataGo notation):
   fpu_reduction * sqrt(total prior of the visited edges) (Leela Zero's FPU reduction).
 - virtual loss: while a leaf waits in a batch, every edge on its path counts virtual_loss extra visits that
   were all lost, so the next selections of the batch spread to other leaves. It is always reverted, by the
-  backup or, when evaluation fails, by _revert.
+  backup or, when evaluation fails, by abandon().
 - terminal node: the position after two passes in a row. It is scored exactly by area counting and never sent
   to the evaluator.
 - pending batch: the two halves of a batch split apart, so that many trees (self-play games) can share one
