@@ -25,11 +25,12 @@ Terms:
 - probabilities: softmax of the summed weights over the candidates, as a vector over flat indices with pass last.
 - rollout: the policy plays both sides from a copy of a position until two passes in a row (or max_moves); the
   result is the area count (game.area_score) as +1 / 0 / -1 from the view of the side to move at the start.
-- weights file: .npz with format (FORMAT), vocabulary (sorted int64 canonical pattern codes) and weights (float32,
+- weights file: .npz with format (FORMAT), vocabulary (sorted canonical pattern codes) and weights (float32,
   feature_count(len(vocabulary)) entries); training/rollout_train.py writes it, with its provenance.
 
-Speed: a move costs one pass of numpy over the empty points (no per-point Python except for the rare shapes where
-the liberties after need the liberties of a neighbouring chain).
+Speed: a move costs one pass of numpy over the empty points; the four neighbours of a point are read as one number
+that indexes tables of facts about them (_SIDES). Python runs per point only next to chains in atari, and where the
+liberties after need a neighbouring chain's liberties.
 """
 
 from __future__ import annotations
@@ -71,6 +72,25 @@ _RELATIVE = {  # board colour -> relative colour, per mover
 _OFFSETS8 = ((-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, -1), (1, 0), (1, 1))
 _POW8 = 8 ** np.arange(8, dtype=np.int64)
 _CAPTURE_BUCKETS = np.array([0, 1, 2, 3, 3, 3, 3, 4], dtype=np.int64)  # by stones captured, 7+ -> 4
+
+
+def _side_tables() -> dict[str, np.ndarray]:
+    """Facts about the four neighbours of a point, indexed by their cell codes as one base-8 number."""
+    digits = (np.arange(8 ** 4)[:, None] // 8 ** np.arange(4)) % 8
+    own = (digits >= 1) & (digits <= 3)
+    return {
+        "open": (digits == 0).sum(axis=1),
+        "capturing": (digits == 4).sum(axis=1),  # opponent neighbours with one liberty: each a point freed
+        "in_atari": (digits == 1).any(axis=1),
+        "own_2": (digits == 2).any(axis=1),
+        "own_3": (digits == 3).any(axis=1),
+        "own": own.any(axis=1),
+        "atari": (digits == 5).any(axis=1),  # an opponent chain with two liberties loses one
+        "walled": (own | (digits == 7)).all(axis=1),
+    }
+
+
+_SIDES = _side_tables()
 
 
 class RolloutWeightsError(ValueError):
@@ -150,33 +170,19 @@ def move_features(board: Board, color: int, last: int = PASS, previous: int = PA
     relative = _RELATIVE[color][colors]
     libs = np.zeros(g.array_size, dtype=np.int64)
     libs[g.point_of] = board.liberties()
-    head = np.array(board.chain_head, dtype=np.int64)
-    size = np.array(board.chain_size, dtype=np.int64)
+    cell = _CELL[relative * 4 + np.minimum(libs, 3)]
 
     empty = np.flatnonzero(relative[g.point_of] == _REL_EMPTY)
     around = t.neighbors4[empty]
-    rel4, libs4, head4 = relative[around], libs[around], head[around]
-    own, opp = rel4 == _REL_OWN, rel4 == _REL_OPP
-    # A chain touching the point from two sides counts once.
-    repeated = np.zeros(head4.shape, dtype=bool)
-    for j in range(1, 4):
-        repeated[:, j] = (head4[:, :j] == head4[:, j:j + 1]).any(axis=1)
-    first = ~repeated
-    size4 = size[head4]
-
-    capturing = opp & (libs4 == 1)
-    captured = (size4 * (capturing & first)).sum(axis=1)
-    in_atari = own & (libs4 == 1)
-    saved = (size4 * (in_atari & first)).sum(axis=1)
-    open_sides = (rel4 == _REL_EMPTY).sum(axis=1)
+    sides = (cell[around] * _POW8[:4]).sum(axis=1)
     # Liberties after, exact up to 1 (see the docstring): 2 stands for "2 or more".
-    lower = open_sides + capturing.sum(axis=1)
-    few = (lower <= 1) & ~(own & (libs4 >= 3)).any(axis=1)
+    lower = _SIDES["open"][sides] + _SIDES["capturing"][sides]
+    few = (lower <= 1) & ~_SIDES["own_3"][sides]
     liberties_after = np.where(few, lower, 2)
-    for i in np.flatnonzero(few & (own & (libs4 == 2)).any(axis=1)).tolist():
+    for i in np.flatnonzero(few & _SIDES["own_2"][sides]).tolist():
         liberties_after[i] = min(2, _liberties_after(board, int(g.point_of[empty[i]]), color, libs))
 
-    eye = ((rel4 == _REL_OWN) | (rel4 == _REL_EDGE)).all(axis=1)
+    eye = _SIDES["walled"][sides]
     if eye.any():
         diagonal_opponents = (relative[t.diagonals[empty]] == _REL_OPP).sum(axis=1)
         eye &= diagonal_opponents <= np.where(t.on_edge[empty], 0, 1)
@@ -185,23 +191,39 @@ def move_features(board: Board, color: int, last: int = PASS, previous: int = PA
         keep &= empty != g.flat_of[board.ko_point]
 
     flat = empty[keep]
-    capture_bucket = _CAPTURE_BUCKETS[np.minimum(captured[keep], 7)]
-    escaping = (saved[keep] > 0) & (liberties_after[keep] >= 2)
-    escape = np.where(escaping, np.where(saved[keep] > 1, 2, 1), 0)
-    atari = (opp[keep] & (libs4[keep] == 2)).any(axis=1)
-    self_atari = np.where(liberties_after[keep] == 1, np.where(own[keep].any(axis=1), 2, 1), 0)
+    sides, liberties_after = sides[keep], liberties_after[keep]
+    capture = np.zeros(len(flat), dtype=np.int64)
+    escape = np.zeros(len(flat), dtype=np.int64)
+    for i in np.flatnonzero(_SIDES["capturing"][sides] | _SIDES["in_atari"][sides]).tolist():
+        captured, saved = _stones_in_atari(board, g.points[flat[i]], color, libs)
+        capture[i] = _CAPTURE_BUCKETS[min(captured, 7)]
+        if saved and liberties_after[i] >= 2:
+            escape[i] = 1 if saved == 1 else 2
+    groups = np.zeros((len(flat), len(GROUPS)), dtype=np.int64)  # column by column: cheaper than np.stack
     if last != PASS:
-        last_flat = g.flat_of[last]
-        response = t.touching[last_flat, flat]
-        last_distance = t.distance[last_flat, flat]
-    else:
-        response = np.zeros(len(flat), dtype=bool)
-        last_distance = np.zeros(len(flat), dtype=np.int64)
-    previous_distance = t.distance[g.flat_of[previous], flat] if previous != PASS else np.zeros(len(flat), np.int64)
-    groups = np.stack([response, capture_bucket, escape, atari, self_atari, last_distance, previous_distance,
-                       t.line[flat]], axis=1).astype(np.int64)
-    cells = _CELL[relative * 4 + np.minimum(libs, 3)][t.neighbors8[flat]]
-    return MoveFeatures(flat, groups, cells)
+        groups[:, 0] = t.touching[g.flat_of[last], flat]
+        groups[:, 5] = t.distance[g.flat_of[last], flat]
+    groups[:, 1] = capture
+    groups[:, 2] = escape
+    groups[:, 3] = _SIDES["atari"][sides]
+    groups[:, 4] = np.where(liberties_after == 1, np.where(_SIDES["own"][sides], 2, 1), 0)
+    if previous != PASS:
+        groups[:, 6] = t.distance[g.flat_of[previous], flat]
+    groups[:, 7] = t.line[flat]
+    return MoveFeatures(flat, groups, cell[t.neighbors8[flat]])
+
+
+def _stones_in_atari(board: Board, point: int, color: int, libs: np.ndarray) -> tuple[int, int]:
+    """(opponent stones, own stones) in chains next to point whose one liberty is point."""
+    colors, head, size = board.colors, board.chain_head, board.chain_size
+    seen: list[int] = []
+    counts = [0, 0]
+    for n in board.grid.neighbors[point]:
+        c = colors[n]
+        if (c == BLACK or c == WHITE) and libs[n] == 1 and head[n] not in seen:
+            seen.append(head[n])
+            counts[c == color] += size[head[n]]
+    return counts[0], counts[1]
 
 
 def _liberties_after(board: Board, point: int, color: int, libs: np.ndarray) -> int:

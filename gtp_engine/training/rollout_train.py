@@ -11,13 +11,14 @@ Terms:
 - vocabulary: the canonical 3x3 patterns seen at least min_pattern_count times among the training candidates;
   rarer ones share the "unseen pattern" weight.
 - fit: softmax regression (maximum likelihood of the played move among the candidates, L2 penalty), full-data
-  epochs of Adam steps over blocks of positions, in numpy.
+  epochs of Adam steps over blocks of positions, the learning rate falling to 0 along a cosine, in numpy.
 - accuracy: top-1 move prediction on the held-out games: the share of their board moves (passes left out) that
   are the policy's most probable candidate.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import asdict, dataclass
@@ -223,6 +224,7 @@ def fit(train: Samples, val: Samples, config: RolloutTrainConfig,
     beta1, beta2, step = 0.9, 0.999, 0
     rng = np.random.default_rng(config.seed)
     blocks = np.arange(0, len(train), _BLOCK_POSITIONS)
+    total_steps = config.epochs * len(blocks)
     for epoch in range(1, config.epochs + 1):
         bar = tqdm(rng.permutation(blocks), unit="block", desc=f"epoch {epoch}", disable=not progress)
         for first in bar:
@@ -238,7 +240,8 @@ def fit(train: Samples, val: Samples, config: RolloutTrainConfig,
             step += 1
             m = beta1 * m + (1 - beta1) * gradient
             v = beta2 * v + (1 - beta2) * gradient * gradient
-            lr = config.lr * np.sqrt(1 - beta2 ** step) / (1 - beta1 ** step)
+            lr = config.lr * 0.5 * (1 + np.cos(np.pi * step / total_steps))
+            lr *= np.sqrt(1 - beta2 ** step) / (1 - beta1 ** step)
             weights -= lr * m / (np.sqrt(v) + 1e-8)
         held_out = _evaluate(val_data, weights)
         log.info("epoch %d: held-out top-1 %.2f%%, log loss %.3f", epoch, 100 * held_out["accuracy"],
@@ -263,6 +266,6 @@ def train_rollout(sources: Iterable[str], out: str | Path, config: RolloutTrainC
                **figures, "seconds": round(time.monotonic() - started, 1)}
     policy.save(out, board_size=config.size, games=counts["games"], val_games=counts["val_games"],
                 val_accuracy=figures["val"]["accuracy"], val_positions=figures["val"]["board_moves"],
-                sources=";".join(Path(s).name for s in sources))
+                sources=";".join(Path(s).name for s in sources), config=json.dumps(asdict(config)))
     return summary
 
