@@ -120,10 +120,11 @@ def verdict(results: list[float], config: GateConfig) -> tuple[bool | None, str]
             return decision == "H1", f"SPRT accepted {decision} (Elo {elo:+g}) after {n} games"
     if n >= config.max_games:
         score = match_stats.score(results)
-        promoted = n >= config.fixed_games and score >= config.fixed_score
+        enough = n >= config.fixed_games
+        promoted = enough and score >= config.fixed_score
         return promoted, (f"SPRT undecided at the cap of {n} games; score {score:.3f} "
-                          f"{'>=' if promoted else 'is below'} {config.fixed_score:g}"
-                          + ("" if n >= config.fixed_games else f" over fewer than {config.fixed_games} games"))
+                          f"{'>=' if score >= config.fixed_score else '<'} {config.fixed_score:g}"
+                          + ("" if enough else f", but fewer than {config.fixed_games} games"))
     return None, f"undecided after {n} games"
 
 

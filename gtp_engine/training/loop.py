@@ -19,6 +19,11 @@ Terms:
   best: gating.py's rule) -> promote (copies into best.*, and into promote_to when set, each atomically) ->
   record. state.json moves to the next phase only after a phase's output is complete, and every phase
   can run again over a partial output of its own, so a kill costs at most the unfinished part of one phase.
+- metrics.csv columns: games, samples, selfplay_seconds (summed over batches: with several workers more than
+  the wall time), games_per_hour and evaluations_per_second (per self-play process), train_* and val_* (the
+  candidate's last training and validation losses), gate_* (games, score and Elo with their 95% intervals,
+  LLR), promoted, best_generation, best_elo, candidate_elo (Elo as below), seconds (self-play, training and
+  gate time, exports excluded).
 - Elo: a gate's estimate is the candidate's rating against the best's; the best's cumulative Elo is the sum of
   the estimates of the promoted candidates (generation 0 at 0), the curve of strength.png. A score of 0 or 1
   counts as half a game short of it, to keep sums finite.
@@ -57,7 +62,7 @@ LOG = "loop.log"
 METRICS = "metrics.csv"
 PLOT = "strength.png"
 SUMMARY = "summary.json"
-PHASES = ("selfplay", "train", "gate", "promote", "record")
+TRAIN_CHECKPOINT_STEPS = 500  # a candidate's training validates and checkpoints this often: what a kill can lose
 # Fields a rerun may change: how far to go, where to promote, and how the work is executed.
 RESUMABLE_CHANGES = ("generations", "promote_to", "device", "train_device")
 # LoopConfig fields handed to SelfPlayConfig, with its defaults.
@@ -282,7 +287,8 @@ def train_config(config: LoopConfig, run_dir: Path, generation: int, preset: str
     previous = _gen_dir(run_dir, generation - 1) / ("train" if generation > 1 else "") / train.CHECKPOINT
     return train.TrainConfig(
         data=tuple(window), preset=config.preset or preset, batch_size=config.batch_size,
-        steps=config.train_steps, lr=config.lr, warmup_steps=config.warmup_steps, eval_every=config.train_steps,
+        steps=config.train_steps, lr=config.lr, warmup_steps=config.warmup_steps,
+        eval_every=min(config.train_steps, TRAIN_CHECKPOINT_STEPS),
         val_samples=config.val_samples, seed=_seed(config.seed, generation, 0), device=config.train_device,
         init_from=str(previous) if previous.exists() else "",
     )
@@ -392,14 +398,12 @@ def plot_strength(metrics_path: str | Path, png_path: str | Path) -> None:
     axes = figure.add_subplot(1, 1, 1)
     axes.step(generations, best, where="post", label="best network (cumulative gate Elo)")
     for r in rows:
-        base = float(r["candidate_elo"]) - float(r["gate_elo"])
         low = float(r["gate_elo_low"]) if r["gate_elo_low"] else -400.0
         high = float(r["gate_elo_high"]) if r["gate_elo_high"] else 400.0
         colour = "tab:green" if r["promoted"] == "True" else "tab:red"
         axes.errorbar([int(r["generation"])], [float(r["candidate_elo"])],
                       yerr=[[float(r["gate_elo"]) - low], [high - float(r["gate_elo"])]], fmt="o", color=colour,
                       capsize=3)
-        axes.plot([int(r["generation"])], [base], "_", color="grey")
     axes.plot([], [], "o", color="tab:green", label="candidate, promoted (95% interval)")
     axes.plot([], [], "o", color="tab:red", label="candidate, not promoted")
     axes.set_xlabel("generation")
