@@ -13,7 +13,7 @@ Terms:
 - fit: softmax regression (maximum likelihood of the played move among the candidates, L2 penalty), full-data
   epochs of Adam steps over blocks of positions, the learning rate falling to 0 along a cosine, in numpy.
 - accuracy: top-1 move prediction on the held-out games: the share of their board moves (passes left out) that
-  are the policy's most probable candidate.
+  are the policy's most probable candidate, ties broken at random.
 """
 
 from __future__ import annotations
@@ -199,18 +199,29 @@ class _Block:
 
 
 def _evaluate(data: _Indexed, weights: np.ndarray) -> dict:
-    """Top-1 accuracy over board moves and mean log loss over samples with a target."""
+    """Top-1 accuracy over board moves and mean log loss over samples with a target.
+
+    A played move tied for the highest logit with k - 1 others counts 1/k, as if the tie were broken at random:
+    features alone cannot tell the points of an empty board apart.
+    """
     s = data.samples
-    hits, loss = 0, 0.0
+    hits, loss = 0.0, 0.0
     for first in range(0, len(s), 4096):
         block = data.block(first, min(first + 4096, len(s)))
         logits = block.logits(weights)
-        target_logits = logits[block.target_rows]
-        hits += int(np.sum(target_logits >= block.best(logits)[block.has_target]))  # a tie counts: rare
+        best = block.best(logits)
+        ties = np.bincount(block.owner, weights=logits >= best[block.owner], minlength=len(best))
+        on_top = logits[block.target_rows] >= best[block.has_target]
+        hits += float(np.sum(on_top / ties[block.has_target]))
         loss -= float(np.log(np.maximum(block.softmax(logits)[block.target_rows], 1e-12)).sum())
     trained = int(np.sum(s.targets >= 0))
     return {"accuracy": hits / max(s.board_moves, 1), "log_loss": loss / max(trained, 1), "positions": len(s),
             "board_moves": s.board_moves, "targets": trained}
+
+
+def evaluate(samples: Samples, policy: rollout.RolloutPolicy) -> dict:
+    """Accuracy and log loss of a policy on samples (see the docstring)."""
+    return _evaluate(_Indexed(samples, policy), policy.weights)
 
 
 def fit(train: Samples, val: Samples, config: RolloutTrainConfig,

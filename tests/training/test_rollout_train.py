@@ -60,6 +60,14 @@ def test_the_fit_beats_the_uniform_policy_on_the_games_it_saw(tmp_path):
     assert len(policy.vocabulary) == summary["vocabulary"] > 0
 
 
+def test_the_accuracy_of_the_uniform_policy_is_chance():
+    train, _, _ = rollout_train.collect([FIXTURES], CONFIG, progress=False)
+    figures = rollout_train.evaluate(train, rollout.RolloutPolicy.uniform())
+    counts = np.diff(train.starts)[train.targets >= 0]
+    assert figures["accuracy"] == pytest.approx(float(np.sum(1 / counts)) / train.board_moves)
+    assert figures["log_loss"] == pytest.approx(float(np.mean(np.log(counts))))
+
+
 def test_the_command_line_writes_weights_and_explains_a_wrong_size(tmp_path, capsys):
     out = tmp_path / "rollout-9x9.npz"
     assert main(["rollout-train", str(FIXTURES), "--out", str(out), "--size", "9", "--val-fraction", "0.3",
