@@ -245,11 +245,12 @@ def play_match(candidate: Evaluator, best: Evaluator, config: GateConfig, out: s
                           "seconds": round(now - started, 2)}
                 seconds += now - started
                 started = now
-                journal.write(json.dumps(record) + "\n")
-                journal.flush()
                 names = ("candidate", "best") if game.candidate_black else ("best", "candidate")
                 sgf = sgf_io.save_sgf(game.state, black=names[0], white=names[1], result=game.result)
-                (out / "sgf" / f"game-{game.index}.sgf").write_bytes(sgf)
+                with replacing(out / "sgf" / f"game-{game.index}.sgf") as tmp:  # before the journal counts it
+                    tmp.write_bytes(sgf)
+                journal.write(json.dumps(record) + "\n")
+                journal.flush()
                 results.append(record["score_for_candidate"])
                 bar.update(1)
                 promoted = verdict(results, config)[0]
