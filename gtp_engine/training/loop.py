@@ -270,13 +270,19 @@ def _selfplay(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) ->
         jobs.append(SelfPlayJob(str(run_dir / BEST_ONNX), games, config.selfplay_config(generation, len(jobs)),
                                 str(folder / f"batch-{len(jobs):03d}"), config.device))
         left -= games
-    runner.selfplay(jobs)
+    reports = runner.selfplay(jobs)
+    log.info("generation %d self-play: %d games, %d samples, %.0f games/h and %.0f evaluations/s per process",
+             generation, sum(r["games"] for r in reports), sum(r["samples"] for r in reports),
+             3600 * sum(r["games"] for r in reports) / max(sum(r["seconds"] for r in reports), 1e-9),
+             sum(r["evaluations"] for r in reports) / max(sum(r["seconds"] for r in reports), 1e-9))
     return {**state, "phase": "train"}
 
 
 def _train(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) -> dict:
     generation = state["generation"]
-    runner.train(train_config(config, run_dir, generation, state["preset"]), str(_gen_dir(run_dir, generation) / "train"))
+    summary = runner.train(train_config(config, run_dir, generation, state["preset"]),
+                           str(_gen_dir(run_dir, generation) / "train"))
+    log.info("generation %d candidate trained: %s", generation, summary["validation"])
     return {**state, "phase": "gate"}
 
 
