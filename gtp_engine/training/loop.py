@@ -11,19 +11,21 @@ Terms:
     gen-NNNN/    selfplay/batch-KKK/  self-play shard folders (selfplay.play), complete when report.json exists
                  train/               the candidate's training run (train.py: resumes itself; model.onnx at the end)
                  gate/                the gate match (gating.py: resumes with its finished games; result.json)
+                 gnugo/               the optional match of the best against GNU Go (result.json, match.txt, sgf/)
                  summary.json         the generation's figures, written when it is recorded
     metrics.csv  one row per recorded generation (rebuilt from the summaries), strength.png its plot, loop.log
 - generation g >= 1, in phases: selfplay (batches of games by the best network; a batch that was cut short is
   played again) -> train (the candidate continues from the previous candidate's weights, or the initial
   checkpoint's, on the self-play of the last window_generations generations) -> gate (candidate against
   best: gating.py's rule) -> promote (copies into best.*, and into promote_to when set, each atomically) ->
-  record. state.json moves to the next phase only after a phase's output is complete, and every phase
+  gnugo (every gnugo_every generations, when set: the best against GNU Go through tools/match.py, a match
+  played again whole if it was cut short) -> record. state.json moves to the next phase only after a phase's output is complete, and every phase
   can run again over a partial output of its own, so a kill costs at most the unfinished part of one phase.
 - metrics.csv columns: games, samples, selfplay_seconds (summed over batches: with several workers more than
   the wall time), games_per_hour and evaluations_per_second (per self-play process), train_* and val_* (the
   candidate's last training and validation losses), gate_* (games, score and Elo with their 95% intervals,
-  LLR), promoted, best_generation, best_elo, candidate_elo (Elo as below), seconds (self-play, training and
-  gate time, exports excluded).
+  LLR), promoted, best_generation, best_elo, candidate_elo (Elo as below), gnugo_* (games, score and Elo of
+  the best against GNU Go, where played), seconds (self-play, training and gate time, exports excluded).
 - Elo: a gate's estimate is the candidate's rating against the best's; the best's cumulative Elo is the sum of
   the estimates of the promoted candidates (generation 0 at 0), the curve of strength.png. A score of 0 or 1
   counts as half a game short of it, to keep sums finite.
@@ -38,7 +40,9 @@ import dataclasses
 import json
 import logging
 import math
+import os
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,16 +66,18 @@ LOG = "loop.log"
 METRICS = "metrics.csv"
 PLOT = "strength.png"
 SUMMARY = "summary.json"
+MATCH_TOOL = Path(__file__).resolve().parents[2] / "tools" / "match.py"  # in the source tree, not in a wheel
 TRAIN_CHECKPOINT_STEPS = 500  # a candidate's training validates and checkpoints this often: what a kill can lose
 # Fields a rerun may change: how far to go, where to promote, and how the work is executed.
-RESUMABLE_CHANGES = ("generations", "promote_to", "device", "train_device")
+RESUMABLE_CHANGES = ("generations", "promote_to", "device", "train_device", "gnugo_every", "gnugo_games", "gnugo_level")
 # LoopConfig fields handed to SelfPlayConfig, with its defaults.
 _SELFPLAY_FIELDS = ("full_visits", "fast_visits", "full_search_fraction", "parallel_games", "val_fraction")
 _SELFPLAY = selfplay.SelfPlayConfig()
 COLUMNS = ("generation", "games", "samples", "selfplay_seconds", "games_per_hour", "evaluations_per_second",
            "train_samples", "train_steps", "train_loss", "val_policy_loss", "val_value_loss", "val_policy_top1",
            "gate_games", "gate_score", "gate_score_low", "gate_score_high", "gate_elo", "gate_elo_low",
-           "gate_elo_high", "gate_llr", "promoted", "best_generation", "best_elo", "candidate_elo", "seconds")
+           "gate_elo_high", "gate_llr", "promoted", "best_generation", "best_elo", "candidate_elo", "gnugo_games",
+           "gnugo_score", "gnugo_elo", "gnugo_elo_low", "gnugo_elo_high", "seconds")
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,9 @@ class LoopConfig:
     gate_fixed_games: int = 100  # at the cap undecided: promote on >= this many games ...
     gate_fixed_score: float = 0.55  # ... and >= this score
     promote_to: str = ""  # also copy each promoted network here (e.g. weights/9x9.onnx); "": nowhere
+    gnugo_every: int = 0  # play the best against GNU Go every this many generations (0: never)
+    gnugo_games: int = 20
+    gnugo_level: int = 10
     device: str = "auto"  # onnxruntime device for self-play and gating
     train_device: str = "auto"  # torch device for training
     seed: int = 0
@@ -220,6 +229,8 @@ def run(config: LoopConfig, run_dir: str | Path, runner: Runner | None = None, p
         package_log.setLevel(logging.INFO)
     try:
         _check_config(config, run_dir)
+        if config.gnugo_every and not MATCH_TOOL.exists():
+            raise ValueError(f"--gnugo-every needs tools/match.py from the source tree ({MATCH_TOOL} is missing)")
         state = _read_state(run_dir)
         if state is None:
             state = _initialise(config, run_dir)
@@ -313,15 +324,60 @@ def _promote(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) -> 
     result = gating.read_result(folder / "gate")
     if not result.promoted:
         log.info("generation %d not promoted: %s", generation, result.describe())
-        return {**state, "phase": "record", "promoted": False}
+        return {**state, "phase": "gnugo", "promoted": False}
     _copy(folder / "train" / train.CHECKPOINT, run_dir / BEST_CHECKPOINT)
     _copy(folder / "train" / train.ONNX, run_dir / BEST_ONNX)
     if config.promote_to:
         _copy(folder / "train" / train.ONNX, Path(config.promote_to))
     best_elo = state["best_elo"] + _finite_elo(result)
     log.info("generation %d promoted (cumulative Elo %+.0f): %s", generation, best_elo, result.describe())
-    return {**state, "phase": "record", "promoted": True, "best_generation": generation, "best_elo": best_elo,
+    return {**state, "phase": "gnugo", "promoted": True, "best_generation": generation, "best_elo": best_elo,
             "previous_best_elo": state["best_elo"]}
+
+
+def _gnugo(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) -> dict:
+    generation = state["generation"]
+    folder = _gen_dir(run_dir, generation) / "gnugo"
+    if config.gnugo_every and generation % config.gnugo_every == 0 and not (folder / "result.json").exists():
+        result = match_gnugo(run_dir / BEST_ONNX, config, folder)
+        log.info("generation %d: the best (generation %d) against GNU Go level %d: score %.3f, Elo %+.0f",
+                 generation, state["best_generation"], config.gnugo_level, result["score"], result["elo"])
+    return {**state, "phase": "record"}
+
+
+def match_gnugo(network: Path, config: LoopConfig, folder: Path) -> dict:
+    """The network (the engine at gate_visits) against GNU Go at gnugo_level through tools/match.py (GNU Go
+    referee, area counting); writes and returns {"games", "wins", "draws", "losses", "score", "elo", "elo_low",
+    "elo_high"}."""
+    if not MATCH_TOOL.exists():
+        raise ValueError(f"--gnugo-every needs tools/match.py from the source tree ({MATCH_TOOL} is missing)")
+    shutil.rmtree(folder, ignore_errors=True)  # a match cut short is played again
+    folder.mkdir(parents=True)
+    engine = f"{sys.executable} -m gtp_engine --weights {network} --device {config.device} --visits {config.gate_visits}"
+    command = [sys.executable, str(MATCH_TOOL), "--a", engine, "--b", f"gnugo --mode gtp --level {config.gnugo_level}",
+               "--size", str(config.size), "--komi", f"{config.komi:g}", "--games", str(config.gnugo_games),
+               "--sgf-dir", str(folder / "sgf")]
+    root = str(MATCH_TOOL.parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=root, check=False)
+    (folder / "match.txt").write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise RuntimeError(f"the match against GNU Go failed ({folder / 'match.txt'}): {done.stderr.strip()[-500:]}")
+    # tools/match.py's game lines: "game N: BLACK (B) vs WHITE (W): RESULT in M moves"; ours is named gtp_engine.
+    results = []
+    for line in done.stdout.splitlines():
+        if line.startswith("game "):
+            players, result = line.split(": ")[1], line.split(": ")[2].split(" in ")[0]
+            ours_black = players.startswith("gtp_engine (B)")
+            results.append(0.5 if result == "0" else float(result.startswith("B+") == ours_black))
+    if not results:
+        raise RuntimeError(f"the match against GNU Go played no game ({folder / 'match.txt'})")
+    elo, elo_low, elo_high = match_stats.elo_interval(results)
+    summary = {"games": len(results), "wins": results.count(1.0), "draws": results.count(0.5),
+               "losses": results.count(0.0), "score": match_stats.score(results), "elo": elo, "elo_low": elo_low, "elo_high": elo_high}
+    with replacing(folder / "result.json") as tmp:
+        tmp.write_text(json.dumps(summary, indent=1))
+    return summary
 
 
 def _record(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) -> dict:
@@ -357,6 +413,7 @@ def _record(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) -> d
         "best_generation": state["best_generation"],
         "best_elo": state["best_elo"],
         "candidate_elo": before + _finite_elo(gate),
+        **_gnugo_columns(folder / "gnugo" / "result.json"),
         "seconds": round(seconds + metrics["seconds"] + gate.seconds, 1),
     }
     with replacing(folder / SUMMARY) as tmp:
@@ -369,7 +426,8 @@ def _record(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) -> d
     return {**state, "generation": generation + 1, "phase": "selfplay"}
 
 
-_PHASE_STEPS = {"selfplay": _selfplay, "train": _train, "gate": _gate, "promote": _promote, "record": _record}
+_PHASE_STEPS = {"selfplay": _selfplay, "train": _train, "gate": _gate, "promote": _promote, "gnugo": _gnugo,
+                "record": _record}
 
 
 # ---- metrics and plot -----------------------------------------------------------------------------------
@@ -399,9 +457,10 @@ def plot_strength(metrics_path: str | Path, png_path: str | Path) -> None:
     rows = read_metrics(metrics_path)
     generations = [0] + [int(r["generation"]) for r in rows]
     best = [0.0] + [float(r["best_elo"]) for r in rows]
-    figure = Figure(figsize=(9, 5), dpi=80)
+    against_gnugo = [r for r in rows if r.get("gnugo_score")]
+    figure = Figure(figsize=(9, 8 if against_gnugo else 5), dpi=80)
     FigureCanvasAgg(figure)
-    axes = figure.add_subplot(1, 1, 1)
+    axes = figure.add_subplot(2 if against_gnugo else 1, 1, 1)
     axes.step(generations, best, where="post", label="best network (cumulative gate Elo)")
     for r in rows:
         low = float(r["gate_elo_low"]) if r["gate_elo_low"] else -400.0
@@ -417,11 +476,28 @@ def plot_strength(metrics_path: str | Path, png_path: str | Path) -> None:
     axes.set_title("strength per generation (gate matches)")
     axes.grid(alpha=0.3)
     axes.legend(loc="upper left")
+    if against_gnugo:
+        axes = figure.add_subplot(2, 1, 2)
+        axes.plot([int(r["generation"]) for r in against_gnugo], [float(r["gnugo_score"]) for r in against_gnugo],
+                  "o-")
+        axes.set_xlabel("generation")
+        axes.set_ylabel("score")
+        axes.set_ylim(0, 1)
+        axes.set_title("the best network against GNU Go")
+        axes.grid(alpha=0.3)
     figure.tight_layout()
     figure.savefig(str(png_path))
 
 
 # ---- helpers --------------------------------------------------------------------------------------------
+
+
+def _gnugo_columns(path: Path) -> dict:
+    if not path.exists():
+        return {}
+    result = json.loads(path.read_text())
+    return {f"gnugo_{key}": (value if math.isfinite(value) else None) for key, value in result.items()
+            if key in ("games", "score", "elo", "elo_low", "elo_high")}
 
 
 def _finite_elo(result: gating.GateResult) -> float:

@@ -1,9 +1,10 @@
 """The training loop on a 5x5 board with the tiny preset: the gate's decision rule on fixed results, a gate match
 that alternates colours and resumes, a generation end to end (promotion, metrics, plot), resumption after an
-exception in training (no promotion) and after a kill, a rerun with other settings refused, and the Ray path on a local
-cluster when ray is installed."""
+exception in training (no promotion) and after a kill, a rerun with other settings refused, the optional match
+against GNU Go, and the Ray path on a local cluster when ray is installed."""
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -228,6 +229,22 @@ def test_the_command_resumes_after_being_killed(tiny_onnx_model, tmp_path):
     assert json.loads((run / loop.STATE).read_text())["generation"] == 2
     assert first_batch.read_bytes() == before  # finished work is kept, not redone
     assert len(loop.read_metrics(run / loop.METRICS)) == 1
+
+
+def test_the_best_can_play_gnu_go(tiny_onnx_model, tmp_path):
+    if shutil.which("gnugo") is None and shutil.which("gnugo", path="/usr/games") is None:
+        pytest.skip("GNU Go is not installed (apt-get install gnugo)")
+    config = loop.LoopConfig(init=str(tiny_onnx_model), **{**TINY, "gnugo_every": 1, "gnugo_games": 2,
+                                                           "gnugo_level": 0})
+    result = loop.match_gnugo(Path(tiny_onnx_model), config, tmp_path / "gnugo")
+    assert result["games"] == 2 == result["wins"] + result["draws"] + result["losses"]
+    assert json.loads((tmp_path / "gnugo" / "result.json").read_text()) == result
+    records = [sgf_io.load_sgf_file(tmp_path / "gnugo" / "sgf" / f"game-{n}.sgf") for n in (1, 2)]
+    assert [(r.black, r.white) for r in records] == [("gtp_engine", "GNU Go"), ("GNU Go", "gtp_engine")]
+    ours = [(r.result.startswith("B+") if n == 0 else r.result.startswith("W+")) for n, r in enumerate(records)]
+    assert result["wins"] == sum(ours)
+    columns = loop._gnugo_columns(tmp_path / "gnugo" / "result.json")
+    assert set(columns) <= set(loop.COLUMNS) and columns["gnugo_games"] == 2
 
 
 def test_the_single_machine_path_does_not_import_ray():
