@@ -6,8 +6,8 @@ Terms:
 - λ (mix): the weight of rollouts in a leaf's value: (1 - λ)·v + λ·z, where v is the value evaluator's value and z
   the mean result of `rollouts` rollouts (rollout.RolloutPolicy.play_out) from the position, each +1 / 0 / -1 by
   area counting from the side to move. Score and ownership are mixed with the same weight, from the area count
-  of the rollouts' final positions, so λ = 1 keeps nothing of the value evaluator but its policy. λ = 0 plays no
-  rollout: the evaluations are exactly the value evaluator's (AlphaGo Zero).
+  of the rollouts' final positions, so λ = 1 keeps nothing of the value evaluator. λ = 0 plays no rollout: the
+  evaluations are exactly the evaluators' own (AlphaGo Zero).
 Like every evaluator it speaks from the side to move (evaluator.py); the search does not know rollouts exist.
 """
 

@@ -20,7 +20,7 @@ Terms:
   atari: the move puts an opponent chain in atari (leaves it one liberty).
   self_atari: the liberties after are exactly 1: no, a lone stone, a larger chain.
   last_distance, previous_distance: Manhattan distance to the last move and to the move before it, 1..16, 17 for
-    farther, 0 when there is none (a pass, the start of the game) or the candidate is that very point (captured).
+    17 and farther, 0 when there is none (a pass, the start of the game) or the candidate is that very point (captured).
   line: the distance to the nearest edge, line 1..4, 5 for farther.
 - probabilities: softmax of the summed weights over the candidates, as a vector over flat indices with pass last.
 - rollout: the policy plays both sides from a copy of a position until two passes in a row (or max_moves); the
@@ -323,7 +323,8 @@ class RolloutPolicy:
         return self.weights[self.feature_indices(features)].sum(axis=1)
 
     def probabilities(self, state: GameState) -> np.ndarray:
-        """[area + 1] move probabilities for the side to move (pass last: 1 exactly when there is no candidate)."""
+        """[area + 1] move probabilities for the side to move over its candidates (superko is not looked at here),
+        pass last: 1 exactly when there is no candidate."""
         features = game_features(state)
         result = np.zeros(state.grid.area + 1)
         if len(features.flat) == 0:

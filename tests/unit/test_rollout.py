@@ -3,12 +3,14 @@ and its weights files."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from search_support import position
 
 from gtp_engine.board import BLACK, EMPTY, WHITE, opponent
-from gtp_engine.coords import PASS
+from gtp_engine.coords import PASS, grid
 from gtp_engine.game import GameState, Rules
 from gtp_engine.rollout import (
     GROUPS,
@@ -267,3 +269,10 @@ def test_candidates_are_legal_and_only_own_eyes_are_left_out(random_states):
         for flat in np.flatnonzero(legal & ~candidates):
             assert own_eye(state.board, state.grid.points[flat], state.to_play)
 
+
+def test_shipped_rollout_policies_load_and_prefer_the_capture():
+    for size in (9, 19):
+        policy = RolloutPolicy.load(Path(__file__).resolve().parents[2] / "weights" / f"rollout-{size}x{size}.npz")
+        assert policy.info["board_size"] == size
+        state = position(ATARI, BLACK)
+        assert policy.probabilities(state).argmax() == grid(5).flat(grid(5).point(3, 2))
