@@ -149,7 +149,9 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("weights", ("network", "weights"), _text, "ONNX network file (default: the shipped one for the board size)", "FILE"),
+    Option("weights", ("network", "weights"), _text,
+           "ONNX network file: policy, and value unless --value-weights (default: the shipped one for the board size)",
+           "FILE"),
     Option("weights-dir", ("network", "weights_dir"), _text,
            "folder of networks named <W>x<H>.onnx or default.onnx (default: the shipped weights/)", "DIR"),
     Option("value-weights", ("network", "value_weights"), _text,
@@ -163,7 +165,8 @@ OPTIONS: tuple[Option, ...] = (
            "weight of rollouts in a leaf's value: (1 - lambda) * value + lambda * rollout result "
            "(default: 0, no rollouts)", "LAMBDA"),
     Option("rollout-weights", ("rollout", "weights"), _text,
-           "rollout policy for --lambda (default: the shipped rollout-<W>x<H>.npz, else rollout-19x19.npz)", "FILE"),
+           "rollout policy for --lambda (default: rollout-<W>x<H>.npz, else rollout-19x19.npz, beside the "
+           "networks)", "FILE"),
     Option("rollouts", ("rollout", "count"), _positive_int, "rollouts per leaf with --lambda (default: 1)", "N"),
     Option("visits", ("search", "visits"), _positive_int, "root visits per move, reused ones included", "N"),
     Option("playouts", ("search", "playouts"), _positive_int, "new playouts per move", "N"),
