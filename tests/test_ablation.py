@@ -180,3 +180,18 @@ def test_configuration_names():
                                                                   "--rollout-weights r.npz"
     assert ablation.engine_command("gtp", settings, "policy") == "gtp --threads 1 --visits 1"
     assert ablation.engine_command("gtp", settings, None) == "gtp --threads 1 --time 0.5"
+
+
+def test_a_configuration_without_its_rollout_policy_stops_before_any_game(tiny_onnx_model, tmp_path, monkeypatch,
+                                                                          capsys):
+    if GNUGO is None:
+        pytest.skip("GNU Go is not installed (apt-get install gnugo): it is the referee")
+    monkeypatch.chdir(ROOT)
+    empty = tmp_path / "no-weights"
+    empty.mkdir()
+    status = ablation.main(["--out", str(tmp_path / "out"), "--size", "5", "--visits", "2", "--configs", "lambda1",
+                            "--opponents", "default", "--engine", f"{sys.executable} -m gtp_engine", "--engine-args",
+                            f"--weights {tiny_onnx_model} --weights-dir {empty} --device cpu --threads 1"])
+    assert status == 1
+    assert f"no rollout policy for 5x5 boards in {empty}" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "journal.jsonl").exists()
