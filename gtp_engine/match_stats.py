@@ -49,12 +49,20 @@ def elo_interval(results: Sequence[float]) -> tuple[float, float, float]:
 
 
 def sprt_llr(results: Sequence[float], elo0: float, elo1: float) -> float:
-    """Log-likelihood ratio of elo1 against elo0 (normal approximation of the score)."""
+    """Log-likelihood ratio of elo1 against elo0 (normal approximation of the score).
+
+    A one-sided run (all wins, or all losses) has no sample variance; it is then estimated with one win and one
+    loss added, so that a clean sweep still decides after enough games instead of never.
+    """
     n = len(results)
+    if n == 0:
+        return 0.0
     mean = score(results)
     variance = sum((r - mean) ** 2 for r in results) / n
     if variance == 0:
-        return 0.0
+        padded = [*results, 0.0, 1.0]
+        padded_mean = score(padded)
+        variance = sum((r - padded_mean) ** 2 for r in padded) / len(padded)
     p0, p1 = (1 / (1 + 10 ** (-e / 400)) for e in (elo0, elo1))
     return n * (p1 - p0) * (2 * mean - p0 - p1) / (2 * variance)
 

@@ -36,4 +36,7 @@ def test_sprt_accepts_the_right_hypothesis():
     assert match_stats.sprt_decision(strong, 0, 50) == "H1"
     assert match_stats.sprt_decision(weak, 0, 50) == "H0"
     assert match_stats.sprt_decision([1.0, 0.0] * 5, 0, 50) is None
-    assert match_stats.sprt_decision([1.0] * 50, 0, 50) is None  # no variance: the approximation cannot tell
+    # A clean sweep decides, but not after a handful of games.
+    assert match_stats.sprt_decision([1.0] * 4, 0, 35) is None
+    assert match_stats.sprt_decision([1.0] * 20, 0, 35) == "H1"
+    assert match_stats.sprt_decision([0.0] * 20, 0, 35) == "H0"
