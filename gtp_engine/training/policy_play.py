@@ -29,7 +29,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from gtp_engine import features
+from gtp_engine import features, match_stats
 from gtp_engine.board import BLACK, EDGE, EMPTY, WHITE
 from gtp_engine.game import GameState, Rules
 from gtp_engine.training import model as model_lib
@@ -191,22 +191,12 @@ def own_eyes(states: Sequence[GameState]) -> np.ndarray:
     return eye & (opponent_stones + on_edge < 2)
 
 
-def win_interval(wins: float, games: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson 95% interval of a win rate (a draw counts half a win)."""
-    if games == 0:
-        return 0.0, 1.0
-    p = wins / games
-    centre = (p + z * z / (2 * games)) / (1 + z * z / games)
-    half = z * math.sqrt(p * (1 - p) / games + z * z / (4 * games * games)) / (1 + z * z / games)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def match(a: Agent, b: Agent, games: int, config: PlayConfig, rng: np.random.Generator, batch: int = 100,
           device: torch.device | str = "cpu") -> dict:
     """Policy-only games of a against b, colours alternating (a is Black in even games), `batch` at a time.
 
     Returns counts for a (wins, losses, draws, wins_as_black, wins_as_white), its win rate (a draw counts half)
-    with the 95% interval, and the mean game length in plies.
+    with the 95% interval of match_stats, and the mean game length in plies.
     """
     if games < 1 or batch < 2 or batch % 2:
         raise ValueError("games must be positive and batch a positive even number")
@@ -215,9 +205,9 @@ def match(a: Agent, b: Agent, games: int, config: PlayConfig, rng: np.random.Gen
         for game, result in enumerate(play([a, b], min(batch, games - start), config, rng, device=device)):
             rewards.append(result.reward(BLACK if game % 2 == 0 else WHITE))
             plies.append(result.plies)
+    score, low, high = match_stats.score_interval([(r + 1) / 2 for r in rewards])
     rewards = np.array(rewards)
-    wins, draws = int((rewards > 0).sum()), int((rewards == 0).sum())
-    low, high = win_interval(wins + 0.5 * draws, games)
-    return {"games": games, "wins": wins, "losses": int((rewards < 0).sum()), "draws": draws,
-            "wins_as_black": int((rewards[0::2] > 0).sum()), "wins_as_white": int((rewards[1::2] > 0).sum()),
-            "win_rate": (wins + 0.5 * draws) / games, "interval_95": [low, high], "mean_plies": float(np.mean(plies))}
+    return {"games": games, "wins": int((rewards > 0).sum()), "losses": int((rewards < 0).sum()),
+            "draws": int((rewards == 0).sum()), "wins_as_black": int((rewards[0::2] > 0).sum()),
+            "wins_as_white": int((rewards[1::2] > 0).sum()), "win_rate": score, "interval_95": [low, high],
+            "mean_plies": float(np.mean(plies))}

@@ -128,7 +128,3 @@ def test_match_counts_wins_for_a_with_colours_alternating():
     low, high = summary["interval_95"]
     assert low < 0.5 < high
 
-
-def test_win_interval():
-    low, high = policy_play.win_interval(160, 200)
-    assert low == pytest.approx(0.739, abs=1e-3) and high == pytest.approx(0.849, abs=1e-3)
