@@ -70,7 +70,8 @@ def test_the_table_has_one_row_per_cell_with_the_journal_counts(small_run):
         draws = sum(r["score"] == 0.5 for r in mine)
         assert cells[2] == str(len(mine))
         assert cells[3] == f"{wins} / {len(mine) - wins - draws} / {draws}"
-        assert cells[6] == ("1" if config == "policy" else "2")  # root visits from kata-genmove_analyze
+        mine_visits = "1" if config == "policy" else "2"  # root visits from kata-genmove_analyze
+        assert cells[6] == f"{mine_visits} / {'2' if opponent == 'default' else '–'}"
 
 
 def test_games_are_recorded_with_alternating_colours_and_their_sgf(small_run):
@@ -127,14 +128,14 @@ def test_score_and_elo_intervals_are_match_stats(tmp_path):
     score, low, high = match_stats.score_interval(results)
     elo, elo_low, elo_high = match_stats.elo_interval(results)
     assert rows == [["λ=0.5", "GNU Go level 10", "7", "4 / 2 / 1", f"{score:.2f} ({low:.2f} .. {high:.2f})",
-                     f"{elo:+.0f} ({elo_low:+.0f} .. {elo_high:+.0f})", "104"]]
+                     f"{elo:+.0f} ({elo_low:+.0f} .. {elo_high:+.0f})", "104 / –"]]
     assert (score, low, high) != pytest.approx((0.5, 0.5, 0.5))
 
 
 def test_a_cell_without_games_is_a_row_of_dashes(tmp_path):
     write_run(tmp_path, [])
     rows = table_rows(_run(["--table-only", "--out", str(tmp_path), "--configs", "policy", "--opponents", "gnugo"]))
-    assert rows == [["policy network only (1 visit)", "GNU Go level 10", "0", "0 / 0 / 0", "–", "–", "–"]]
+    assert rows == [["policy network only (1 visit)", "GNU Go level 10", "0", "0 / 0 / 0", "–", "–", "– / –"]]
 
 
 def test_a_line_cut_short_at_the_end_of_the_journal_is_dropped(tmp_path, capsys):

@@ -12,9 +12,10 @@ Terms:
 - match: --games games per cell with tools/match.py's play_game, colours alternating (the configuration has
   Black in games 1, 3, 5, ...), a GNU Go referee checking every move and scoring by area.
 - journal: <out>/journal.jsonl, one JSON line per finished game (cell, game number, colours, result, score for
-  the configuration, moves, the configuration's mean root visits per move); a rerun plays only the games the
-  journal lacks, so a table can be built over several sessions. <out>/settings.json holds what makes games
-  comparable (size, komi, time, ...); a rerun with other settings is refused. Each game's SGF is in <out>/sgf/.
+  the configuration, moves, mean root visits per move of the configuration and of a default-engine opponent);
+  a rerun plays only the games the journal lacks, so a table can be built over several sessions.
+  <out>/settings.json holds what makes games comparable (size, komi, time, ...); a rerun with other settings is
+  refused. Each game's SGF is in <out>/sgf/.
 - row: a cell's games summed up: wins / losses / draws, score with its 95% interval and Elo with its interval
   (gtp_engine/match_stats.py), all for the configuration; written to <out>/table.md and printed.
 
@@ -66,7 +67,8 @@ class Settings:
 
 
 class MeteredProgram(Program):
-    """Our engine, asked for its moves with kata-genmove_analyze so that each move's root visits are known."""
+    """Our engine, asked for its moves with kata-genmove_analyze so that each move's root visits are known (the
+    same search as genmove; both sides of an engine-against-engine game are asked this way)."""
 
     def __init__(self, command: str, verbose: bool = False):
         super().__init__(command, verbose)
@@ -214,18 +216,23 @@ class Row:
     score: tuple[float, float, float] | None  # (score, low, high)
     elo: tuple[float, float, float] | None
     visits: float | None  # mean root visits per move of the configuration
+    opponent_visits: float | None  # the same for a default-engine opponent
 
 
 def row(config: str, opponent: str, records: list[dict]) -> Row:
-    results = [r["score"] for r in records if r["config"] == config and r["opponent"] == opponent]
-    visits = [r["visits"] for r in records
-              if r["config"] == config and r["opponent"] == opponent and r.get("visits") is not None]
+    mine = [r for r in records if r["config"] == config and r["opponent"] == opponent]
+    results = [r["score"] for r in mine]
     if not results:
-        return Row(config, opponent, 0, 0, 0, 0, None, None, None)
+        return Row(config, opponent, 0, 0, 0, 0, None, None, None, None)
     wins, draws = results.count(1.0), results.count(0.5)
     return Row(config, opponent, len(results), wins, len(results) - wins - draws, draws,
                match_stats.score_interval(results), match_stats.elo_interval(results),
-               sum(visits) / len(visits) if visits else None)
+               _mean(r.get("visits") for r in mine), _mean(r.get("opponent_visits") for r in mine))
+
+
+def _mean(values) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
 
 
 def markdown_table(rows: list[Row], settings: Settings) -> str:
@@ -235,7 +242,7 @@ def markdown_table(rows: list[Row], settings: Settings) -> str:
     lines = [
         caption,
         "",
-        "| configuration | opponent | games | wins / losses / draws | score (95%) | Elo (95%) | root visits/move |",
+        "| configuration | opponent | games | wins / losses / draws | score (95%) | Elo (95%) | root visits/move (config / opponent) |",
         "|---|---|---:|---:|---|---|---:|",
     ]
     for r in rows:
@@ -243,7 +250,7 @@ def markdown_table(rows: list[Row], settings: Settings) -> str:
         if r.score is not None:
             score = "{:.2f} ({:.2f} .. {:.2f})".format(*r.score)
             elo = "{:+.0f} ({:+.0f} .. {:+.0f})".format(*r.elo)
-        visits = f"{r.visits:.0f}" if r.visits is not None else "–"
+        visits = " / ".join(f"{v:.0f}" if v is not None else "–" for v in (r.visits, r.opponent_visits))
         lines.append(f"| {config_label(r.config)} | {opponent_label(r.opponent, settings)} | {r.games} | "
                      f"{r.wins} / {r.losses} / {r.draws} | {score} | {elo} | {visits} |")
     return "\n".join(lines) + "\n"
@@ -284,12 +291,16 @@ def play_cell_game(programs: Programs, referee: Program, engine: str, settings: 
                    opponent: str, number: int) -> dict:
     """Plays game `number` of a cell, saves its SGF and returns its journal record."""
     tested = programs.get(config, engine_command(engine, settings, config), metered=True)
-    other = programs.get("opponent " + opponent, gnugo_command(settings.gnugo_level) if opponent == "gnugo"
-                         else engine_command(engine, settings, None))
+    if opponent == "gnugo":
+        other = programs.get("opponent gnugo", gnugo_command(settings.gnugo_level))
+    else:
+        other = programs.get("opponent default", engine_command(engine, settings, None), metered=True)
     config_black = number % 2 == 1
     black, white = (tested, other) if config_black else (other, tested)
     names = (config, opponent) if config_black else (opponent, config)
-    tested.visits = []
+    metered = [program for program in (tested, other) if isinstance(program, MeteredProgram)]
+    for program in metered:
+        program.visits = []
     started = time.monotonic()
     result, game = play_game(black, white, referee, settings.size, settings.komi, settings.max_moves)
     seconds = time.monotonic() - started
@@ -301,7 +312,7 @@ def play_cell_game(programs: Programs, referee: Program, engine: str, settings: 
     return {
         "config": config, "opponent": opponent, "game": number, "black": names[0], "white": names[1],
         "result": result, "score": score, "moves": [coords.to_gtp(game.grid, p) for _, p in game.moves],
-        "visits": sum(tested.visits) / len(tested.visits) if tested.visits else None,
+        "visits": _mean(tested.visits), "opponent_visits": _mean(other.visits) if other in metered else None,
         "seconds": round(seconds, 1), "sgf": str(sgf_path.relative_to(out)),
     }
 
