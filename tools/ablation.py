@@ -249,11 +249,16 @@ def markdown_table(rows: list[Row], settings: Settings) -> str:
         score = elo = "–"
         if r.score is not None:
             score = "{:.2f} ({:.2f} .. {:.2f})".format(*r.score)
-            elo = "{:+.0f} ({:+.0f} .. {:+.0f})".format(*r.elo)
+            elo = "{} ({} .. {})".format(*map(_signed, r.elo))
         visits = " / ".join(f"{v:.0f}" if v is not None else "–" for v in (r.visits, r.opponent_visits))
         lines.append(f"| {config_label(r.config)} | {opponent_label(r.opponent, settings)} | {r.games} | "
                      f"{r.wins} / {r.losses} / {r.draws} | {score} | {elo} | {visits} |")
     return "\n".join(lines) + "\n"
+
+
+def _signed(elo: float) -> str:
+    """Elo as +12 / -300 / +inf, with no "-0" for a small negative number."""
+    return f"{elo:+.0f}" if math.isinf(elo) else f"{round(elo):+d}"
 
 
 def write_table(out: Path, cells: list[tuple[str, str]], settings: Settings) -> str:
