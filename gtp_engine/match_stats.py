@@ -3,11 +3,12 @@
 Terms:
 - result of a game for A: 1 (win), 0.5 (draw), 0 (loss). Score: the mean over the games.
 - Elo: the rating difference that predicts the score, 400 * log10(score / (1 - score)); the 95% interval maps
-  score +- 1.96 standard errors the same way.
+  score +- 1.96 standard errors the same way. Where every game had the same result the standard error is zero,
+  and the Wilson score interval (which stays wide after 10 straight losses, say) is used instead.
 - SPRT: the sequential probability ratio test of "A is elo0 stronger" against "A is elo1 stronger" (normal
   approximation of the score, as fishtest uses, with the sample variance); a match stops when the
   log-likelihood ratio (LLR) leaves its bounds: above the upper one H1 (elo1) is accepted, below the lower H0.
-  A sample without variance (all wins, say) gives LLR 0: the approximation has nothing to measure it by.
+  A sample without variance (all wins, say) is given the variance it would have with one win and one loss more.
 
 Used by tools/match.py (engines over GTP) and by the training loop's gating (networks in process).
 """
@@ -29,8 +30,17 @@ def score_interval(results: Sequence[float]) -> tuple[float, float, float]:
     n = len(results)
     mean = score(results)
     variance = sum((r - mean) ** 2 for r in results) / n
+    if variance == 0:
+        return (mean, *_wilson(mean, n))
     margin = Z95 * math.sqrt(variance / n)
     return mean, max(0.0, mean - margin), min(1.0, mean + margin)
+
+
+def _wilson(p: float, n: int) -> tuple[float, float]:
+    z2 = Z95 * Z95
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def elo(score: float) -> float:

@@ -132,11 +132,11 @@ def test_score_and_elo_intervals_are_match_stats(tmp_path):
     assert (score, low, high) != pytest.approx((0.5, 0.5, 0.5))
 
 
-def test_an_even_score_is_plus_zero_elo_and_a_clean_sweep_infinite(tmp_path):
+def test_an_even_score_is_plus_zero_elo_and_a_clean_sweep_infinite_with_a_finite_lower_bound(tmp_path):
     write_run(tmp_path, [{"config": "policy", "opponent": o, "game": n, "score": s}
                          for o, scores in (("default", [1, 0]), ("gnugo", [1, 1])) for n, s in enumerate(scores, 1)])
     rows = table_rows(_run(["--table-only", "--out", str(tmp_path), "--configs", "policy"]))
-    assert [row[5] for row in rows] == ["+0 (-inf .. +inf)", "+inf (+inf .. +inf)"]
+    assert [row[5] for row in rows] == ["+0 (-inf .. +inf)", "+inf (-113 .. +inf)"]  # Wilson's interval for 2 of 2
 
 
 def test_a_cell_without_games_is_a_row_of_dashes(tmp_path):

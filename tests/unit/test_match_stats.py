@@ -22,7 +22,11 @@ def test_score_interval_is_the_mean_plus_minus_two_standard_errors():
     mean, low, high = match_stats.score_interval([1.0] * 60 + [0.0] * 40)
     assert mean == pytest.approx(0.6)
     assert (low, high) == pytest.approx((0.6 - 1.96 * math.sqrt(0.24 / 100), 0.6 + 1.96 * math.sqrt(0.24 / 100)))
-    assert match_stats.score_interval([1.0, 1.0]) == (1.0, 1.0, 1.0)
+    # One-sided samples get the Wilson interval: ten straight losses still allow a score near 0.28.
+    mean, low, high = match_stats.score_interval([0.0] * 10)
+    assert (mean, low) == (0.0, 0.0) and high == pytest.approx(0.2775, abs=1e-3)
+    mean, low, high = match_stats.score_interval([1.0] * 10)
+    assert high == 1.0 and low == pytest.approx(0.7225, abs=1e-3)
 
 
 def test_sprt_accepts_the_right_hypothesis():
