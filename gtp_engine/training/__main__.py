@@ -1,4 +1,4 @@
-"""Command line of the training package: python -m gtp_engine.training {ingest,train,export} ...
+"""Command line of the training package: python -m gtp_engine.training COMMAND ..., one subcommand per stage.
 
     python -m gtp_engine.training ingest ../shared/data/go9_curated.tar.xz --out data/go9 --size 9
     python -m gtp_engine.training train --data data/go9 --out runs/go9-b6c64 --preset b6c64 --steps 20000
@@ -12,8 +12,8 @@
     python -m gtp_engine.training value-eval A.pt B.pt --data data/go9
     python -m gtp_engine.training rollout-train ../shared/data/go9_curated.tar.xz --out rollout-9x9.npz --size 9
 
-Every field of IngestConfig, TrainConfig and SelfPlayConfig is a flag of the same name (underscores as dashes); the configs are
-built here and nowhere else. Logs and progress bars go to stderr.
+Every field of the stages' configs (IngestConfig, TrainConfig, SelfPlayConfig, ...) is a flag of the same name
+(underscores as dashes); the configs are built here and nowhere else. Logs and progress bars go to stderr.
 """
 
 from __future__ import annotations
