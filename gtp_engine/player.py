@@ -22,7 +22,8 @@ Terms:
      when no other move is left. So: never pass while behind, never fill our own territory.
   In cleanup (kgs-genmove_cleanup) the opponent's dead stones must be captured first: no pass while any
   remain, and no resignation.
-- resignation: when the chosen move's winrate is below config.resign_threshold, after resign_after_moves moves.
+- resignation: when the chosen move's winrate (the network's for the root when the move has no visits, as in a
+  1-visit search) is below config.resign_threshold, after resign_after_moves moves.
 - background search: pondering or analysis in a thread; every other call stops it first.
 """
 
@@ -192,7 +193,8 @@ class Player:
         after = self.config.resign_after_moves
         if after is None:
             after = state.grid.area // 4
-        return state.move_number >= after and choice.visits > 0 and choice.winrate < threshold
+        # An unvisited choice (a 1-visit, policy-only search) carries the root's network winrate.
+        return state.move_number >= after and choice.winrate < threshold
 
     def _apply_pass_rules(self, state: GameState, result: SearchResult, cleanup: bool, dead_opponent: bool,
                           move_filter: MoveFilter) -> int:

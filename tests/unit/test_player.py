@@ -67,6 +67,8 @@ def test_resigns_when_lost_but_not_in_the_opening_nor_when_disabled():
     assert not Player(ScriptedEvaluator(value=black_losing), config, GameState(5)).genmove(
         BLACK, QUICK, cleanup=True).resign
     assert Player(ScriptedEvaluator(value=black_losing), config, GameState(5)).genmove(WHITE, QUICK).resign is False
+    # A policy-only player (1 visit, no visited move) resigns on the network's value.
+    assert Player(ScriptedEvaluator(value=black_losing), config, GameState(5)).genmove(BLACK, StopCondition(visits=1)).resign
 
 
 def test_passes_after_the_opponent_passed_when_passing_wins_by_the_count():
