@@ -238,7 +238,7 @@ def _mean(values) -> float | None:
 def markdown_table(rows: list[Row], settings: Settings) -> str:
     caption = (f"{settings.size}x{settings.size}, komi {settings.komi:g}, {budget_label(settings)} for every "
                f"searching engine; area scoring by a GNU Go referee. Score and Elo are the configuration's, with 95% "
-               f"intervals (normal approximation, gtp_engine/match_stats.py).")
+               f"intervals (normal approximation, Wilson where every game had the same result; gtp_engine/match_stats.py).")
     lines = [
         caption,
         "",
