@@ -92,7 +92,7 @@ def test_mean_baseline_centres_the_rewards():
 
 
 def config(**changes) -> ReinforceConfig:
-    values = dict(iterations=2, games=4, size=5, pool_every=1, lr=0.01, device="cpu", chunk=64)
+    values = dict(iterations=2, games=4, size=5, pool_every=1, lr=0.01, baseline="none", device="cpu", chunk=64)
     values.update(changes)
     return ReinforceConfig(**values)
 
