@@ -14,7 +14,7 @@ Terms:
 - noise: Dirichlet(alpha) mixed into the root priors with weight noise_fraction, alpha = noise_alpha_total /
   the number of legal moves (KataGo: 10.83 = 0.03 * 361, whatever the board size).
 - move choice: the first temperature_moves moves of a game are drawn in proportion to the root's visits
-  (temperature 1); later moves are the search's choice (search.choose_edge: LCB among well-visited moves).
+  (temperature 1; never a pass); later moves are the search's choice (search.choose_edge: LCB among well-visited moves).
 - policy target: the root's visits per move divided by their sum, flat order, pass last; it sums to 1.
 - winrate of a search: (root value + 1) / 2 for the player to move. Resignation: a player resigns when its
   winrate stays below resign_winrate for resign_consecutive of its searches in a row. A share no_resign_fraction
@@ -45,6 +45,7 @@ from tqdm import tqdm
 
 from gtp_engine import features, sgf_io
 from gtp_engine.board import BLACK, WHITE, opponent
+from gtp_engine.coords import PASS
 from gtp_engine.evaluator import EvaluationBatch, Evaluator
 from gtp_engine.game import GameState, Rules, format_result
 from gtp_engine.mcts import PendingBatch, Tree
@@ -297,8 +298,10 @@ class _SelfPlay:
                 game.would_resign = color
 
         visits = root.N[: len(root.moves)]
-        if state.move_number < config.temperature_limit and visits.sum() > 0:
-            edge = int(self.rng.choice(len(visits), p=visits / visits.sum()))
+        # Opening moves are drawn by visits, pass excepted: a drawn pass gives the game away for nothing.
+        drawable = np.where(np.array(root.moves) == PASS, 0.0, visits)
+        if state.move_number < config.temperature_limit and drawable.sum() > 0:
+            edge = int(self.rng.choice(len(drawable), p=drawable / drawable.sum()))
         else:
             edge = choose_edge(tree, self.search)
         point = root.moves[edge]

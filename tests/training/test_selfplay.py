@@ -200,3 +200,16 @@ def test_the_command_line_plays_and_writes_a_report(tiny_onnx_model, tmp_path):
     assert done.stdout == ""
     assert json.loads((out / selfplay.REPORT).read_text())["games"] == 2
     assert len(list((out / "sgf").glob("*.sgf"))) == 2
+
+
+def test_moves_drawn_by_visits_are_never_a_pass(tmp_path):
+    # A uniform network gives pass as much prior as any point, so passes get visits on a 5x5 board.
+    config = SelfPlayConfig(size=SIZE, full_visits=16, fast_visits=16, full_search_fraction=1.0,
+                            temperature_moves=12, parallel_games=4, val_fraction=0.0, resign_winrate=0.0, seed=3)
+    selfplay.play(UniformEvaluator(), 4, config, tmp_path, progress=False)
+    arrays = all_samples(tmp_path)
+    pass_visits = arrays["policy"][:, AREA][arrays["policy_mask"]]
+    assert pass_visits[:12].sum() > 0  # passes were searched ...
+    for number in range(4):
+        record = sgf_io.load_sgf_file(tmp_path / f"sgf/game-{number}.sgf")
+        assert PASS not in [point for _, point in record.moves[:12]]  # ... but never drawn
