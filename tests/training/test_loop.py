@@ -30,12 +30,7 @@ TINY = {"generations": 1, "games_per_generation": 6, "batch_games": 3, "size": S
         "train_device": "cpu"}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

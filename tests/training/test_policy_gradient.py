@@ -22,14 +22,6 @@ from gtp_engine.training.policy_gradient import ReinforceConfig  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def init_checkpoint(tmp_path_factory):
     path = tmp_path_factory.mktemp("init") / "sl.pt"

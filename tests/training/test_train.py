@@ -31,14 +31,6 @@ def shards(tmp_path_factory):
     return out
 
 
-@pytest.fixture
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def config_for(shards, **changes) -> TrainConfig:
     values = dict(data=(str(shards),), preset="tiny", batch_size=16, steps=6, eval_every=3, warmup_steps=2,
                   val_samples=64, window_samples=64, device="cpu", lr=3e-3)
