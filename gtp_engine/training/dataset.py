@@ -291,6 +291,23 @@ class ShardWriter:
         return sidecar
 
 
+def write_sample(source: str | os.PathLike, out: str | os.PathLike, samples: int, seed: int) -> dict:
+    """Writes a random sample of source's training games, whole games until they hold `samples` samples or
+    more, into the empty folder out as training shards; returns its sidecar."""
+    sidecar = read_sidecar(source)
+    arrays = concatenate([load_shard(path) for path, _ in Shards([source], "train").files])
+    lengths = np.bincount(arrays["game"], minlength=len(arrays["game_key"]))
+    order = np.random.default_rng(seed).permutation(len(lengths))
+    chosen = order[:int(np.searchsorted(np.cumsum(lengths[order]), samples)) + 1]
+    writer = ShardWriter(out, sidecar["width"], sidecar["height"], shard_samples=max(samples, 1))
+    for game in chosen:
+        rows = np.flatnonzero(arrays["game"] == game)
+        record = {key: arrays[key][rows] for key in arrays if _is_sample_field(key) and key != "game"}
+        record.update({key: arrays[key][game:game + 1] for key in GAME_FIELDS})
+        writer.add("train", record)
+    return writer.finish({"sampled_from": str(source), "seed": seed})
+
+
 def _atomic_write(path: Path, write) -> None:
     with replacing(path) as tmp, open(tmp, "wb") as f:
         write(f)

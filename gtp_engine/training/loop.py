@@ -9,6 +9,7 @@ Terms:
                  when there is one (an ONNX init has none)
     gen-0000/    the initial network (model.onnx, checkpoint.pt for a checkpoint init)
     gen-NNNN/    selfplay/batch-KKK/  self-play shard folders (selfplay.play), complete when report.json exists
+                 anchor/              with --anchor: this generation's random draw of expert games (shards)
                  train/               the candidate's training run (train.py: resumes itself; model.onnx at the end)
                  gate/                the gate match (gating.py: resumes with its finished games; result.json)
                  gnugo/               the optional match of the best against GNU Go (result.json, match.txt, sgf/)
@@ -16,7 +17,8 @@ Terms:
     metrics.csv  one row per recorded generation (rebuilt from the summaries), strength.png its plot, loop.log
 - generation g >= 1, in phases: selfplay (batches of games by the best network; a batch that was cut short is
   played again) -> train (the candidate continues from the previous candidate's weights, or the initial
-  checkpoint's, on the self-play of the last window_generations generations) -> gate (candidate against
+  checkpoint's, on the self-play of the last window_generations generations, plus anchor_samples samples of
+  expert games when an anchor is set) -> gate (candidate against
   best: gating.py's rule) -> promote (copies into best.*, and into promote_to when set, each atomically) ->
   gnugo (every gnugo_every generations, when set: the best against GNU Go through tools/match.py, a match
   played again whole if it was cut short) -> record. state.json moves to the next phase only after a phase's output is complete, and every phase
@@ -53,7 +55,7 @@ from tqdm import tqdm
 from gtp_engine import match_stats
 from gtp_engine.onnx_evaluator import OnnxEvaluator
 from gtp_engine.training import checkpoint as checkpoint_lib
-from gtp_engine.training import export_onnx, gating, selfplay, train
+from gtp_engine.training import dataset, export_onnx, gating, selfplay, train
 from gtp_engine.training.files import replacing
 
 log = logging.getLogger(__name__)
@@ -66,6 +68,7 @@ LOG = "loop.log"
 METRICS = "metrics.csv"
 PLOT = "strength.png"
 SUMMARY = "summary.json"
+ANCHOR = "anchor"
 MATCH_TOOL = Path(__file__).resolve().parents[2] / "tools" / "match.py"  # in the source tree, not in a wheel
 TRAIN_CHECKPOINT_STEPS = 500  # a candidate's training validates and checkpoints this often: what a kill can lose
 # Fields a rerun may change: how far to go, where to promote, and how the work is executed.
@@ -99,6 +102,9 @@ class LoopConfig:
     batch_size: int = 256
     lr: float = 3e-4
     warmup_steps: int = 50
+    value_weight: float = 1.0  # the candidates' value loss weight (train.TrainConfig.value_weight)
+    anchor: str = ""  # shard folder of expert games (ingest) mixed into every candidate's training; "": none
+    anchor_samples: int = 0  # samples of it per generation, a fresh random draw of whole games each time
     preset: str = ""  # candidates' model preset; "": the initial network's
     val_samples: int = 10_000
     gate_games: int = 200  # gating.GateConfig.max_games
@@ -119,6 +125,8 @@ class LoopConfig:
                self.train_steps) < 1:
             raise ValueError("generations, games_per_generation, batch_games, window_generations and train_steps "
                              "must be positive")
+        if bool(self.anchor) != (self.anchor_samples > 0):
+            raise ValueError("--anchor and --anchor-samples go together")
         if Path(self.init).suffix not in (".pt", ".onnx"):
             raise ValueError(f"--init {self.init}: a checkpoint (.pt) or a network (.onnx)")
 
@@ -291,20 +299,36 @@ def _selfplay(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) ->
 
 def _train(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) -> dict:
     generation = state["generation"]
+    if config.anchor:
+        _write_anchor(config, run_dir, generation)
     summary = runner.train(train_config(config, run_dir, generation, state["preset"]),
                            str(_gen_dir(run_dir, generation) / "train"))
     log.info("generation %d candidate trained: %s", generation, summary["validation"])
     return {**state, "phase": "gate"}
 
 
+def _write_anchor(config: LoopConfig, run_dir: Path, generation: int) -> None:
+    """The generation's draw of expert games (gen-NNNN/anchor/); a draw cut short is drawn again."""
+    folder = _gen_dir(run_dir, generation) / ANCHOR
+    if (folder / dataset.SIDECAR).exists():
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    sidecar = dataset.write_sample(config.anchor, folder, config.anchor_samples, _seed(config.seed, generation, 1))
+    log.info("generation %d: %d samples of %d expert games from %s mixed in", generation,
+             sidecar["samples"]["train"], sidecar["games"]["train"], config.anchor)
+
+
 def train_config(config: LoopConfig, run_dir: Path, generation: int, preset: str) -> train.TrainConfig:
-    """The candidate's training: on the window's self-play, from the previous candidate's weights."""
+    """The candidate's training: on the window's self-play (and the generation's anchor draw), from the previous
+    candidate's weights."""
     window = [str(batch) for g in range(max(1, generation - config.window_generations + 1), generation + 1)
               for batch in _batches(run_dir, g)]
+    if config.anchor and window:
+        window.append(str(_gen_dir(run_dir, generation) / ANCHOR))
     previous = _gen_dir(run_dir, generation - 1) / ("train" if generation > 1 else "") / train.CHECKPOINT
     return train.TrainConfig(
         data=tuple(window), preset=config.preset or preset, batch_size=config.batch_size,
-        steps=config.train_steps, lr=config.lr, warmup_steps=config.warmup_steps,
+        steps=config.train_steps, lr=config.lr, warmup_steps=config.warmup_steps, value_weight=config.value_weight,
         eval_every=min(config.train_steps, TRAIN_CHECKPOINT_STEPS),
         val_samples=config.val_samples, seed=_seed(config.seed, generation, 0), device=config.train_device,
         init_from=str(previous) if previous.exists() else "",
@@ -531,7 +555,9 @@ def _check_config(config: LoopConfig, run_dir: Path) -> None:
     path = run_dir / CONFIG
     if path.exists():
         saved = json.loads(path.read_text())
-        changed = [k for k, v in config.to_dict().items() if k not in RESUMABLE_CHANGES and saved.get(k) != v]
+        defaults = {f.name: f.default for f in dataclasses.fields(LoopConfig)}  # fields newer than the run
+        changed = [k for k, v in config.to_dict().items()
+                   if k not in RESUMABLE_CHANGES and saved.get(k, defaults[k]) != v]
         if changed:
             raise ValueError(f"{run_dir} is a loop run with other settings ({', '.join(changed)}); use the same "
                              f"ones (see {path}) or another folder")

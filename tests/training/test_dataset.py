@@ -112,3 +112,26 @@ def test_a_writer_takes_both_soft_fields_or_neither_and_one_kind_of_game(random_
     writer.add("train", soft_game(states, rng))
     with pytest.raises(ValueError, match="cannot share"):
         writer.add("train", plain_game(states, rng))
+
+
+def test_a_sample_takes_whole_training_games_until_it_holds_enough(random_states, tmp_path):
+    rng = np.random.default_rng(6)
+    states = random_states(SIZE, 40, seed=8)
+    writer = dataset.ShardWriter(tmp_path / "expert", SIZE, SIZE, shard_samples=12)
+    for start in range(0, 40, 5):  # 8 games of 5 samples: 6 for training, 2 held out
+        writer.add("train" if start < 30 else "val", plain_game(states[start:start + 5], rng))
+    writer.finish({})
+    training = dataset.Shards([tmp_path / "expert"], "train").head(1000)
+
+    sidecar = dataset.write_sample(tmp_path / "expert", tmp_path / "sample", samples=12, seed=1)
+    assert sidecar["samples"] == {"train": 15, "val": 0} and sidecar["games"]["train"] == 3  # whole games
+    sample = dataset.Shards([tmp_path / "sample"], "train").head(1000)
+    for game, key in enumerate(sample["game_key"]):
+        source = int(np.flatnonzero(training["game_key"] == key)[0])
+        assert np.array_equal(sample["cells"][sample["game"] == game], training["cells"][training["game"] == source])
+    again = dataset.write_sample(tmp_path / "expert", tmp_path / "again", samples=12, seed=1)
+    other = dataset.write_sample(tmp_path / "expert", tmp_path / "other", samples=12, seed=2)
+    keys = {name: sorted(dataset.Shards([tmp_path / name], "train").head(100)["game_key"])
+            for name in ("again", "other")}
+    assert keys["again"] == sorted(sample["game_key"]) and again["samples"] == sidecar["samples"]
+    assert keys["other"] != keys["again"] and other["games"]["train"] == 3

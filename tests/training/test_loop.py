@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 from gtp_engine import sgf_io  # noqa: E402
 from gtp_engine.onnx_evaluator import OnnxEvaluator  # noqa: E402
 from gtp_engine.training import checkpoint as checkpoint_lib  # noqa: E402
-from gtp_engine.training import export_onnx, gating, loop, selfplay, train  # noqa: E402
+from gtp_engine.training import dataset, export_onnx, gating, loop, selfplay, sgf_ingest, train  # noqa: E402
 from gtp_engine.training.gating import GateConfig  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -183,6 +183,28 @@ def test_an_exception_in_training_resumes_without_replaying_self_play(tiny_onnx_
     assert loop.read_metrics(run / loop.METRICS)[0]["promoted"] == "False"
 
 
+def test_an_anchor_of_expert_games_joins_each_candidates_training(tiny_checkpoint, random_states, tmp_path):
+    records = tmp_path / "records"
+    records.mkdir()
+    for number, state in enumerate(random_states(SIZE, 12, seed=7, max_fill=0.6)):
+        (records / f"{number}.sgf").write_bytes(sgf_io.save_sgf(state, result="B+R" if number % 2 else "W+R"))
+    sgf_ingest.ingest([records], tmp_path / "expert", sgf_ingest.IngestConfig(size=SIZE, min_moves=2,
+                                                                                val_fraction=0.0, workers=1))
+    config = loop.LoopConfig(init=str(tiny_checkpoint), anchor=str(tmp_path / "expert"), anchor_samples=20,
+                             value_weight=0.25, **TINY)
+    loop.run(config, tmp_path / "run", progress=False)
+    anchor = tmp_path / "run" / "gen-0001" / loop.ANCHOR
+    drawn = dataset.Shards([anchor], "train").head(1000)
+    expert = dataset.Shards([tmp_path / "expert"], "train").head(1000)
+    assert len(drawn["move"]) >= 20 and set(drawn["game_key"]) < set(expert["game_key"])
+    trained = checkpoint_lib.load(tmp_path / "run" / "gen-0001" / "train" / train.CHECKPOINT)
+    settings = trained.provenance["train_config"]
+    assert settings["data"][-1] == str(anchor) and settings["value_weight"] == 0.25
+    assert len(settings["data"]) == 3  # two self-play batches and the anchor
+    with pytest.raises(ValueError, match="go together"):
+        loop.LoopConfig(init=str(tiny_checkpoint), anchor=str(tmp_path / "expert"))
+
+
 def test_a_batch_cut_short_is_played_again(tiny_onnx_model, tmp_path):
     batch = tmp_path / "batch-000"
     batch.mkdir()
@@ -200,6 +222,12 @@ def test_a_rerun_with_other_settings_is_refused(tiny_onnx_model, tmp_path):
     loop._check_config(loop.LoopConfig(init=str(tiny_onnx_model), **{**TINY, "generations": 5}), run)
     with pytest.raises(ValueError, match="train_steps"):
         loop._check_config(loop.LoopConfig(init=str(tiny_onnx_model), **{**TINY, "train_steps": 7}), run)
+    # A run from before a setting existed had it at its default.
+    saved = json.loads((run / loop.CONFIG).read_text())
+    (run / loop.CONFIG).write_text(json.dumps({k: v for k, v in saved.items() if k != "value_weight"}))
+    loop._check_config(loop.LoopConfig(init=str(tiny_onnx_model), **TINY), run)
+    with pytest.raises(ValueError, match="value_weight"):
+        loop._check_config(loop.LoopConfig(init=str(tiny_onnx_model), value_weight=0.5, **TINY), run)
 
 
 def test_the_command_resumes_after_being_killed(tiny_onnx_model, tmp_path):
@@ -224,6 +252,19 @@ def test_the_command_resumes_after_being_killed(tiny_onnx_model, tmp_path):
     assert json.loads((run / loop.STATE).read_text())["generation"] == 2
     assert first_batch.read_bytes() == before  # finished work is kept, not redone
     assert len(loop.read_metrics(run / loop.METRICS)) == 1
+
+
+def test_the_gate_command_plays_a_match_of_fixed_length(tiny_onnx_model, tmp_path):
+    command = [sys.executable, "-m", "gtp_engine.training", "--threads", "1", "gate", str(tiny_onnx_model),
+               str(tiny_onnx_model), "--out", str(tmp_path), "--size", str(SIZE), "--komi", "2", "--visits", "4",
+               "--max-games", "4", "--fixed-length", "--parallel-games", "2",
+               "--device", "cpu", "--no-progress"]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == ""
+    result = gating.read_result(tmp_path)
+    assert result.games == 4 and json.loads(done.stderr[done.stderr.index("{"):])["games"] == 4
+    assert len((tmp_path / gating.GAMES).read_text().splitlines()) == 4
 
 
 def test_the_best_can_play_gnu_go(tiny_onnx_model, tmp_path):
