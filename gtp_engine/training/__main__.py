@@ -5,6 +5,7 @@
     python -m gtp_engine.training export runs/go9-b6c64/checkpoint.pt go9.onnx
     python -m gtp_engine.training selfplay --weights weights/9x9.onnx --out data/selfplay9-000 --games 64
     python -m gtp_engine.training loop --init runs/go9-b6c64-main/checkpoint.pt --out runs/loop9 --generations 20
+    python -m gtp_engine.training gate runs/loop9/best.onnx weights/9x9.onnx --out runs/gate9 --max-games 200
     python -m gtp_engine.training reinforce --init runs/go9-b6c64/checkpoint.pt --out runs/rl/go9 --iterations 40
     python -m gtp_engine.training policy-match runs/rl/go9/checkpoint.pt runs/go9-b6c64/checkpoint.pt --games 200
     python -m gtp_engine.training value-data --sl SL.pt --rl RL.pt --out data/value9 --games 4096
@@ -30,7 +31,7 @@ import torch
 from gtp_engine.onnx_evaluator import ModelLoadError, OnnxEvaluator
 from gtp_engine.training import checkpoint as checkpoint_lib
 from gtp_engine.training import rollout_train
-from gtp_engine.training import loop, selfplay
+from gtp_engine.training import gating, loop, selfplay
 from gtp_engine.training import dataset, export_onnx, policy_gradient, policy_play, sgf_ingest, train, value_net
 
 _HELP = {
@@ -90,7 +91,18 @@ _HELP = {
     "pool_every": "iterations between additions of the learner to the opponent pool",
     "komi": "komi of the games",
     "temperature": "moves are sampled from softmax(logits / temperature) over the legal non-eye moves",
-    "max_moves": "plies after which a game is scored as it stands (0: three times the area)",
+    "max_moves": "plies after which a game is scored as it stands (0: the stage's default, two or three times "
+                 "the area)",
+    "visits": "playouts per move, both networks",
+    "max_games": "the match never plays more games",
+    "sprt_elo0": "the SPRT's H0: A is this many Elo stronger",
+    "sprt_elo1": "the SPRT's H1: A is this many Elo stronger",
+    "sprt_alpha": "chance of accepting H1 when H0 holds",
+    "sprt_beta": "chance of accepting H0 when H1 holds",
+    "sprt_min_games": "the SPRT decides nothing before this many games",
+    "fixed_games": "undecided at max-games: A wins only with at least this many games ...",
+    "fixed_score": "... and at least this score",
+    "opening_moves": "first moves of each game drawn in proportion to the visits (variety)",
     "chunk": "positions per forward/backward pass of an update",
     "batch": "games played together",
     "max_ply": "the kept position follows a random move at ply U ~ uniform 1..max_ply (0: the board's area)",
@@ -193,6 +205,17 @@ def main(argv: list[str] | None = None) -> int:
     play.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_config_flags(play, selfplay.SelfPlayConfig, skip=("size",))
 
+    match = commands.add_parser("gate", help="networks A and B play at equal visits (gating.py's match); "
+                                             "resumes its folder")
+    match.add_argument("candidate", help="ONNX network A (the candidate: Black in even games)")
+    match.add_argument("best", help="ONNX network B")
+    match.add_argument("--out", required=True, help="match folder (games.jsonl, sgf/, result.json)")
+    match.add_argument("--fixed-length", action="store_true",
+                       help="play all max-games games (the SPRT decides nothing before the last one)")
+    match.add_argument("--device", default="auto", help="onnxruntime device: auto, cpu, cuda, tensorrt (default: auto)")
+    match.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_config_flags(match, gating.GateConfig)
+
     roll = commands.add_parser("rollout-train", help="SGF records -> rollout policy weights (.npz) with its "
                                                      "held-out move-prediction accuracy")
     roll.add_argument("sources", nargs="+", help=".sgf files, folders, .tar(.xz/.gz/.bz2) or .zip archives")
@@ -230,6 +253,12 @@ def main(argv: list[str] | None = None) -> int:
             evaluator = OnnxEvaluator(args.weights, device=args.device, threads=args.threads or 0)
             report = selfplay.play(evaluator, args.games, config, args.out, progress=not args.no_progress)
             print(json.dumps(report.to_dict(), indent=1), file=sys.stderr)
+        elif args.command == "gate":
+            extra = {"sprt_min_games": args.max_games} if args.fixed_length else {}
+            config = _config(gating.GateConfig, args, **extra)
+            result = loop.run_gate(loop.GateJob(args.candidate, args.best, config, args.out, args.device,
+                                                args.threads or 0), progress=not args.no_progress)
+            print(json.dumps(result.to_dict(), indent=1), file=sys.stderr)
         elif args.command == "loop":
             state = _run_loop(args)
             print(json.dumps(state, indent=1), file=sys.stderr)
