@@ -74,7 +74,8 @@ TRAIN_CHECKPOINT_STEPS = 500  # a candidate's training validates and checkpoints
 # Fields a rerun may change: how far to go, where to promote, and how the work is executed.
 RESUMABLE_CHANGES = ("generations", "promote_to", "device", "train_device", "gnugo_every", "gnugo_games", "gnugo_level")
 # LoopConfig fields handed to SelfPlayConfig, with its defaults.
-_SELFPLAY_FIELDS = ("full_visits", "fast_visits", "full_search_fraction", "parallel_games", "val_fraction")
+_SELFPLAY_FIELDS = ("full_visits", "fast_visits", "full_search_fraction", "parallel_games", "val_fraction",
+                    "prune_policy_target")
 _SELFPLAY = selfplay.SelfPlayConfig()
 COLUMNS = ("generation", "games", "samples", "selfplay_seconds", "games_per_hour", "evaluations_per_second",
            "train_samples", "train_steps", "train_loss", "val_policy_loss", "val_value_loss", "val_policy_top1",
@@ -96,6 +97,7 @@ class LoopConfig:
     full_visits: int = _SELFPLAY.full_visits  # self-play settings (selfplay.py)
     fast_visits: int = _SELFPLAY.fast_visits
     full_search_fraction: float = _SELFPLAY.full_search_fraction
+    prune_policy_target: bool = _SELFPLAY.prune_policy_target
     parallel_games: int = _SELFPLAY.parallel_games
     val_fraction: float = _SELFPLAY.val_fraction  # self-play games held out to validate the candidates' training
     train_steps: int = 1000  # per generation

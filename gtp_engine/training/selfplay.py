@@ -15,7 +15,11 @@ Terms:
   the number of legal moves (KataGo: 10.83 = 0.03 * 361, whatever the board size).
 - move choice: the first temperature_moves moves of a game are drawn in proportion to the root's visits
   (temperature 1; never a pass); later moves are the search's choice (search.choose_edge: LCB among well-visited moves).
-- policy target: the root's visits per move divided by their sum, flat order, pass last; it sums to 1.
+- policy target: the root's visits per move divided by their sum, flat order, pass last; it sums to 1. With
+  prune_policy_target (the default) the visits are first pruned (prune_visits): the noise and the virtual loss
+  send visits to moves that the network's own prior would not have searched, and a network taught those
+  visits learns to spread its policy over whatever moves noise might pick (measured: a policy entropy of 2.23
+  nats after one generation, against 1.68 for the network that played the games).
 - winrate of a search: (root value + 1) / 2 for the player to move. Resignation: a player resigns when its
   winrate stays below resign_winrate for resign_consecutive of its searches in a row. A share no_resign_fraction
   of games (evenly spread over game numbers) never resigns. In such a game the first player that would have
@@ -72,6 +76,7 @@ class SelfPlayConfig:
     leaves_per_game: int = 8  # leaves each tree contributes per round (virtual loss)
     noise_alpha_total: float = 10.83  # Dirichlet alpha times the number of legal moves (KataGo: 0.03 * 361)
     noise_fraction: float = 0.25  # full searches only
+    prune_policy_target: bool = True  # prune_visits before a full search's visits become its policy target
     temperature_moves: int | None = None  # moves drawn in proportion to visits; None: area // 8 (10 on 9x9)
     resign_winrate: float = 0.05  # 0: never resign
     resign_consecutive: int = 3  # searches in a row of the same player below resign_winrate
@@ -311,7 +316,11 @@ class _SelfPlay:
         game.moves.append(g.flat(point))
         policy = np.zeros(self.area + 1, np.float32)
         if game.full and visits.sum() > 0:
-            policy[[g.flat(p) for p in root.moves]] = visits / visits.sum()
+            kept = visits
+            if config.prune_policy_target:
+                q = root.W[: len(root.moves)] / np.maximum(visits, 1)
+                kept = prune_visits(visits, q, root.prior, tree.exploration(float(visits.sum())))
+            policy[[g.flat(p) for p in root.moves]] = kept / kept.sum()
         game.policy.append(policy)
         game.policy_mask.append(bool(policy.any()))
 
@@ -382,6 +391,28 @@ class _SelfPlay:
         if game.would_resign is not None:
             report.would_resign += 1
             report.false_resignations += winner == game.would_resign
+
+
+def prune_visits(visits: np.ndarray, q: np.ndarray, prior: np.ndarray, exploration: float) -> np.ndarray:
+    """The root's visits less those its own prior does not explain (KataGo's policy target pruning, with the
+    root noise and virtual loss in place of forced playouts).
+
+    visits, q (utility per visit), prior (the network's, without noise): per root edge; exploration:
+    Tree.exploration of the root's visits. The most visited edge keeps its visits; every other edge keeps at
+    most the visits n for which PUCT under the network's prior would still have chosen it against the most
+    visited edge's final score S: q + exploration * prior / n >= S, that is n <= exploration * prior / (S - q).
+    An edge left with at most one visit keeps none.
+    """
+    visits = np.asarray(visits, np.float64)
+    best = int(visits.argmax())
+    best_score = q[best] + exploration * prior[best] / (1.0 + visits[best])
+    gap = best_score - np.asarray(q, np.float64)
+    with np.errstate(divide="ignore"):
+        allowed = np.where(gap > 0, np.floor(exploration * prior / np.maximum(gap, 1e-12)), np.inf)
+    kept = np.minimum(visits, allowed)
+    kept[kept <= 1] = 0.0
+    kept[best] = visits[best]
+    return kept
 
 
 def _rows(batch: EvaluationBatch, start: int, stop: int) -> EvaluationBatch:

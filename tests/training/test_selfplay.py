@@ -99,12 +99,25 @@ def test_policy_targets_are_visit_distributions_of_full_searches(played):
     assert 0 < mask.sum() == report.policy_samples < len(mask)
     assert np.allclose(policy[mask].sum(axis=1), 1.0, atol=2e-3) and (policy >= 0).all()
     assert not policy[~mask].any()
-    # A visit distribution: some visit count between a full search's and three times that makes every entry a
-    # whole number of visits (float16 rounding aside).
+    # A distribution of (pruned) visits: some visit count up to three times a full search's makes every entry
+    # a whole number of visits (float16 rounding aside).
     for row in policy[mask]:
-        totals = np.arange(CONFIG.full_visits - 1, 3 * CONFIG.full_visits)
+        totals = np.arange(1, 3 * CONFIG.full_visits)
         error = np.abs(row[None, :] * totals[:, None] - np.round(row[None, :] * totals[:, None])).max(axis=1)
         assert error.min() < 0.1
+
+
+def test_pruning_keeps_the_best_move_and_drops_visits_the_prior_does_not_explain():
+    prior = np.array([0.6, 0.3, 0.05, 0.05, 0.0])
+    q = np.array([0.1, 0.05, -0.5, 0.08, 0.5])
+    visits = np.array([60.0, 25.0, 10.0, 5.0, 3.0])
+    exploration = 20.0  # the best's final score: 0.1 + 20 * 0.6 / 61 = 0.2967
+    kept = selfplay.prune_visits(visits, q, prior, exploration)
+    # 20 * 0.3 / (0.2967 - 0.05) = 24.3; 1 / 0.7967 = 1.3 -> 1 visit, dropped; 1 / 0.2167 = 4.6; q above the score
+    assert kept.tolist() == [60.0, 24.0, 0.0, 4.0, 3.0]
+    assert (kept <= visits).all()
+    lone = selfplay.prune_visits(np.array([5.0, 1.0, 1.0]), np.array([0.0, 0.9, -0.9]), np.array([0.5, 0.3, 0.2]), 3.0)
+    assert lone.tolist() == [5.0, 0.0, 0.0]  # one visit is never kept, whatever its value
 
 
 @pytest.mark.parametrize("fraction", [0.0, 1.0])
