@@ -73,6 +73,9 @@ _HELP = {
     "epochs": "passes over the training positions",
     "l2": "L2 penalty on the weights",
     "init_from": "checkpoint whose weights start a new run (same preset)",
+    "value_weight": "weight of the value loss",
+    "search_value_weight": "share of the search's value (self-play shards) in the value target; the game's "
+                           "result has the rest",
     "rules": "rule set of the games (game.py's names: chinese, tromp-taylor, ...)",
     "full_visits": "root visits of a full search (its visit distribution is a policy target)",
     "fast_visits": "root visits of a fast search (no policy target, no noise)",

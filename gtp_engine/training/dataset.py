@@ -23,6 +23,8 @@ Terms:
     policy      float16 [n, H*W+1]  the search's visit distribution, pass last, summing to 1; zeros where masked
     policy_mask bool [n]            whether the sample has a policy target (False: a fast search, whose sample
                                     still trains value, score and ownership)
+  optional (self-play; see search value):
+    search_value float16 [n]        the search's value of the position for the side to move, in [-1, 1]
   and per game (g games in the shard):
     game_key        uint64 [g]     hash of the board size, setup and moves: the validation split and dedup key
     game_source     str [g]        where the record came from
@@ -31,6 +33,10 @@ Terms:
 - soft policy target: the policy a sample teaches is its policy distribution where the shard has one, else
   the move played (a one-hot distribution). When shards of both kinds meet in one window, concatenate() turns
   the moves of the plain ones into one-hot distributions, so every batch has one kind of target.
+- search value: what the search thought of the position when it moved from there (the root's mean value).
+  Training may blend it into the value target (train.py): it varies from position to position where the
+  game's result does not, so a few hundred games overfit less. When shards with and without it meet in one
+  window, concatenate() gives the others their result as search value (+1 won, -1 lost, 0 draw or unknown).
 - shard: one np.savez_compressed file of whole games, train-00012.npz or val-00000.npz. Measured on real
   games, a sample takes about 8 bytes on disk on 9x9 and 11 on 19x19 (about 130 and 420 in memory), so the
   shard size, counted in samples, sets the file size: 250k 19x19 samples are about 3 MB.
@@ -81,7 +87,9 @@ SAMPLE_FIELDS = {
 OPTIONAL_SAMPLE_FIELDS = {
     "policy": np.float16,
     "policy_mask": np.bool_,
+    "search_value": np.float16,
 }
+_OPTIONAL_GROUPS = (("policy", "policy_mask"), ("search_value",))  # each present whole or not at all
 GAME_FIELDS = {
     "game_key": np.uint64,
     "game_source": np.str_,
@@ -152,7 +160,8 @@ def expand(batch: dict[str, torch.Tensor], height: int, width: int) -> tuple[tor
     With a "symmetry" entry each sample is transformed by its symmetry, exactly as features.encode(states,
     symmetries) would encode the position (square boards when any symmetry transposes). targets: move (long,
     pass = H*W), value (long, -1 masked), score, score_mask, ownership (float [B, H, W], +1 owned by the side
-    to move), ownership_mask, and where the batch has them policy (float [B, H*W + 1]) and policy_mask.
+    to move), ownership_mask, and where the batch has them policy (float [B, H*W + 1]) and policy_mask, and
+    search_value (float).
     """
     cells = batch["cells"].long()
     device, count, area = cells.device, cells.shape[0], cells.shape[1]
@@ -199,6 +208,8 @@ def expand(batch: dict[str, torch.Tensor], height: int, width: int) -> tuple[tor
     if policy is not None:
         targets["policy"] = policy
         targets["policy_mask"] = batch["policy_mask"].bool()
+    if "search_value" in batch:
+        targets["search_value"] = batch["search_value"].float()
     return planes.reshape(count, -1, height, width), batch["globals"].float(), targets
 
 
@@ -236,12 +247,14 @@ class ShardWriter:
 
     def add(self, split: str, game: dict[str, np.ndarray]) -> None:
         optional = sorted(key for key in OPTIONAL_SAMPLE_FIELDS if key in game)
-        if optional and optional != sorted(OPTIONAL_SAMPLE_FIELDS):
-            raise ValueError(f"a game with {optional} only: the soft policy fields go together")
+        for group in _OPTIONAL_GROUPS:
+            if 0 < sum(key in game for key in group) < len(group):
+                raise ValueError(f"a game with {optional} only: the fields {list(group)} go together")
         if self.optional is None:
             self.optional = optional
         elif optional != self.optional:
-            raise ValueError("games with and without soft policy targets cannot share a shard folder")
+            raise ValueError(f"games with and without the optional fields {sorted(set(optional) ^ set(self.optional))} "
+                             f"cannot share a shard folder")
         self.pending[split].append(game)
         self.pending_samples[split] += len(game["move"])
         if self.pending_samples[split] >= self.shard_samples:
@@ -264,7 +277,7 @@ class ShardWriter:
                             "value_samples": int((arrays["value"] >= 0).sum()),
                             "score_samples": int(arrays["score_mask"].sum()),
                             "ownership_games": int(arrays["ownership_mask"].sum()),
-                            **({"policy_samples": int(arrays["policy_mask"].sum())} if optional else {}),
+                            **({"policy_samples": int(arrays["policy_mask"].sum())} if "policy" in optional else {}),
                             "bytes": (self.directory / name).stat().st_size})
         self.pending[split], self.pending_samples[split] = [], 0
 
@@ -336,10 +349,11 @@ def load_shard(path: str | os.PathLike) -> dict[str, np.ndarray]:
     missing = (set(SAMPLE_FIELDS) | set(GAME_FIELDS)) - set(arrays)
     if missing:
         raise DatasetError(f"{path}: not a shard (missing {sorted(missing)})")
-    optional = set(OPTIONAL_SAMPLE_FIELDS) & set(arrays)
-    if optional and optional != set(OPTIONAL_SAMPLE_FIELDS):
-        raise DatasetError(f"{path}: {sorted(optional)} without {sorted(set(OPTIONAL_SAMPLE_FIELDS) - optional)}")
-    if optional and arrays["policy"].shape != (len(arrays["move"]), arrays["cells"].shape[1] + 1):
+    for group in _OPTIONAL_GROUPS:
+        present = set(group) & set(arrays)
+        if present and present != set(group):
+            raise DatasetError(f"{path}: {sorted(present)} without {sorted(set(group) - present)}")
+    if "policy" in arrays and arrays["policy"].shape != (len(arrays["move"]), arrays["cells"].shape[1] + 1):
         raise DatasetError(f"{path}: policy of shape {arrays['policy'].shape} for {len(arrays['move'])} samples "
                            f"of {arrays['cells'].shape[1]} points")
     return arrays
@@ -350,6 +364,8 @@ def concatenate(shards: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray
     the others become one-hot ones."""
     if any("policy" in s for s in shards):
         shards = [s if "policy" in s else _with_one_hot_policy(s) for s in shards]
+    if any("search_value" in s for s in shards):
+        shards = [s if "search_value" in s else _with_result_as_search_value(s) for s in shards]
     offsets = np.cumsum([0] + [len(s["game_key"]) for s in shards[:-1]])
     merged = {key: np.concatenate([s[key] for s in shards]) for key in shards[0] if key != "game"}
     merged["game"] = np.concatenate([s["game"] + offset for s, offset in zip(shards, offsets)]).astype(np.int32)
@@ -361,6 +377,11 @@ def _with_one_hot_policy(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]
     policy = np.zeros((count, area + 1), OPTIONAL_SAMPLE_FIELDS["policy"])
     policy[np.arange(count), arrays["move"]] = 1.0
     return {**arrays, "policy": policy, "policy_mask": np.ones(count, np.bool_)}
+
+
+def _with_result_as_search_value(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    result = np.select([arrays["value"] == 0, arrays["value"] == 1], [1.0, -1.0], 0.0)
+    return {**arrays, "search_value": result.astype(OPTIONAL_SAMPLE_FIELDS["search_value"])}
 
 
 def _is_sample_field(key: str) -> bool:

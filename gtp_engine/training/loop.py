@@ -105,6 +105,7 @@ class LoopConfig:
     lr: float = 3e-4
     warmup_steps: int = 50
     value_weight: float = 1.0  # the candidates' value loss weight (train.TrainConfig.value_weight)
+    search_value_weight: float = 0.0  # share of the search's value in their value target (train.TrainConfig)
     anchor: str = ""  # shard folder of expert games (ingest) mixed into every candidate's training; "": none
     anchor_samples: int = 0  # samples of it per generation, a fresh random draw of whole games each time
     preset: str = ""  # candidates' model preset; "": the initial network's
@@ -331,6 +332,7 @@ def train_config(config: LoopConfig, run_dir: Path, generation: int, preset: str
     return train.TrainConfig(
         data=tuple(window), preset=config.preset or preset, batch_size=config.batch_size,
         steps=config.train_steps, lr=config.lr, warmup_steps=config.warmup_steps, value_weight=config.value_weight,
+        search_value_weight=config.search_value_weight,
         eval_every=min(config.train_steps, TRAIN_CHECKPOINT_STEPS),
         val_samples=config.val_samples, seed=_seed(config.seed, generation, 0), device=config.train_device,
         init_from=str(previous) if previous.exists() else "",

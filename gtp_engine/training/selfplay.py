@@ -27,7 +27,8 @@ Terms:
 - ending: "passes" (two passes in a row: the final position is counted exactly by area, as game.py scores it,
   and gives the score and ownership targets), "resign" (the winner is known, nothing else: value target only)
   or "cut" (max_moves reached: scored by area as it stands, value target only).
-- value target: the game's winner from each sample's side to move (a draw where the count is exactly 0).
+- value target: the game's winner from each sample's side to move (a draw where the count is exactly 0); and
+  the search value (dataset.py), the root's mean value when the move was chosen, full or fast search alike.
 - output folder: the shards and index.json (all games to "train" except a val_fraction of them by game key, as
   sgf_ingest does), sgf/game-N.sgf for game number N (0-based), report.json (SelfPlayReport.to_dict).
 - evaluations: positions sent to the evaluator (a leaf selected twice in a round counts once).
@@ -174,6 +175,7 @@ class _Game:
     moves: list[int] = field(default_factory=list)  # flat indices
     policy: list[np.ndarray] = field(default_factory=list)
     policy_mask: list[bool] = field(default_factory=list)
+    search_value: list[float] = field(default_factory=list)
 
 
 class _SelfPlay:
@@ -293,7 +295,8 @@ class _SelfPlay:
         root = tree.root
         g = state.grid
         color = state.to_play
-        winrate = (tree.root_value()[0] + 1.0) / 2.0
+        root_value = tree.root_value()[0]
+        winrate = (root_value + 1.0) / 2.0
         game.below[color] = game.below[color] + 1 if winrate < config.resign_winrate else 0
         if game.below[color] >= config.resign_consecutive:
             if not game.no_resign:
@@ -323,6 +326,7 @@ class _SelfPlay:
             policy[[g.flat(p) for p in root.moves]] = kept / kept.sum()
         game.policy.append(policy)
         game.policy_mask.append(bool(policy.any()))
+        game.search_value.append(root_value)
 
         state.play(point)
         self.report.moves += 1
@@ -374,6 +378,7 @@ class _SelfPlay:
                 score=np.where(to_play == BLACK, lead, -lead).astype(np.float32),
                 score_mask=np.full(count, exact), policy=np.stack(game.policy).astype(np.float16),
                 policy_mask=np.array(game.policy_mask),
+                search_value=np.array(game.search_value, np.float16),
                 game_ownership=(state.area_ownership() if exact else np.zeros(self.area, np.int8))[None],
                 ownership_mask=np.array([exact]), game_key=np.array([key], np.uint64),
                 game_source=np.array([name]))

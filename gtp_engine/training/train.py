@@ -12,7 +12,9 @@ Terms:
   the plot, and a checkpoint.
 - loss: policy cross-entropy (against the soft policy target where the shards have one, over the samples whose
   policy_mask is set; else against the move played: dataset.py) + value_weight * value cross-entropy over
-  (win, loss, draw) + score_weight * Huber loss of the score in units of 20 points + ownership_weight * mean
+  (win, loss, draw), against the game's result blended with the search value (dataset.py) where the shards
+  have one: (1 - search_value_weight) * result + search_value_weight * ((1 + q) / 2 win, (1 - q) / 2 loss)
+  + score_weight * Huber loss of the score in units of 20 points + ownership_weight * mean
   squared ownership error; the last three only over samples that have that target.
 - top-1 accuracy: how often the move played is the policy's largest logit.
 - initial weights: a new run starts from random weights, or from the weights of the checkpoint init_from
@@ -77,6 +79,7 @@ class TrainConfig:
     schedule: str = "cosine"  # cosine to zero, or step: x0.1 at 50% and 75% of the steps
     warmup_steps: int = 100
     value_weight: float = 1.0
+    search_value_weight: float = 0.0  # share of the search value in the value target, where shards have one
     score_weight: float = 0.1
     ownership_weight: float = 0.5
     augment: bool = True  # one random symmetry per sample
@@ -93,6 +96,8 @@ class TrainConfig:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}")
+        if not 0.0 <= self.search_value_weight <= 1.0:
+            raise ValueError("search_value_weight must be in [0, 1]")
         if min(self.batch_size, self.steps, self.eval_every) < 1:
             raise ValueError("batch_size, steps and eval_every must be positive")
         if not self.data:
@@ -124,8 +129,13 @@ def losses(outputs, targets: dict, config: TrainConfig) -> dict[str, torch.Tenso
         policy_loss = F.cross_entropy(policy, move)
     out = {"policy_loss": policy_loss, "policy_top1": (policy.argmax(dim=1) == move).float().mean()}
     has_value = targets["value"] >= 0
-    out["value_loss"] = _masked_mean(F.cross_entropy(value, targets["value"].clamp(min=0), reduction="none"),
-                                     has_value)
+    value_target = F.one_hot(targets["value"].clamp(min=0), 3).float()
+    if "search_value" in targets and config.search_value_weight > 0:
+        q = targets["search_value"].clamp(-1.0, 1.0)
+        searched = torch.stack([(1 + q) / 2, (1 - q) / 2, torch.zeros_like(q)], dim=1)
+        value_target = (1 - config.search_value_weight) * value_target + config.search_value_weight * searched
+    value_loss = -(value_target * F.log_softmax(value, dim=1)).sum(dim=1)
+    out["value_loss"] = _masked_mean(value_loss, has_value)
     score_error = F.smooth_l1_loss(score / model_lib.SCORE_SCALE, targets["score"] / model_lib.SCORE_SCALE,
                                    reduction="none")
     out["score_loss"] = _masked_mean(score_error, targets["score_mask"])

@@ -101,6 +101,24 @@ def test_plain_and_soft_shards_mix_with_one_hot_targets(random_states, tmp_path)
     assert batch["policy"].shape == (20, AREA + 1)
 
 
+def test_plain_shards_mixed_with_search_values_get_their_results_as_search_values(random_states, tmp_path):
+    rng = np.random.default_rng(9)
+    states = random_states(SIZE, 6, seed=3)
+    games = [plain_game(states[:3], rng), plain_game(states[3:], rng)]
+    games[0]["value"] = np.array([0, 1, 2], np.int8)
+    games[1]["search_value"] = np.array([0.25, -0.5, 0.0], np.float16)
+    folders = []
+    for number, game in enumerate(games):
+        writer = dataset.ShardWriter(tmp_path / str(number), SIZE, SIZE, shard_samples=10)
+        writer.add("train", game)
+        writer.finish({})
+        folders.append(tmp_path / str(number))
+    arrays = dataset.concatenate([dataset.load_shard(path) for path, _ in dataset.Shards(folders, "train").files])
+    assert arrays["search_value"].tolist() == [1.0, -1.0, 0.0, 0.25, -0.5, 0.0]
+    batch = dataset.to_device(dataset.take(arrays, np.arange(6)), "cpu")
+    assert dataset.expand(batch, SIZE, SIZE)[2]["search_value"].tolist() == [1.0, -1.0, 0.0, 0.25, -0.5, 0.0]
+
+
 def test_a_writer_takes_both_soft_fields_or_neither_and_one_kind_of_game(random_states, tmp_path):
     rng = np.random.default_rng(3)
     states = random_states(SIZE, 4, seed=5)

@@ -171,6 +171,9 @@ def test_resignation_the_no_resign_share_and_false_resignations(tmp_path):
     rows = game_rows(arrays, "sgf/game-0.sgf")
     assert np.array_equal(arrays["value"][rows], np.where(arrays["to_play"][rows] == BLACK, 0, 1))
     assert not arrays["score_mask"][rows].any() and not arrays["ownership_mask"][arrays["game"][rows[0]]]
+    # The search value: what the searches believed, Black winning and White losing.
+    black = arrays["to_play"] == BLACK
+    assert (arrays["search_value"][black] > 0).all() and (arrays["search_value"][~black] < 0).all()
     # One evaluator call per round, shared by the games in progress.
     assert len(evaluator.sizes) == report.evaluator_calls and max(evaluator.sizes) <= 4 * 2
     assert max(evaluator.sizes) > 2

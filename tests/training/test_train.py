@@ -161,3 +161,21 @@ def test_soft_policy_loss_is_cross_entropy_over_the_samples_with_a_policy_target
     soft = {**targets, "policy": mixed, "policy_mask": mask}
     expected = torch.nn.functional.cross_entropy(outputs[0][mask], move[mask])
     assert torch.isclose(train.losses(outputs, soft, config)["policy_loss"], expected)
+
+
+def test_the_search_value_blends_into_the_value_target_by_its_weight():
+    count, area = 3, 9
+    outputs = (torch.randn(count, area + 1), torch.randn(count, 3), torch.randn(count),
+               torch.tanh(torch.randn(count, 3, 3)))
+    targets = {"move": torch.tensor([0, 1, 2]), "value": torch.tensor([0, 1, -1]), "score": torch.zeros(count),
+               "score_mask": torch.zeros(count, dtype=torch.bool), "ownership": torch.ones(count, 3, 3),
+               "ownership_mask": torch.zeros(count, dtype=torch.bool), "search_value": torch.tensor([0.5, 0.5, 1.0])}
+    log_p = torch.log_softmax(outputs[1], dim=1)
+    result_only = train.losses(outputs, targets, TrainConfig(data=("x",)))["value_loss"]
+    assert torch.isclose(result_only, -(log_p[0, 0] + log_p[1, 1]) / 2)  # weight 0: the result alone
+    blended = train.losses(outputs, targets, TrainConfig(data=("x",), search_value_weight=0.5))["value_loss"]
+    # A won game searched at 0.5: 0.5 * (1, 0, 0) + 0.5 * (0.75, 0.25, 0); a lost one: (0.375, 0.625, 0).
+    expected = -((0.875 * log_p[0, 0] + 0.125 * log_p[0, 1]) + (0.375 * log_p[1, 0] + 0.625 * log_p[1, 1])) / 2
+    assert torch.isclose(blended, expected)  # sample 2 has no value target: its search value counts for nothing
+    with pytest.raises(ValueError, match="search_value_weight"):
+        TrainConfig(data=("x",), search_value_weight=1.5)
