@@ -1,6 +1,6 @@
-"""Atomic file replacement: a file is written beside its target and moved over it only once complete.
+"""Files of the training package: atomic replacement, and the names shared by every run folder.
 
-An interrupted run (a killed process, a full disk) therefore leaves either the old file or the new one, never a
+Atomic replacement: a file is written beside its target and moved over it only once complete. An interrupted run (a killed process, a full disk) therefore leaves either the old file or the new one, never a
 half-written one. The new file gets ordinary permissions (0644): tempfile's private 0600 would lock other users,
 and copies made for other machines, out of checkpoints, shards and exported networks.
 """
@@ -14,6 +14,11 @@ from pathlib import Path
 from typing import Iterator
 
 PERMISSIONS = 0o644
+# A training run folder (train, reinforce, value-train) keeps its latest checkpoint, one metrics row per
+# evaluation and, after the last step, the exported network under these names.
+CHECKPOINT = "checkpoint.pt"
+METRICS = "metrics.csv"
+ONNX = "model.onnx"
 
 
 @contextlib.contextmanager

@@ -42,12 +42,10 @@ from gtp_engine.board import BLACK, WHITE
 from gtp_engine.training import checkpoint as checkpoint_lib
 from gtp_engine.training import export_onnx, metrics_csv, policy_play
 from gtp_engine.training import model as model_lib
+from gtp_engine.training.files import CHECKPOINT, METRICS, ONNX
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT = "checkpoint.pt"
-METRICS = "metrics.csv"
-ONNX = "model.onnx"
 POOL = "pool"
 BASELINES = ("none", "mean")
 NOT_TRAINED = ("value_", "ownership_")  # parameter name prefixes of the heads REINFORCE leaves alone

@@ -50,13 +50,11 @@ from gtp_engine.training import checkpoint as checkpoint_lib
 from gtp_engine.training import dataset
 from gtp_engine.training import export_onnx
 from gtp_engine.training import model as model_lib
+from gtp_engine.training.files import CHECKPOINT, METRICS, ONNX
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT = "checkpoint.pt"
-METRICS = "metrics.csv"
 PLOT = "curves.png"
-ONNX = "model.onnx"
 OPTIMIZERS = ("adamw", "sgd")
 SCHEDULES = ("cosine", "step")
 # Fields that may change between a run and its resumption: they do not change what is computed.

@@ -43,13 +43,11 @@ from gtp_engine.training import checkpoint as checkpoint_lib
 from gtp_engine.training import dataset, export_onnx, metrics_csv, policy_play
 from gtp_engine.training import model as model_lib
 from gtp_engine.training.sgf_ingest import is_validation
+from gtp_engine.training.files import CHECKPOINT, METRICS, ONNX
 
 log = logging.getLogger(__name__)
 
 SL, RANDOM_MOVE, RL = 0, 1, 2  # the agents of a value game, in policy_play's agent list
-CHECKPOINT = "checkpoint.pt"
-METRICS = "metrics.csv"
-ONNX = "model.onnx"
 TRAINABLE = ("head", "all")
 VALUE_HEAD = ("value_",)  # parameter name prefixes of the value head (the score shares its last layer)
 COLUMNS = ("step", "samples", "lr", "seconds", "train_value_loss", "val_value_loss", "val_value_mse")
