@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 from gtp_engine import sgf_io  # noqa: E402
 from gtp_engine.onnx_evaluator import OnnxEvaluator  # noqa: E402
 from gtp_engine.training import checkpoint as checkpoint_lib  # noqa: E402
-from gtp_engine.training import dataset, export_onnx, gating, loop, selfplay, sgf_ingest, train  # noqa: E402
+from gtp_engine.training import dataset, gating, loop, selfplay, sgf_ingest, train  # noqa: E402
 from gtp_engine.training.gating import GateConfig  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,11 +34,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def tiny_checkpoint(tmp_path_factory):
-    path = tmp_path_factory.mktemp("init") / "tiny.pt"
-    net = export_onnx.random_model("tiny", seed=0)
-    checkpoint_lib.save(checkpoint_lib.from_model(net, trained_sizes=[SIZE], provenance={"steps": 0}), path)
-    return path
+def tiny_checkpoint(tiny_checkpoint_with_seed):
+    return tiny_checkpoint_with_seed(0)
 
 
 def results(wins: int, losses: int, draws: int = 0) -> list[float]:

@@ -23,11 +23,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def init_checkpoint(tmp_path_factory):
-    path = tmp_path_factory.mktemp("init") / "sl.pt"
-    checkpoint_lib.save(checkpoint_lib.from_model(export_onnx.random_model("tiny", seed=3), [5],
-                                                  {"data": "random weights"}), path)
-    return path
+def init_checkpoint(tiny_checkpoint_with_seed):
+    return tiny_checkpoint_with_seed(3)
 
 
 def scripted_game() -> policy_play.GameResult:

@@ -22,14 +22,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def nets(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("nets")
-    paths = []
-    for name, seed in (("sl", 3), ("rl", 4)):
-        paths.append(folder / f"{name}.pt")
-        checkpoint_lib.save(checkpoint_lib.from_model(export_onnx.random_model("tiny", seed=seed), [5],
-                                                      {"data": "random weights"}), paths[-1])
-    return paths
+def nets(tiny_checkpoint_with_seed):
+    return [tiny_checkpoint_with_seed(3), tiny_checkpoint_with_seed(4)]  # the SL and the RL network
 
 
 @pytest.fixture(scope="module")
