@@ -1,8 +1,9 @@
 """Files of the training package: atomic replacement, and the names shared by every run folder.
 
-Atomic replacement: a file is written beside its target and moved over it only once complete. An interrupted run (a killed process, a full disk) therefore leaves either the old file or the new one, never a
-half-written one. The new file gets ordinary permissions (0644): tempfile's private 0600 would lock other users,
-and copies made for other machines, out of checkpoints, shards and exported networks.
+Atomic replacement: a file is written beside its target and moved over it only once complete. An interrupted
+run (a killed process, a full disk) therefore leaves either the old file or the new one, never a half-written
+one. The new file gets ordinary permissions (0644): tempfile's private 0600 would lock other users, and copies
+made for other machines, out of checkpoints, shards and exported networks.
 """
 
 from __future__ import annotations
