@@ -3,6 +3,7 @@
     python -m gtp_engine.training ingest ../shared/data/go9_curated.tar.xz --out data/go9 --size 9
     python -m gtp_engine.training train --data data/go9 --out runs/go9-b6c64 --preset b6c64 --steps 20000
     python -m gtp_engine.training export runs/go9-b6c64/checkpoint.pt go9.onnx
+    python -m gtp_engine.training import-onnx weights/9x9.onnx runs/9x9.pt
     python -m gtp_engine.training selfplay --weights weights/9x9.onnx --out data/selfplay9-000 --games 64
     python -m gtp_engine.training loop --init runs/go9-b6c64-main/checkpoint.pt --out runs/loop9 --generations 20
     python -m gtp_engine.training gate runs/loop9/best.onnx weights/9x9.onnx --out runs/gate9 --max-games 200
@@ -31,7 +32,7 @@ import torch
 from gtp_engine.onnx_evaluator import ModelLoadError, OnnxEvaluator
 from gtp_engine.training import checkpoint as checkpoint_lib
 from gtp_engine.training import rollout_train
-from gtp_engine.training import gating, loop, selfplay
+from gtp_engine.training import gating, import_onnx, loop, selfplay
 from gtp_engine.training import dataset, export_onnx, policy_gradient, policy_play, sgf_ingest, train, value_net
 
 _HELP = {
@@ -240,6 +241,14 @@ def main(argv: list[str] | None = None) -> int:
     generations.add_argument("--no-progress", action="store_true", help="no progress bars")
     _add_config_flags(generations, loop.LoopConfig, skip=("init", "size"))
 
+    bring_back = commands.add_parser("import-onnx", help="ONNX network -> checkpoint (folded norms "
+                                                         "recalibrated; parity-checked), to train it further")
+    bring_back.add_argument("network", help="ONNX file written by export")
+    bring_back.add_argument("out", help="checkpoint file to write (.pt)")
+    bring_back.add_argument("--size", type=int, help="board size of the calibration games (default: the first "
+                                                     "size the network was trained on)")
+    bring_back.add_argument("--seed", type=int, default=0, help="seed of the calibration games")
+
     export = commands.add_parser("export", help="checkpoint -> ONNX with a parity check (export_onnx's options)",
                                  add_help=False)
     export.add_argument("arguments", nargs=argparse.REMAINDER)
@@ -257,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
             evaluator = OnnxEvaluator(args.weights, device=args.device, threads=args.threads or 0)
             report = selfplay.play(evaluator, args.games, config, args.out, progress=not args.no_progress)
             print(json.dumps(report.to_dict(), indent=1), file=sys.stderr)
+        elif args.command == "import-onnx":
+            checkpoint_lib.save(import_onnx.import_onnx(args.network, size=args.size, seed=args.seed), args.out)
         elif args.command == "gate":
             extra = {"sprt_min_games": args.max_games} if args.fixed_length else {}
             config = _config(gating.GateConfig, args, **extra)

@@ -5,9 +5,9 @@ Terms:
   command again continues where it stopped:
     loop.json    the LoopConfig (a rerun must give the same one, except RESUMABLE_CHANGES)
     state.json   the generation and the phase to run next, and the generation of the current best
-    best.onnx    the current best network (what self-play and the gate play with); best.pt its checkpoint,
-                 when there is one (an ONNX init has none)
-    gen-0000/    the initial network (model.onnx, checkpoint.pt for a checkpoint init)
+    best.onnx    the current best network (what self-play and the gate play with); best.pt its checkpoint
+    gen-0000/    the initial network (model.onnx) and its checkpoint (checkpoint.pt; imported by import_onnx.py
+                 for an ONNX init, so training continues from the network's own weights)
     gen-NNNN/    selfplay/batch-KKK/  self-play shard folders (selfplay.play), complete when report.json exists
                  anchor/              with --anchor: this generation's random draw of expert games (shards)
                  train/               the candidate's training run (train.py: resumes itself; model.onnx at the end)
@@ -55,7 +55,7 @@ from tqdm import tqdm
 from gtp_engine import match_stats
 from gtp_engine.onnx_evaluator import OnnxEvaluator
 from gtp_engine.training import checkpoint as checkpoint_lib
-from gtp_engine.training import dataset, export_onnx, gating, selfplay, train
+from gtp_engine.training import dataset, export_onnx, gating, import_onnx, selfplay, train
 from gtp_engine.training.files import replacing
 
 log = logging.getLogger(__name__)
@@ -271,14 +271,14 @@ def _initialise(config: LoopConfig, run_dir: Path) -> dict:
         ckpt = checkpoint_lib.load(init)
         _copy(init, gen0 / train.CHECKPOINT)
         export_onnx.export_checkpoint(gen0 / train.CHECKPOINT, gen0 / train.ONNX)
-        _copy(gen0 / train.CHECKPOINT, run_dir / BEST_CHECKPOINT)
-        preset = ckpt.config.name
-    else:
-        preset = OnnxEvaluator(init, device="cpu").info.preset
+    else:  # the network itself stays the best; its imported checkpoint is where the first candidate starts
+        ckpt = import_onnx.import_onnx(init, seed=config.seed)
+        checkpoint_lib.save(ckpt, gen0 / train.CHECKPOINT)
         _copy(init, gen0 / train.ONNX)
-        log.warning("%s is a network without a checkpoint: the first candidate trains from random weights", init)
+    _copy(gen0 / train.CHECKPOINT, run_dir / BEST_CHECKPOINT)
     _copy(gen0 / train.ONNX, run_dir / BEST_ONNX)
-    state = {"generation": 1, "phase": "selfplay", "best_generation": 0, "best_elo": 0.0, "preset": preset}
+    state = {"generation": 1, "phase": "selfplay", "best_generation": 0, "best_elo": 0.0,
+             "preset": ckpt.config.name}
     _write_state(run_dir, state)
     return state
 

@@ -176,7 +176,11 @@ def test_an_exception_in_training_resumes_without_replaying_self_play(tiny_onnx_
 
     assert state["best_generation"] == 0 and not weights.exists()
     assert (run / loop.BEST_ONNX).read_bytes() == Path(tiny_onnx_model).read_bytes()
-    assert not (run / loop.BEST_CHECKPOINT).exists()  # an ONNX start has no checkpoint
+    # an ONNX start is imported, and the candidate trains from the network's own weights, not random ones
+    imported = run / "gen-0000" / train.CHECKPOINT
+    assert (run / loop.BEST_CHECKPOINT).read_bytes() == imported.read_bytes()
+    candidate = checkpoint_lib.load(run / "gen-0001" / "train" / train.CHECKPOINT)
+    assert candidate.provenance["train_config"]["init_from"] == str(imported)
     assert loop.read_metrics(run / loop.METRICS)[0]["promoted"] == "False"
 
 
