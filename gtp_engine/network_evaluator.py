@@ -1,0 +1,144 @@
+"""Network evaluator: positions in, the network contract's inputs and outputs, an EvaluationBatch back, whatever
+runs the network (onnxruntime in onnx_evaluator.py, torch in training/torch_evaluator.py).
+
+Terms:
+- raw outputs: what the network contract (training/model.py) returns for inputs "spatial" [N, C, H, W] and
+  "global" [N, G]: policy logits [N, H*W + 1], (win, loss, draw) logits [N, 3], score [N], ownership [N, H, W].
+  A subclass's run(spatial, global_) computes them as float32 numpy arrays; everything else is here.
+- model info: what a network says about itself (features version, channels, accepted and trained sizes, preset)
+  and where it runs (provider: "cpu", "cuda", "tensorrt", "torch-cuda", ...).
+- symmetry mode: "random" (one random board symmetry per position and evaluation), "average" (the mean over all
+  symmetries of the board, 8 or 4 times the work), "none", or a fixed symmetry number 0..7 (symmetry.py).
+- ModelLoadError: the one error for a network that cannot be used (missing, corrupt, built for other features,
+  or for another board size); its message names the file and the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+
+from gtp_engine import features, symmetry
+from gtp_engine.evaluator import EvaluationBatch
+
+if TYPE_CHECKING:
+    from gtp_engine.game import GameState
+
+log = logging.getLogger(__name__)
+
+SYMMETRY_MODES = ("random", "average", "none")
+_INVERSE = np.array(symmetry.INVERSE)
+
+
+class ModelLoadError(Exception):
+    """A model file that cannot be used; str() is '<file>: <reason>'."""
+
+    def __init__(self, path: str | os.PathLike, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path = str(path)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a model file says about itself (metadata), plus the provider it runs on."""
+
+    path: str
+    features_version: int
+    spatial_channels: int
+    global_features: int
+    min_size: int
+    max_size: int
+    preset: str
+    trained_sizes: tuple[int, ...]
+    provider: str
+    metadata: dict
+
+    def describe(self) -> str:
+        sizes = "x, ".join(map(str, self.trained_sizes)) + "x" if self.trained_sizes else "no recorded sizes"
+        return f"{Path(self.path).name} ({self.preset}, features v{self.features_version}, trained on {sizes})"
+
+
+class NetworkEvaluator:
+    """Evaluator over a network; subclasses set self.info (a ModelInfo) and implement run. Not thread-safe for
+    concurrent evaluate calls (one search thread)."""
+
+    info: ModelInfo
+
+    def __init__(self, symmetry_mode: str | int = "random", seed: int | None = None):
+        if not (symmetry_mode in SYMMETRY_MODES or symmetry_mode in symmetry.ALL):
+            raise ValueError(f"symmetry mode must be random, average, none or 0..7, not {symmetry_mode!r}")
+        self.symmetry_mode = symmetry_mode
+        self._rng = np.random.default_rng(seed)
+        self._sizes_checked: set[tuple[int, int]] = set()
+
+    @property
+    def provider(self) -> str:
+        return self.info.provider
+
+    def run(self, spatial: np.ndarray, global_: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Raw outputs (policy logits, value logits, score, ownership) for prepared inputs."""
+        raise NotImplementedError
+
+    def check_size(self, width: int, height: int) -> None:
+        """Raises ModelLoadError when the network cannot play a width x height board."""
+        if (width, height) in self._sizes_checked:
+            return
+        low, high = self.info.min_size, self.info.max_size
+        if not (low <= width <= high and low <= height <= high):
+            raise ModelLoadError(self.info.path, f"board size {width}x{height} is outside the sizes this network "
+                                                 f"accepts ({low}..{high})")
+        if self.info.trained_sizes and max(width, height) not in self.info.trained_sizes:
+            log.warning("network %s was not trained on %dx%d boards", self.info.describe(), width, height)
+        self._sizes_checked.add((width, height))
+
+    def evaluate(self, states: Sequence[GameState]) -> EvaluationBatch:
+        count = len(states)
+        if not count:
+            return EvaluationBatch.empty()
+        g = states[0].grid
+        self.check_size(g.width, g.height)
+        kinds = len(symmetry.symmetries_for(g.width, g.height))  # symmetries 0..kinds-1 keep the shape
+        mode = self.symmetry_mode
+        if mode == "average":
+            syms = np.repeat(np.arange(kinds), count)
+            states = list(states) * kinds
+        elif mode == "random":
+            syms = self._rng.integers(0, kinds, count)
+        elif mode == "none":
+            syms = None
+        elif mode < kinds:
+            syms = np.full(count, mode)
+        else:
+            raise ValueError(f"symmetry {mode} does not keep a {g.width}x{g.height} board's shape")
+        spatial, global_ = features.encode(states, syms)
+        policy_logits, value_logits, score, ownership = self.run(spatial, global_)
+
+        area = g.area
+        policy = softmax(policy_logits)
+        ownership = ownership.reshape(len(ownership), area)
+        if syms is not None:
+            # Back to the original board: original[j] = transformed[permutation of the inverse symmetry][j].
+            back = symmetry.permutation_table(g.height, g.width)[_INVERSE[syms]]
+            rows = np.arange(len(syms))[:, None]
+            ownership = ownership[rows, back]
+            policy[:, :area] = policy[rows, back]
+        wdl = softmax(value_logits)
+        value = wdl[:, 0] - wdl[:, 1]
+        if mode == "average":
+            policy = policy.reshape(kinds, count, -1).mean(axis=0)
+            value = value.reshape(kinds, count).mean(axis=0)
+            score = score.reshape(kinds, count).mean(axis=0)
+            ownership = ownership.reshape(kinds, count, -1).mean(axis=0)
+        return EvaluationBatch(policy=policy, value=value, score=score, ownership=ownership)
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    e /= e.sum(axis=1, keepdims=True)
+    return e
