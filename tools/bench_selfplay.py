@@ -1,14 +1,15 @@
 """Benchmark self-play: games per hour and evaluations per second of training.selfplay with a given network,
 beside the evaluator's own throughput on the very batches self-play sent it, measured in the same run.
 
-Self-play runs first (a temporary output folder, deleted after), with every evaluator call recorded. Then
-OnnxEvaluator.evaluate runs alone on a sample of those batches, as many positions again or for as long as
---replay-seconds allows. The ratio of the two rates shows what the tree search, the encoding of the samples and
-the game logic cost on top of the network (features of evaluated positions are inside evaluate in both);
-"evaluator share" is the part of self-play's wall time spent inside evaluate.
+Self-play runs first (a temporary output folder, deleted after), with every evaluator call recorded. Then the
+evaluator (onnxruntime, or torch with --backend torch) runs alone on a sample of those batches, as many positions
+again or for as long as --replay-seconds allows. The ratio of the two rates shows what the tree search, the
+encoding of the samples and the game logic cost on top of the network (features of evaluated positions are inside
+evaluate in both); "evaluator share" is the part of self-play's wall time spent inside evaluate.
 
     python -m tools.bench_selfplay --weights weights/9x9.onnx --games 16
     python -m tools.bench_selfplay --weights weights/9x9.onnx --games 64 --device cuda --parallel-games 128
+    python -m tools.bench_selfplay --weights weights/9x9.onnx --games 64 --backend torch --device cuda
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ import tempfile
 import time
 from dataclasses import replace
 
-from gtp_engine.onnx_evaluator import OnnxEvaluator
+import torch
+
 from gtp_engine.training import selfplay
 from gtp_engine.training.selfplay import SelfPlayConfig
+from gtp_engine.training.torch_evaluator import BACKENDS, open_evaluator
 
 _KEPT_BATCHES = 400  # recorded batches kept for the replay (evenly over the run)
 
@@ -73,8 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallel-games", type=int, default=SelfPlayConfig.parallel_games)
     parser.add_argument("--leaves-per-game", type=int, default=SelfPlayConfig.leaves_per_game)
     parser.add_argument("--threads", type=int, default=2, help="onnxruntime intra-op threads (0: all cores)")
-    parser.add_argument("--device", default="cpu", choices=["auto", "cpu", "cuda", "tensorrt"],
-                        help="onnxruntime device (cuda and tensorrt need onnxruntime-gpu and a GPU)")
+    parser.add_argument("--backend", default="onnx", choices=BACKENDS,
+                        help="what runs the network (training/torch_evaluator.py; default: onnx)")
+    parser.add_argument("--device", default="cpu",
+                        help="the backend's device: cpu, cuda, tensorrt (onnxruntime-gpu and a GPU), auto")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--replay-seconds", type=float, default=60.0, help="most time for the evaluator alone")
     args = parser.parse_args(argv)
@@ -84,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     config = replace(SelfPlayConfig(), size=args.size, komi=args.komi, full_visits=args.full_visits,
                      fast_visits=args.fast_visits, parallel_games=args.parallel_games,
                      leaves_per_game=args.leaves_per_game, seed=args.seed)
-    evaluator = OnnxEvaluator(args.weights, device=args.device, threads=args.threads, seed=args.seed)
+    if args.backend != "onnx":
+        torch.set_num_threads(args.threads or torch.get_num_threads())
+    evaluator = open_evaluator(args.weights, args.backend, args.device, args.threads, args.seed)
     recorder = _Recorder(evaluator)
     with tempfile.TemporaryDirectory() as out:
         report = selfplay.play(recorder, args.games, config, out)

@@ -29,10 +29,11 @@ import sys
 import numpy as np
 import torch
 
-from gtp_engine.onnx_evaluator import ModelLoadError, OnnxEvaluator
+from gtp_engine.network_evaluator import ModelLoadError
 from gtp_engine.training import checkpoint as checkpoint_lib
 from gtp_engine.training import rollout_train
 from gtp_engine.training import gating, import_onnx, loop, selfplay
+from gtp_engine.training.torch_evaluator import BACKENDS, open_evaluator
 from gtp_engine.training import dataset, export_onnx, policy_gradient, policy_play, sgf_ingest, train, value_net
 
 _HELP = {
@@ -66,6 +67,9 @@ _HELP = {
     "gate_fixed_score": "... and at least this score",
     "promote_to": "also copy each promoted network here, e.g. weights/9x9.onnx",
     "train_device": "torch device for training: auto, cpu, cuda, ...",
+    "backend": "what runs the network: onnx (onnxruntime), torch, or auto (onnxruntime on a GPU, else torch on "
+               "CUDA, else onnxruntime on the CPU)",
+    "device_of_backend": "the backend's device: auto, cpu, cuda, tensorrt (onnx), cuda:1 (torch) (default: auto)",
     "gnugo_every": "play the best network against GNU Go every this many generations (0: never)",
     "gnugo_games": "games of each match against GNU Go",
     "gnugo_level": "GNU Go's level in those matches",
@@ -205,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     play.add_argument("--weights", required=True, help="ONNX network")
     play.add_argument("--out", required=True, help="empty folder for the shards, index.json, sgf/ and report.json")
     play.add_argument("--games", type=int, required=True, help="games to play")
-    play.add_argument("--device", default="auto", help="onnxruntime device: auto, cpu, cuda, tensorrt (default: auto)")
+    play.add_argument("--backend", choices=BACKENDS, default="auto", help=_HELP["backend"])
+    play.add_argument("--device", default="auto", help=_HELP["device_of_backend"])
     play.add_argument("--size", type=int, default=9, help="board size (default: 9)")
     play.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_config_flags(play, selfplay.SelfPlayConfig, skip=("size",))
@@ -217,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     match.add_argument("--out", required=True, help="match folder (games.jsonl, sgf/, result.json)")
     match.add_argument("--fixed-length", action="store_true",
                        help="play all max-games games (the SPRT decides nothing before the last one)")
-    match.add_argument("--device", default="auto", help="onnxruntime device: auto, cpu, cuda, tensorrt (default: auto)")
+    match.add_argument("--backend", choices=BACKENDS, default="auto", help=_HELP["backend"])
+    match.add_argument("--device", default="auto", help=_HELP["device_of_backend"])
     match.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_config_flags(match, gating.GateConfig)
 
@@ -263,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "selfplay":
             config = _config(selfplay.SelfPlayConfig, args)
-            evaluator = OnnxEvaluator(args.weights, device=args.device, threads=args.threads or 0)
+            evaluator = open_evaluator(args.weights, args.backend, args.device, args.threads or 0)
             report = selfplay.play(evaluator, args.games, config, args.out, progress=not args.no_progress)
             print(json.dumps(report.to_dict(), indent=1), file=sys.stderr)
         elif args.command == "import-onnx":
@@ -272,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
             extra = {"sprt_min_games": args.max_games} if args.fixed_length else {}
             config = _config(gating.GateConfig, args, **extra)
             result = loop.run_gate(loop.GateJob(args.candidate, args.best, config, args.out, args.device,
-                                                args.threads or 0), progress=not args.no_progress)
+                                                args.threads or 0, args.backend), progress=not args.no_progress)
             print(json.dumps(result.to_dict(), indent=1), file=sys.stderr)
         elif args.command == "loop":
             state = _run_loop(args)

@@ -58,7 +58,8 @@ class OnnxImportError(checkpoint_lib.CheckpointError):
 def import_onnx(path: str | os.PathLike, size: int | None = None, calibration_games: int = CALIBRATION_GAMES,
                 seed: int = 0, tolerance: float = export_onnx.TOLERANCE) -> checkpoint_lib.Checkpoint:
     """The checkpoint whose model computes what the ONNX file at path computes (checked by parity); size:
-    the board size of the calibration games (default: the first size the network was trained on, else 19)."""
+    the board size of the calibration games (default: the first size the network was trained on, else 19);
+    calibration_games 0: none, for a model that will only be evaluated."""
     import onnx
     from onnx import numpy_helper
 
@@ -98,9 +99,10 @@ def import_onnx(path: str | os.PathLike, size: int | None = None, calibration_ga
         biases[norm] = torch.from_numpy(np.array(bias))
     state.update(loaded)
     net.load_state_dict(state)
+    net.eval()
     trained_sizes = list(metadata.get("trained_sizes") or [])
     size = size or (trained_sizes[0] if trained_sizes else 19)
-    _recalibrate(net, biases, calibration_positions(path, size, calibration_games, seed))
+    _recalibrate(net, biases, calibration_positions(path, size, calibration_games, seed) if calibration_games else [])
     worst = export_onnx.parity(net, path, seed=seed)
     if not worst <= tolerance:
         raise OnnxImportError(path, f"the imported model differs from the file by {worst:.3g} (tolerance "
@@ -148,8 +150,8 @@ def stored_names(proto, net: model_lib.GoNet) -> dict[str, str]:
 
 
 def _recalibrate(net: model_lib.GoNet, biases: dict[str, torch.Tensor], positions: list[GameState]) -> None:
-    """Gives every folded norm the statistics of its input on positions, and the scale and shift that make
-    it, in eval mode, add the folded bias and nothing else."""
+    """Gives every folded norm the statistics of its input on positions (none: mean 0, variance 1), and the
+    scale and shift that make it, in eval mode, add the folded bias and nothing else."""
     norms = dict(net.named_modules())
     statistics = {}
 
@@ -166,9 +168,11 @@ def _recalibrate(net: model_lib.GoNet, biases: dict[str, torch.Tensor], position
             norm.running_var.fill_(1.0 - norm.eps)
             norm.weight.fill_(1.0)
             norm.bias.copy_(biases[name])
+        if not positions:  # eval mode is already exact; only training needs the statistics
+            return
         handles = [norms[name].register_forward_hook(record(name)) for name in biases]
         spatial, global_ = features.encode(positions)
-        net.eval()(torch.from_numpy(spatial), torch.from_numpy(global_))
+        net(torch.from_numpy(spatial), torch.from_numpy(global_))
         for handle in handles:
             handle.remove()
         for name, (mean, var) in statistics.items():

@@ -53,10 +53,10 @@ from typing import Protocol
 from tqdm import tqdm
 
 from gtp_engine import match_stats
-from gtp_engine.onnx_evaluator import OnnxEvaluator
 from gtp_engine.training import checkpoint as checkpoint_lib
 from gtp_engine.training import dataset, export_onnx, gating, import_onnx, selfplay, train
 from gtp_engine.training.files import replacing
+from gtp_engine.training.torch_evaluator import BACKENDS, open_evaluator
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,8 @@ ANCHOR = "anchor"
 MATCH_TOOL = Path(__file__).resolve().parents[2] / "tools" / "match.py"  # in the source tree, not in a wheel
 TRAIN_CHECKPOINT_STEPS = 500  # a candidate's training validates and checkpoints this often: what a kill can lose
 # Fields a rerun may change: how far to go, where to promote, and how the work is executed.
-RESUMABLE_CHANGES = ("generations", "promote_to", "device", "train_device", "gnugo_every", "gnugo_games", "gnugo_level")
+RESUMABLE_CHANGES = ("generations", "promote_to", "backend", "device", "train_device", "gnugo_every", "gnugo_games",
+                     "gnugo_level")
 # LoopConfig fields handed to SelfPlayConfig, with its defaults.
 _SELFPLAY_FIELDS = ("full_visits", "fast_visits", "full_search_fraction", "parallel_games", "val_fraction",
                     "prune_policy_target")
@@ -119,7 +120,8 @@ class LoopConfig:
     gnugo_every: int = 0  # play the best against GNU Go every this many generations (0: never)
     gnugo_games: int = 20
     gnugo_level: int = 10
-    device: str = "auto"  # onnxruntime device for self-play and gating
+    backend: str = "auto"  # what runs the network in self-play and gating (torch_evaluator.BACKENDS)
+    device: str = "auto"  # the backend's device for self-play and gating
     train_device: str = "auto"  # torch device for training
     seed: int = 0
 
@@ -132,6 +134,8 @@ class LoopConfig:
             raise ValueError("--anchor and --anchor-samples go together")
         if Path(self.init).suffix not in (".pt", ".onnx"):
             raise ValueError(f"--init {self.init}: a checkpoint (.pt) or a network (.onnx)")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"--backend must be one of {', '.join(BACKENDS)}, not {self.backend!r}")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -158,6 +162,7 @@ class SelfPlayJob:
     out: str
     device: str = "auto"
     threads: int = 0
+    backend: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -168,6 +173,7 @@ class GateJob:
     out: str
     device: str = "auto"
     threads: int = 0
+    backend: str = "auto"
 
 
 def run_selfplay(job: SelfPlayJob, progress: bool = True) -> dict:
@@ -177,13 +183,13 @@ def run_selfplay(job: SelfPlayJob, progress: bool = True) -> dict:
         return json.loads((out / selfplay.REPORT).read_text())
     if out.exists():
         shutil.rmtree(out)  # cut short: play it again
-    evaluator = OnnxEvaluator(job.network, device=job.device, threads=job.threads, seed=job.config.seed)
+    evaluator = open_evaluator(job.network, job.backend, job.device, job.threads, job.config.seed)
     return selfplay.play(evaluator, job.games, job.config, out, progress=progress).to_dict()
 
 
 def run_gate(job: GateJob, progress: bool = True) -> gating.GateResult:
-    candidate = OnnxEvaluator(job.candidate, device=job.device, threads=job.threads, seed=job.config.seed)
-    best = OnnxEvaluator(job.best, device=job.device, threads=job.threads, seed=job.config.seed + 1)
+    candidate = open_evaluator(job.candidate, job.backend, job.device, job.threads, job.config.seed)
+    best = open_evaluator(job.best, job.backend, job.device, job.threads, job.config.seed + 1)
     return gating.play_match(candidate, best, job.config, job.out, progress=progress)
 
 
@@ -290,7 +296,7 @@ def _selfplay(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) ->
     while left > 0:
         games = min(config.batch_games, left)
         jobs.append(SelfPlayJob(str(run_dir / BEST_ONNX), games, config.selfplay_config(generation, len(jobs)),
-                                str(folder / f"batch-{len(jobs):03d}"), config.device))
+                                str(folder / f"batch-{len(jobs):03d}"), config.device, backend=config.backend))
         left -= games
     reports = runner.selfplay(jobs)
     log.info("generation %d self-play: %d games, %d samples, %.0f games/h and %.0f evaluations/s per process",
@@ -342,7 +348,8 @@ def train_config(config: LoopConfig, run_dir: Path, generation: int, preset: str
 def _gate(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) -> dict:
     folder = _gen_dir(run_dir, state["generation"])
     runner.gate(GateJob(str(folder / "train" / train.ONNX), str(run_dir / BEST_ONNX),
-                        config.gate_config(state["generation"]), str(folder / "gate"), config.device))
+                        config.gate_config(state["generation"]), str(folder / "gate"), config.device,
+                        backend=config.backend))
     return {**state, "phase": "promote"}
 
 

@@ -217,6 +217,11 @@ def test_a_batch_cut_short_is_played_again(tiny_onnx_model, tmp_path):
     assert loop.run_selfplay(job, progress=False) == report  # complete: not played again
 
 
+def test_an_unknown_backend_is_refused(tiny_onnx_model):
+    with pytest.raises(ValueError, match="--backend must be one of auto, onnx, torch"):
+        loop.LoopConfig(init=str(tiny_onnx_model), backend="gpu", **TINY)
+
+
 def test_a_rerun_with_other_settings_is_refused(tiny_onnx_model, tmp_path):
     run = tmp_path / "run"
     loop._check_config(loop.LoopConfig(init=str(tiny_onnx_model), **TINY), run)
