@@ -4,7 +4,8 @@ runs the network (onnxruntime in onnx_evaluator.py, torch in training/torch_eval
 Terms:
 - raw outputs: what the network contract (training/model.py) returns for inputs "spatial" [N, C, H, W] and
   "global" [N, G]: policy logits [N, H*W + 1], (win, loss, draw) logits [N, 3], score [N], ownership [N, H, W].
-  A subclass's run(spatial, global_) computes them as float32 numpy arrays; everything else is here.
+  A subclass's forward(spatial, global_) computes them as float32 numpy arrays for at most max_batch
+  positions; run() splits larger inputs into such chunks, and everything else is here too.
 - model info: what a network says about itself (features version, channels, accepted and trained sizes, preset)
   and where it runs (provider: "cpu", "cuda", "tensorrt", "torch-cuda", ...).
 - symmetry mode: "random" (one random board symmetry per position and evaluation), "average" (the mean over all
@@ -65,15 +66,16 @@ class ModelInfo:
 
 
 class NetworkEvaluator:
-    """Evaluator over a network; subclasses set self.info (a ModelInfo) and implement run. Not thread-safe for
-    concurrent evaluate calls (one search thread)."""
+    """Evaluator over a network; subclasses set self.info (a ModelInfo) and implement forward. Not thread-safe
+    for concurrent evaluate calls (one search thread)."""
 
     info: ModelInfo
 
-    def __init__(self, symmetry_mode: str | int = "random", seed: int | None = None):
+    def __init__(self, symmetry_mode: str | int = "random", max_batch: int = 256, seed: int | None = None):
         if not (symmetry_mode in SYMMETRY_MODES or symmetry_mode in symmetry.ALL):
             raise ValueError(f"symmetry mode must be random, average, none or 0..7, not {symmetry_mode!r}")
         self.symmetry_mode = symmetry_mode
+        self.max_batch = max_batch
         self._rng = np.random.default_rng(seed)
         self._sizes_checked: set[tuple[int, int]] = set()
 
@@ -81,9 +83,15 @@ class NetworkEvaluator:
     def provider(self) -> str:
         return self.info.provider
 
-    def run(self, spatial: np.ndarray, global_: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Raw outputs (policy logits, value logits, score, ownership) for prepared inputs."""
+    def forward(self, spatial: np.ndarray, global_: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Raw outputs (policy logits, value logits, score, ownership) for at most max_batch prepared inputs."""
         raise NotImplementedError
+
+    def run(self, spatial: np.ndarray, global_: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Raw outputs for prepared inputs, computed in chunks of max_batch."""
+        step = self.max_batch
+        parts = [self.forward(spatial[i:i + step], global_[i:i + step]) for i in range(0, len(spatial), step)]
+        return tuple(parts[0]) if len(parts) == 1 else tuple(np.concatenate(column) for column in zip(*parts))
 
     def check_size(self, width: int, height: int) -> None:
         """Raises ModelLoadError when the network cannot play a width x height board."""
@@ -120,7 +128,7 @@ class NetworkEvaluator:
         policy_logits, value_logits, score, ownership = self.run(spatial, global_)
 
         area = g.area
-        policy = softmax(policy_logits)
+        policy = _softmax(policy_logits)
         ownership = ownership.reshape(len(ownership), area)
         if syms is not None:
             # Back to the original board: original[j] = transformed[permutation of the inverse symmetry][j].
@@ -128,7 +136,7 @@ class NetworkEvaluator:
             rows = np.arange(len(syms))[:, None]
             ownership = ownership[rows, back]
             policy[:, :area] = policy[rows, back]
-        wdl = softmax(value_logits)
+        wdl = _softmax(value_logits)
         value = wdl[:, 0] - wdl[:, 1]
         if mode == "average":
             policy = policy.reshape(kinds, count, -1).mean(axis=0)
@@ -138,7 +146,7 @@ class NetworkEvaluator:
         return EvaluationBatch(policy=policy, value=value, score=score, ownership=ownership)
 
 
-def softmax(logits: np.ndarray) -> np.ndarray:
+def _softmax(logits: np.ndarray) -> np.ndarray:
     e = np.exp(logits - logits.max(axis=1, keepdims=True))
     e /= e.sum(axis=1, keepdims=True)
     return e

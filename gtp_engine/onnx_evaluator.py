@@ -123,18 +123,13 @@ class OnnxEvaluator(NetworkEvaluator):
 
     def __init__(self, path: str | os.PathLike, device: str = "auto", threads: int = 0,
                  symmetry_mode: str | int = "random", max_batch: int = 256, seed: int | None = None):
-        super().__init__(symmetry_mode, seed)
+        super().__init__(symmetry_mode, max_batch, seed)
         self.session, provider = open_session(path, device, threads)
         self.info = read_info(self.session, path, provider)
-        self.max_batch = max_batch
         log.info("network %s runs on %s", self.info.describe(), provider)
 
-    def run(self, spatial: np.ndarray, global_: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Raw outputs (policy logits, value logits, score, ownership) for prepared inputs, in chunks of max_batch."""
-        step = self.max_batch
-        parts = [self.session.run(OUTPUTS, {"spatial": spatial[i:i + step], "global": global_[i:i + step]})
-                 for i in range(0, len(spatial), step)]
-        return tuple(parts[0]) if len(parts) == 1 else tuple(np.concatenate(column) for column in zip(*parts))
+    def forward(self, spatial: np.ndarray, global_: np.ndarray) -> tuple[np.ndarray, ...]:
+        return tuple(self.session.run(OUTPUTS, {"spatial": spatial, "global": global_}))
 
 
 def _first_line(error: Exception) -> str:

@@ -34,12 +34,11 @@ BACKENDS = ("auto", "onnx", "torch")
 class TorchEvaluator(NetworkEvaluator):
     def __init__(self, net: model_lib.GoNet, info: ModelInfo, device: str = "auto", max_batch: int = 1024,
                  symmetry_mode: str | int = "random", seed: int | None = None):
-        super().__init__(symmetry_mode, seed)
+        super().__init__(symmetry_mode, max_batch, seed)
         self.device = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else
                                    "cpu" if device == "auto" else device)
         self.net = net.to(self.device).eval()
         self.info = ModelInfo(**{**info.__dict__, "provider": f"torch-{self.device.type}"})
-        self.max_batch = max_batch
         log.info("network %s runs on %s", self.info.describe(), self.info.provider)
 
     @classmethod
@@ -49,17 +48,11 @@ class TorchEvaluator(NetworkEvaluator):
         checkpoint = import_onnx.import_onnx(path, calibration_games=0)
         return cls(checkpoint.build_model(), info, **kwargs)
 
-    def run(self, spatial: np.ndarray, global_: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Raw outputs (policy logits, value logits, score, ownership) for prepared inputs, in chunks of max_batch."""
-        parts = []
+    def forward(self, spatial: np.ndarray, global_: np.ndarray) -> tuple[np.ndarray, ...]:
         autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.device.type == "cuda")
         with torch.inference_mode(), autocast:
-            for i in range(0, len(spatial), self.max_batch):
-                outputs = self.net(torch.from_numpy(spatial[i:i + self.max_batch]).to(self.device),
-                                   torch.from_numpy(global_[i:i + self.max_batch]).to(self.device))
-                parts.append([o.float().cpu().numpy() for o in outputs])
-        return tuple(parts[0]) if len(parts) == 1 else tuple(np.concatenate(column) for column in zip(*parts))
-
+            outputs = self.net(torch.from_numpy(spatial).to(self.device), torch.from_numpy(global_).to(self.device))
+            return tuple(o.float().cpu().numpy() for o in outputs)
 
 def open_evaluator(path: str | os.PathLike, backend: str = "auto", device: str = "auto", threads: int = 0,
                    seed: int | None = None) -> NetworkEvaluator:
