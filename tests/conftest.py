@@ -1,17 +1,19 @@
 """Shared fixtures. Add fixtures here; do not change existing ones without checking their users."""
 
+from pathlib import Path
+
 import pytest
 
 
-@pytest.fixture(scope="session")
-def tiny_onnx_model(tmp_path_factory):
-    """Path of a randomly initialised "tiny" network exported to ONNX (parity-checked; a few seconds, once)."""
-    pytest.importorskip("torch")
-    from gtp_engine.training.export_onnx import export_random
+# A randomly initialised "tiny" network (export_onnx.export_random("tiny", seed=0)), committed so that the engine's
+# tests need no torch; tests/training/test_fixture_network.py checks it is current and regenerates it.
+TINY_NETWORK = Path(__file__).resolve().parent / "fixtures" / "tiny.onnx"
 
-    path = tmp_path_factory.mktemp("models") / "tiny.onnx"
-    export_random(path, "tiny", seed=0)
-    return path
+
+@pytest.fixture(scope="session")
+def tiny_onnx_model():
+    """Path of the committed tiny test network (random weights: it plays randomly). Read it, do not write it."""
+    return TINY_NETWORK
 
 
 @pytest.fixture
