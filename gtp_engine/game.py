@@ -82,8 +82,13 @@ class _UndoStart(NamedTuple):
     history: int  # len(GameState._history) then
 
 
+# The komi of every game, match and training run unless one is given: Chinese rules' 7.5, which also makes draws
+# impossible under area scoring.
+KOMI = 7.5
+
+
 class GameState:
-    def __init__(self, width: int = 19, height: int | None = None, komi: float = 7.5, rules: Rules = Rules()):
+    def __init__(self, width: int = 19, height: int | None = None, komi: float = KOMI, rules: Rules = Rules()):
         self.board = Board(width, height)
         self.grid: Grid = self.board.grid
         self.komi = float(komi)

@@ -26,7 +26,7 @@ Terms:
 - rollout: the policy plays both sides from a copy of a position until two passes in a row (or max_moves); the
   result is the area count (game.area_score) as +1 / 0 / -1 from the view of the side to move at the start.
 - weights file: .npz with format (FORMAT), vocabulary (sorted canonical pattern codes) and weights (float32,
-  feature_count(len(vocabulary)) entries); training/rollout_train.py writes it, with its provenance.
+  feature_count(len(vocabulary)) entries); training/alphago/rollout_train.py writes it, with its provenance.
 
 Speed: a move costs one pass of numpy over the empty points; the four neighbours of a point are read as one number
 that indexes tables of facts about them (_SIDES). Python runs per point only next to chains in atari, and where the

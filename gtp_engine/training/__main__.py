@@ -31,10 +31,9 @@ import torch
 
 from gtp_engine.network_evaluator import ModelLoadError
 from gtp_engine.training import checkpoint as checkpoint_lib
-from gtp_engine.training import rollout_train
-from gtp_engine.training import gating, import_onnx, loop, selfplay
+from gtp_engine.training import dataset, export_onnx, gating, import_onnx, loop, selfplay, sgf_ingest, train
+from gtp_engine.training.alphago import policy_gradient, policy_play, rollout_train, value_net
 from gtp_engine.training.torch_evaluator import BACKENDS, open_evaluator
-from gtp_engine.training import dataset, export_onnx, policy_gradient, policy_play, sgf_ingest, train, value_net
 
 _HELP = {
     "size": "board size of the games to keep",

@@ -382,7 +382,7 @@ class _SelfPlay:
                 game_ownership=(state.area_ownership() if exact else np.zeros(self.area, np.int8))[None],
                 ownership_mask=np.array([exact]), game_key=np.array([key], np.uint64),
                 game_source=np.array([name]))
-            self.writer.add("val" if sgf_ingest.is_validation(key, config.val_fraction) else "train", arrays)
+            self.writer.add(dataset.split_of(key, config.val_fraction), arrays)
             report.samples += count
             report.policy_samples += int(arrays["policy_mask"].sum())
 

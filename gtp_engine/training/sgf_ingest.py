@@ -27,7 +27,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import hashlib
 import logging
 import math
 import multiprocessing
@@ -48,7 +47,6 @@ from gtp_engine.training import dataset
 log = logging.getLogger(__name__)
 
 _CHUNK = 64  # records per worker task: large enough to amortise pickling, small enough to balance load
-_KEY_BUCKETS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -143,13 +141,8 @@ def check_players(record: sgf_io.GameRecord, config: IngestConfig) -> None:
 
 
 def game_key(record: sgf_io.GameRecord) -> int:
-    digest = hashlib.blake2b(repr((record.width, record.height, sorted(record.setup), record.moves)).encode(),
-                             digest_size=8)
-    return int.from_bytes(digest.digest(), "little")
-
-
-def is_validation(key: int, fraction: float) -> bool:
-    return key % _KEY_BUCKETS < fraction * _KEY_BUCKETS
+    """dataset.game_key of a record."""
+    return dataset.game_key(record.width, record.height, record.setup, record.moves)
 
 
 def game_samples(record: sgf_io.GameRecord, config: IngestConfig) -> dict[str, np.ndarray]:
@@ -267,7 +260,7 @@ def ingest(sources: Iterable[str | os.PathLike], out_dir: str | os.PathLike, con
                     continue
                 seen.add(key)
                 endings[game.pop("ending")] += 1
-                writer.add("val" if is_validation(key, config.val_fraction) else "train", game)
+                writer.add(dataset.split_of(key, config.val_fraction), game)
     bar.close()
     sidecar = writer.finish({
         "sources": sources,

@@ -29,14 +29,10 @@ Terms:
 from __future__ import annotations
 
 import contextlib
-import csv
 import dataclasses
 import hashlib
-import json
 import logging
 import math
-import signal
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,13 +40,11 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch.nn import functional as F
-from tqdm import tqdm
 
 from gtp_engine.training import checkpoint as checkpoint_lib
-from gtp_engine.training import dataset
-from gtp_engine.training import export_onnx
+from gtp_engine.training import dataset, metrics_csv, runs
 from gtp_engine.training import model as model_lib
-from gtp_engine.training.files import CHECKPOINT, METRICS, ONNX
+from gtp_engine.training.files import CHECKPOINT, METRICS, ONNX  # noqa: F401 (the run folder's names, for callers)
 
 log = logging.getLogger(__name__)
 
@@ -150,9 +144,9 @@ def _masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 class _Trainer:
     def __init__(self, config: TrainConfig, run_dir: Path, progress: bool):
-        self.config, self.run_dir, self.progress = config, run_dir, progress
-        self.device = torch.device("cuda" if config.device == "auto" and torch.cuda.is_available()
-                                   else "cpu" if config.device == "auto" else config.device)
+        self.config, self.progress = config, progress
+        self.folder = runs.RunFolder(run_dir, config, "train_config", _RESUMABLE_CHANGES, COLUMNS, "step")
+        self.device = runs.device(config.device)
         self.train_set = dataset.Shards(config.data, "train")
         self.val_set = dataset.Shards(config.data, "val")
         if not self.val_set.samples:
@@ -180,28 +174,19 @@ class _Trainer:
     def resume(self) -> None:
         """Continues from the run folder's checkpoint, if there is one, after checking it is this run's; a new
         run starts from init_from's weights when given."""
-        path = self.run_dir / CHECKPOINT
-        if not path.exists():
+        ckpt = self.folder.load(with_optimizer=True)
+        if ckpt is None:
             if self.config.init_from:
                 self.initialise(Path(self.config.init_from))
             return
-        ckpt = checkpoint_lib.load(path, with_optimizer=True)
-        saved = ckpt.provenance.get("train_config", {})
-        # A field newer than the checkpoint was at its default there.
-        defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
-        changed = [k for k, v in self.config.to_dict().items()
-                   if k not in _RESUMABLE_CHANGES and saved.get(k, defaults[k]) != v]
-        if changed:
-            raise ValueError(f"{path} was trained with other settings ({', '.join(changed)}); "
-                             f"use the same ones or another run folder")
         if ckpt.provenance.get("data_fingerprint") != self.fingerprint:
-            raise ValueError(f"{path} was trained on other shards; use the same data or another run folder")
+            raise ValueError(f"{self.folder.checkpoint} was trained on other shards; use the same data or another "
+                             f"run folder")
         self.net.load_state_dict(ckpt.state_dict)
         self.optimizer.load_state_dict(ckpt.optimizer_state)
         self.step = int(ckpt.provenance["steps"])
         self.seconds = float(ckpt.provenance.get("seconds", 0.0))
-        _truncate_metrics(self.run_dir / METRICS, self.step)
-        log.info("resuming %s at step %d", path, self.step)
+        self.folder.resumed_at(self.step)
 
     def initialise(self, path: Path) -> None:
         """Loads the weights of the checkpoint at path (only them) into the new run's model."""
@@ -227,12 +212,9 @@ class _Trainer:
             "validation": val or {},
         }
 
-    def save(self, val: dict | None = None) -> Path:
-        ckpt = checkpoint_lib.from_model(self.net, trained_sizes=[self.train_set.width],
-                                         provenance=self.provenance(val), optimizer=self.optimizer)
-        path = self.run_dir / CHECKPOINT
-        checkpoint_lib.save(ckpt, path)
-        return path
+    def save(self, val: dict | None = None) -> None:
+        self.folder.save(checkpoint_lib.from_model(self.net, trained_sizes=[self.train_set.width],
+                                                   provenance=self.provenance(val), optimizer=self.optimizer))
 
     # ---- computation ----
 
@@ -264,17 +246,14 @@ class _Trainer:
     def run(self, max_minutes: float | None, stop_at: int | None) -> dict:
         config = self.config
         end = min(config.steps, stop_at if stop_at is not None else config.steps)
-        deadline = time.monotonic() + 60.0 * max_minutes if max_minutes is not None else math.inf
-        stop = _StopFlag()
         stream = self.train_set.batches(config.batch_size, config.seed, start=self.step,
                                         window_samples=config.window_samples, augment=config.augment)
         sums = {key: torch.zeros((), device=self.device) for key in _LOSSES}
         counted, row_started, val = 0, time.monotonic(), None
-        bar = tqdm(total=config.steps, initial=self.step, unit="step", desc="train", file=sys.stderr,
-                   disable=not self.progress, mininterval=1.0, dynamic_ncols=True)
+        bar = runs.progress(self.progress, total=config.steps, initial=self.step, unit="step", desc="train")
         self.net.train()
-        with stop, contextlib.closing(stream):
-            while self.step < end and not stop.raised and time.monotonic() < deadline:
+        with runs.StopFlag(max_minutes) as stop, contextlib.closing(stream):
+            while self.step < end and not stop.stopped:
                 lr = learning_rate(config, self.step)
                 for group in self.optimizer.param_groups:
                     group["lr"] = lr
@@ -309,8 +288,8 @@ class _Trainer:
         row = {"step": self.step, "samples": samples, "epoch": samples / self.train_set.samples, "lr": lr,
                "seconds": self.seconds, "samples_per_s": counted * self.config.batch_size / max(elapsed, 1e-9),
                **{f"train_{k}": v for k, v in train.items()}, **{f"val_{k}": v for k, v in val.items()}}
-        _append_metrics(self.run_dir / METRICS, row)
-        plot_metrics(self.run_dir / METRICS, self.run_dir / PLOT)
+        self.folder.append(row)
+        plot_metrics(self.folder.metrics, self.folder.path / PLOT)
         self.save(val)
         log.info("step %d: train loss %.4f top-1 %.3f | val loss %.4f top-1 %.3f value %.4f | %.0f samples/s",
                  self.step, train["loss"], train["policy_top1"], val["loss"], val["policy_top1"],
@@ -325,45 +304,17 @@ def train(config: TrainConfig, run_dir: str | Path, *, max_minutes: float | None
     Returns {"step", "finished", "validation" (the last validation metrics, None if none this session),
     "checkpoint", "onnx" (path or None)}.
     """
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    trainer = _Trainer(config, run_dir, progress)
+    trainer = _Trainer(config, Path(run_dir), progress)
     trainer.resume()
-    (run_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=1, sort_keys=True))
-    summary = trainer.run(max_minutes, stop_at)
-    summary["checkpoint"] = str(run_dir / CHECKPOINT)
-    summary["onnx"] = None
-    if summary["finished"] and export:
-        onnx_path = run_dir / ONNX
-        export_onnx.export_checkpoint(run_dir / CHECKPOINT, onnx_path)  # exports exactly what was saved
-        summary["onnx"] = str(onnx_path)
-    return summary
+    trainer.folder.write_config()
+    return trainer.folder.finish(export=export, **trainer.run(max_minutes, stop_at))
 
 
 # ---- metrics --------------------------------------------------------------------------------------------------
 
-def _append_metrics(path: Path, row: dict) -> None:
-    new = not path.exists()
-    with path.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        if new:
-            writer.writeheader()
-        writer.writerow({key: (f"{value:.6g}" if isinstance(value, float) else value) for key, value in row.items()})
-
-
 def read_metrics(path: str | Path) -> list[dict[str, float]]:
-    with Path(path).open(newline="") as f:
-        return [{key: float(value) for key, value in row.items()} for row in csv.DictReader(f)]
-
-
-def _truncate_metrics(path: Path, step: int) -> None:
-    """Drops rows written after the checkpoint a run resumes from (a crash between the row and the save)."""
-    if not path.exists():
-        return
-    rows = [row for row in read_metrics(path) if row["step"] <= step]
-    path.unlink()
-    for row in rows:
-        _append_metrics(path, {k: (int(v) if k in ("step", "samples") else v) for k, v in row.items()})
+    """A train run's metrics.csv, every value a number."""
+    return [{key: float(value) for key, value in row.items()} for row in metrics_csv.read(path)]
 
 
 def plot_metrics(metrics_path: str | Path, png_path: str | Path) -> None:
@@ -399,25 +350,3 @@ def _fingerprint(shards: dataset.Shards) -> str:
     """Names and sizes of the shards, not their paths: a run may resume on another machine."""
     listing = sorted((path.name, count) for path, count in shards.files)
     return hashlib.blake2b(repr(listing).encode(), digest_size=8).hexdigest()
-
-
-class _StopFlag:
-    """While entered, SIGINT and SIGTERM set .raised instead of killing the process (main thread only)."""
-
-    def __init__(self):
-        self.raised = False
-        self.previous: dict = {}
-
-    def _handle(self, signum, frame) -> None:
-        log.warning("signal %d: stopping after this step", signum)
-        self.raised = True
-
-    def __enter__(self):
-        with contextlib.suppress(ValueError):  # not the main thread: signals stay as they are
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self.previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)

@@ -16,8 +16,9 @@ from gtp_engine.coords import PASS  # noqa: E402
 from gtp_engine.game import GameState  # noqa: E402
 from gtp_engine.onnx_evaluator import OnnxEvaluator  # noqa: E402
 from gtp_engine.training import checkpoint as checkpoint_lib  # noqa: E402
-from gtp_engine.training import export_onnx, policy_gradient, policy_play  # noqa: E402
-from gtp_engine.training.policy_gradient import ReinforceConfig  # noqa: E402
+from gtp_engine.training import export_onnx, metrics_csv  # noqa: E402
+from gtp_engine.training.alphago import policy_gradient, policy_play  # noqa: E402
+from gtp_engine.training.alphago.policy_gradient import ReinforceConfig  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -99,7 +100,7 @@ def test_a_resumed_run_equals_an_uninterrupted_one(init_checkpoint, tmp_path, on
     b = checkpoint_lib.load(tmp_path / "split" / "checkpoint.pt")
     assert all(torch.equal(a.state_dict[k], b.state_dict[k]) for k in a.state_dict)
     assert a.provenance["pool"] == b.provenance["pool"] == ["pool/0000.pt", "pool/0001.pt", "pool/0002.pt"]
-    rows = [policy_gradient.metrics_csv.read(tmp_path / run / "metrics.csv") for run in ("whole", "split")]
+    rows = [metrics_csv.read(tmp_path / run / "metrics.csv") for run in ("whole", "split")]
     for row_a, row_b in zip(*rows, strict=True):
         assert {k: v for k, v in row_a.items() if k != "seconds"} == {k: v for k, v in row_b.items()
                                                                      if k != "seconds"}
@@ -126,7 +127,7 @@ def test_command_runs_two_iterations_and_exports_a_loadable_network(init_checkpo
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout == ""
-    rows = policy_gradient.metrics_csv.read(run / "metrics.csv")
+    rows = metrics_csv.read(run / "metrics.csv")
     assert [int(r["iteration"]) for r in rows] == [1, 2]
     assert all(int(r["wins"]) + int(r["losses"]) + int(r["draws"]) == 4 for r in rows)
     evaluator = OnnxEvaluator(run / "model.onnx", device="cpu", symmetry_mode="none")

@@ -10,7 +10,8 @@ from gtp_engine import features  # noqa: E402
 from gtp_engine.board import BLACK, WHITE, Board  # noqa: E402
 from gtp_engine.coords import PASS  # noqa: E402
 from gtp_engine.game import GameState  # noqa: E402
-from gtp_engine.training import export_onnx, policy_play  # noqa: E402
+from gtp_engine.training import export_onnx  # noqa: E402
+from gtp_engine.training.alphago import policy_play  # noqa: E402
 
 
 def position(text: str, to_play: int) -> GameState:

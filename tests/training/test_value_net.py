@@ -16,7 +16,8 @@ from gtp_engine.coords import PASS  # noqa: E402
 from gtp_engine.game import GameState  # noqa: E402
 from gtp_engine.onnx_evaluator import OnnxEvaluator  # noqa: E402
 from gtp_engine.training import checkpoint as checkpoint_lib  # noqa: E402
-from gtp_engine.training import dataset, export_onnx, policy_play, value_net  # noqa: E402
+from gtp_engine.training import dataset, export_onnx, metrics_csv  # noqa: E402
+from gtp_engine.training.alphago import policy_play, value_net  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -94,7 +95,7 @@ def test_value_training_of_the_head_leaves_the_policy_alone_and_exports(value_da
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout == ""
-    rows = value_net.metrics_csv.read(run / "metrics.csv")
+    rows = metrics_csv.read(run / "metrics.csv")
     assert [int(r["step"]) for r in rows] == [2, 4]
     trained = checkpoint_lib.load(run / "checkpoint.pt")
     start = checkpoint_lib.load(nets[0])

@@ -1,8 +1,8 @@
 """Rollout policy training: the weights of rollout.RolloutPolicy fitted to the moves of SGF records.
 
 Terms:
-- record, game key, validation split: as in sgf_ingest.py (game_key / is_validation): a game is held out by the
-  hash of its moves, so the same game is held out in every run.
+- record, game key, validation split: as in dataset.py (game_key / split_of): a game is held out by the hash
+  of its moves, so the same game is held out in every run.
 - sample: one position of a game (the side to move's view) with its candidates' features and the index of the
   candidate that was played; a move that is no candidate (a pass, an own-eye filling) leaves the sample without a
   target: it is not trained on, and counts as a miss in the accuracy.
@@ -26,12 +26,12 @@ from pathlib import Path
 from typing import Iterable
 
 import numpy as np
-from tqdm import tqdm
 
 from gtp_engine import rollout, sgf_io
 from gtp_engine.board import IllegalMoveError
 from gtp_engine.coords import PASS
-from gtp_engine.training.sgf_ingest import Skip, game_key, is_validation
+from gtp_engine.training import dataset, runs
+from gtp_engine.training.sgf_ingest import Skip, game_key
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def collect(sources: Iterable[str], config: RolloutTrainConfig, progress: bool =
     counts = {"records": len(records), "games": 0, "train_games": 0, "val_games": 0, "skipped": 0}
     seen: set[int] = set()
     wanted = config.games or len(records)
-    bar = tqdm(total=wanted, unit="game", desc="features", disable=not progress)
+    bar = runs.progress(progress, total=wanted, unit="game", desc="features")
     for i in order.tolist():
         if counts["games"] >= wanted:
             break
@@ -114,7 +114,7 @@ def collect(sources: Iterable[str], config: RolloutTrainConfig, progress: bool =
             key = game_key(record)
             if key in seen:
                 raise Skip("duplicate")
-            held_out = is_validation(key, config.val_fraction)
+            held_out = dataset.split_of(key, config.val_fraction) == "val"
             _add_game(record, val if held_out else train, config, rng)
         except (Skip, sgf_io.SgfError, IllegalMoveError):
             counts["skipped"] += 1
@@ -237,7 +237,7 @@ def fit(train: Samples, val: Samples, config: RolloutTrainConfig,
     blocks = np.arange(0, len(train), _BLOCK_POSITIONS)
     total_steps = config.epochs * len(blocks)
     for epoch in range(1, config.epochs + 1):
-        bar = tqdm(rng.permutation(blocks), unit="block", desc=f"epoch {epoch}", disable=not progress)
+        bar = runs.progress(progress, iterable=rng.permutation(blocks), unit="block", desc=f"epoch {epoch}")
         for first in bar:
             block = train_data.block(first, min(first + _BLOCK_POSITIONS, len(train)))
             if not block.has_target.any():

@@ -31,7 +31,7 @@ import torch
 
 from gtp_engine import features, match_stats
 from gtp_engine.board import BLACK, EDGE, EMPTY, WHITE
-from gtp_engine.game import GameState, Rules
+from gtp_engine.game import KOMI, GameState, Rules
 from gtp_engine.training import model as model_lib
 
 RANDOM = "random"
@@ -43,7 +43,7 @@ Recorder = Callable[[int, int, int], bool]
 @dataclass(frozen=True)
 class PlayConfig:
     size: int = 9
-    komi: float = 7.5
+    komi: float = KOMI
     rules: str = "chinese"
     temperature: float = 1.0
     max_moves: int = 0  # 0: three times the board's area

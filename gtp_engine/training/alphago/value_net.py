@@ -14,8 +14,9 @@ Terms:
 - value training: from a checkpoint (the SL one by default), the value head's cross-entropy over (win, loss,
   draw) alone. trainable "head": only the value head learns (the trunk frozen, the whole network in eval mode,
   so the policy stays the initial network's exactly); "all": the trunk too (the policy head then means
-  nothing). The run folder works as train.py's: config.json, checkpoint.pt every eval_every steps (resumes),
-  metrics.csv, and model.onnx at the end, which the engine loads as a network like any other.
+  nothing). The run folder is runs.py's: config.json, checkpoint.pt every eval_every steps and at every stop
+  (max_minutes, SIGINT, SIGTERM; rerunning resumes), metrics.csv, and model.onnx at the end, which the engine
+  loads as a network like any other.
 - value losses: cross-entropy in nats over the samples with a value target, and the mean squared error of the
   expected value p(win) - p(loss) against the result z = +1 / -1 (AlphaGo's measure, on its [-1, 1] scale).
 """
@@ -23,11 +24,8 @@ Terms:
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import logging
 import math
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,14 +34,13 @@ from typing import Sequence
 import numpy as np
 import torch
 from torch.nn import functional as F
-from tqdm import tqdm
 
 from gtp_engine.board import BLACK, EMPTY
+from gtp_engine.game import KOMI
 from gtp_engine.training import checkpoint as checkpoint_lib
-from gtp_engine.training import dataset, export_onnx, metrics_csv, policy_play
+from gtp_engine.training import dataset, runs
 from gtp_engine.training import model as model_lib
-from gtp_engine.training.sgf_ingest import is_validation
-from gtp_engine.training.files import CHECKPOINT, METRICS, ONNX
+from gtp_engine.training.alphago import policy_play
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +59,7 @@ class ValueDataConfig:
     batch: int = 128  # games played together
     max_ply: int = 0  # L: U is drawn from 1..L; 0: the board's area
     size: int = 9
-    komi: float = 7.5
+    komi: float = KOMI
     temperature: float = 1.0
     max_moves: int = 0  # 0: three times the board's area
     val_fraction: float = 0.1
@@ -103,13 +100,14 @@ def sample_of(result: policy_play.GameResult) -> dict:
     game = dataset.compact(step.spatial[None].astype(np.float32), to_play)
     winner = result.winner
     lead = result.score if step.to_play == BLACK else -result.score
-    key = hashlib.blake2b(repr((result.state.width, result.state.moves)).encode(), digest_size=8)
+    state = result.state
+    key = dataset.game_key(state.grid.width, state.grid.height, state.setup, state.moves)
     game.update(
         to_play=to_play, globals=step.global_[None], move=np.array([step.move], np.int16),
         value=np.array([2 if winner == EMPTY else 0 if winner == step.to_play else 1], np.int8),
         score=np.array([lead], np.float32), score_mask=np.array([True]),
         game_ownership=result.state.area_ownership()[None], ownership_mask=np.array([True]),
-        game_key=np.array([int.from_bytes(key.digest(), "little")], np.uint64),
+        game_key=np.array([key], np.uint64),
         game_source=np.array([f"value game, move {step.ply} kept of {result.plies}"]))
     return game
 
@@ -118,23 +116,22 @@ def make_data(sl_path: str, rl_path: str, out_dir: str | Path, config: ValueData
               max_minutes: float | None = None, progress: bool = True) -> dict:
     """Plays config.games value games (fewer when max_minutes runs out) into a new shard folder; returns the
     sidecar."""
-    device = _device(config.device)
+    device = runs.device(config.device)
     sl = checkpoint_lib.load(sl_path).build_model().to(device)
     rl = checkpoint_lib.load(rl_path).build_model().to(device)
     writer = dataset.ShardWriter(out_dir, config.size, config.size, config.shard_samples)
-    deadline = time.monotonic() + 60.0 * max_minutes if max_minutes is not None else float("inf")
     started = time.monotonic()
     played = kept = 0
-    bar = tqdm(total=config.games, unit="game", desc="value-data", file=sys.stderr, disable=not progress,
-               dynamic_ncols=True)
-    while played < config.games and time.monotonic() < deadline:
-        count = min(config.batch, config.games - played)
-        rng = np.random.default_rng([config.seed, played])
-        for game in value_games(sl, rl, count, config, rng, device):
-            writer.add("val" if is_validation(int(game["game_key"][0]), config.val_fraction) else "train", game)
-            kept += 1
-        played += count
-        bar.update(count)
+    bar = runs.progress(progress, total=config.games, unit="game", desc="value-data")
+    with runs.StopFlag(max_minutes) as stop:
+        while played < config.games and not stop.stopped:
+            count = min(config.batch, config.games - played)
+            rng = np.random.default_rng([config.seed, played])
+            for game in value_games(sl, rl, count, config, rng, device):
+                writer.add(dataset.split_of(int(game["game_key"][0]), config.val_fraction), game)
+                kept += 1
+            played += count
+            bar.update(count)
     bar.close()
     return writer.finish({
         "sources": {"sl": str(sl_path), "rl": str(rl_path)},
@@ -181,8 +178,9 @@ def evaluate_checkpoints(paths: Sequence[str], data: str, split: str = "val", sa
     """evaluate() of each checkpoint on the first `samples` samples of a shard folder's split."""
     shards = dataset.Shards([data], split)
     arrays = shards.head(samples)
-    return {path: evaluate(checkpoint_lib.load(path).build_model().to(_device(device)), arrays, shards.height,
-                           shards.width, device=_device(device)) for path in paths}
+    torch_device = runs.device(device)
+    return {path: evaluate(checkpoint_lib.load(path).build_model().to(torch_device), arrays, shards.height,
+                           shards.width, device=torch_device) for path in paths}
 
 
 # ---- training -------------------------------------------------------------------------------------------------
@@ -219,35 +217,27 @@ def train_value(config: ValueTrainConfig, run_dir: str | Path, *, max_minutes: f
 
     Returns {"step", "finished", "validation" (the last held-out losses), "checkpoint", "onnx"}.
     """
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    device = _device(config.device)
+    folder = runs.RunFolder(run_dir, config, "value_config", _RESUMABLE_CHANGES, COLUMNS, "step")
+    device = runs.device(config.device)
     train_set, val_set = dataset.Shards(config.data, "train"), dataset.Shards(config.data, "val")
     if not val_set.samples:
         raise dataset.DatasetError(f"no validation samples in {', '.join(config.data)}")
-    path = run_dir / CHECKPOINT
-    resuming = path.exists()
-    ckpt = checkpoint_lib.load(path if resuming else config.init, with_optimizer=resuming)
+    resumed = folder.load(with_optimizer=True)
+    ckpt = resumed or checkpoint_lib.load(config.init)
     net = ckpt.build_model().to(device)
     for name, parameter in net.named_parameters():
         parameter.requires_grad_(config.trainable == "all" or name.startswith(VALUE_HEAD))
     optimizer = torch.optim.AdamW([p for p in net.parameters() if p.requires_grad], lr=config.lr,
                                   weight_decay=config.weight_decay)
     step, seconds = 0, 0.0
-    if resuming:
-        saved = ckpt.provenance.get("value_config", {})
-        changed = [k for k, v in config.to_dict().items() if k not in _RESUMABLE_CHANGES and saved.get(k) != v]
-        if changed:
-            raise ValueError(f"{path} was trained with other settings ({', '.join(changed)}); "
-                             f"use the same ones or another run folder")
+    if resumed:
         optimizer.load_state_dict(ckpt.optimizer_state)
         step, seconds = int(ckpt.provenance["steps"]), float(ckpt.provenance["seconds"])
-        metrics_csv.truncate(run_dir / METRICS, COLUMNS, "step", step)
-        log.info("resuming %s at step %d", path, step)
+        folder.resumed_at(step)
         init_provenance = ckpt.provenance["init_provenance"]
     else:
         init_provenance = ckpt.provenance
-    (run_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=1, sort_keys=True))
+    folder.write_config()
     val_arrays = val_set.head(val_set.samples)
 
     def save(validation: dict | None) -> None:
@@ -259,55 +249,43 @@ def train_value(config: ValueTrainConfig, run_dir: str | Path, *, max_minutes: f
                                f"from {config.init}; trainable: {config.trainable}"
                                + ("; the policy head is the initial network's" if config.trainable == "head"
                                   else "; policy, score and ownership heads not trained")}
-        checkpoint_lib.save(checkpoint_lib.from_model(net, sorted(set(ckpt.trained_sizes) | {train_set.width}),
-                                                      provenance, optimizer), path)
+        folder.save(checkpoint_lib.from_model(net, sorted(set(ckpt.trained_sizes) | {train_set.width}), provenance,
+                                              optimizer))
 
-    deadline = time.monotonic() + 60.0 * max_minutes if max_minutes is not None else float("inf")
     stream = train_set.batches(config.batch_size, config.seed, start=step, augment=config.augment)
-    bar = tqdm(total=config.steps, initial=step, unit="step", desc="value-train", file=sys.stderr,
-               disable=not progress, dynamic_ncols=True)
+    bar = runs.progress(progress, total=config.steps, initial=step, unit="step", desc="value-train")
     loss_sum, counted, row_started, validation = 0.0, 0, time.monotonic(), None
     net.train(config.trainable == "all")  # "head": frozen batch statistics, the trunk computes what it did
-    while step < config.steps and time.monotonic() < deadline:
-        lr = config.lr * 0.5 * (1.0 + math.cos(math.pi * step / config.steps))  # cosine to zero
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        batch = dataset.to_device(next(stream), device)
-        spatial, global_, targets = dataset.expand(batch, train_set.height, train_set.width)
-        has_value = targets["value"] >= 0
-        cross_entropy, _ = value_terms(net(spatial, global_)[1][has_value], targets["value"][has_value])
-        loss = cross_entropy.mean()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        step += 1
-        loss_sum += float(loss.detach())
-        counted += 1
-        bar.update(1)
-        if step % config.eval_every == 0 or step == config.steps:
-            seconds += time.monotonic() - row_started
-            validation = evaluate(net, val_arrays, val_set.height, val_set.width, device=device)
-            net.train(config.trainable == "all")
-            metrics_csv.append(run_dir / METRICS, COLUMNS, {
-                "step": step, "samples": step * config.batch_size, "lr": lr, "seconds": seconds,
-                "train_value_loss": loss_sum / counted, "val_value_loss": validation["value_loss"],
-                "val_value_mse": validation["value_mse"]})
-            save(validation)
-            bar.set_postfix(val_loss=f"{validation['value_loss']:.3f}", mse=f"{validation['value_mse']:.3f}")
-            loss_sum, counted, row_started = 0.0, 0, time.monotonic()
+    with runs.StopFlag(max_minutes) as stop:
+        while step < config.steps and not stop.stopped:
+            lr = config.lr * 0.5 * (1.0 + math.cos(math.pi * step / config.steps))  # cosine to zero
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            batch = dataset.to_device(next(stream), device)
+            spatial, global_, targets = dataset.expand(batch, train_set.height, train_set.width)
+            has_value = targets["value"] >= 0
+            cross_entropy, _ = value_terms(net(spatial, global_)[1][has_value], targets["value"][has_value])
+            loss = cross_entropy.mean()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            step += 1
+            loss_sum += float(loss.detach())
+            counted += 1
+            bar.update(1)
+            if step % config.eval_every == 0 or step == config.steps:
+                seconds += time.monotonic() - row_started
+                validation = evaluate(net, val_arrays, val_set.height, val_set.width, device=device)
+                net.train(config.trainable == "all")
+                folder.append({"step": step, "samples": step * config.batch_size, "lr": lr, "seconds": seconds,
+                               "train_value_loss": loss_sum / counted, "val_value_loss": validation["value_loss"],
+                               "val_value_mse": validation["value_mse"]})
+                save(validation)
+                bar.set_postfix(val_loss=f"{validation['value_loss']:.3f}", mse=f"{validation['value_mse']:.3f}")
+                loss_sum, counted, row_started = 0.0, 0, time.monotonic()
     bar.close()
     stream.close()
     if counted:  # stopped between evaluations: keep the work
         seconds += time.monotonic() - row_started
         save(validation)
-    summary = {"step": step, "finished": step >= config.steps, "validation": validation,
-               "checkpoint": str(path), "onnx": None}
-    if summary["finished"] and export:
-        export_onnx.export_checkpoint(path, run_dir / ONNX)
-        summary["onnx"] = str(run_dir / ONNX)
-    return summary
-
-
-def _device(name: str) -> torch.device:
-    return torch.device("cuda" if name == "auto" and torch.cuda.is_available() else "cpu" if name == "auto"
-                        else name)
+    return folder.finish(step >= config.steps, export, step=step, validation=validation)

@@ -17,18 +17,16 @@ Terms:
 - trained parameters: the trunk and the policy head. The value, score and ownership heads are left out; their
   outputs after training are those heads on a changed trunk and mean nothing (value_net.py trains a value
   network).
-- run folder: config.json, checkpoint.pt (learner, optimizer, iteration and pool, written atomically after every
-  iteration), pool/NNNN.pt, metrics.csv (one row per iteration), and model.onnx after the last iteration.
-  Running the same command again resumes after the last saved iteration, exactly as the uninterrupted run: an
-  iteration's randomness is a function of (seed, iteration).
+- run folder: runs.py's: config.json, checkpoint.pt (learner, optimizer, iteration and pool, written atomically
+  after every iteration), metrics.csv (one row per iteration), and model.onnx after the last iteration; and here
+  pool/NNNN.pt. A stop (max_minutes, SIGINT, SIGTERM) comes after the iteration under way. Running the same
+  command again resumes after the last saved iteration, exactly as the uninterrupted run: an iteration's
+  randomness is a function of (seed, iteration).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import logging
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,15 +34,14 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from gtp_engine.board import BLACK, WHITE
+from gtp_engine.game import KOMI
 from gtp_engine.training import checkpoint as checkpoint_lib
-from gtp_engine.training import export_onnx, metrics_csv, policy_play
 from gtp_engine.training import model as model_lib
-from gtp_engine.training.files import CHECKPOINT, METRICS, ONNX
+from gtp_engine.training import runs
+from gtp_engine.training.alphago import policy_play
 
-log = logging.getLogger(__name__)
 
 POOL = "pool"
 BASELINES = ("none", "mean")
@@ -67,7 +64,7 @@ class ReinforceConfig:
     baseline: str = "mean"
     pool_every: int = 5
     size: int = 9
-    komi: float = 7.5
+    komi: float = KOMI
     temperature: float = 1.0
     max_moves: int = 0  # 0: three times the board's area
     chunk: int = 256  # positions per forward/backward pass of the update
@@ -129,12 +126,12 @@ def update(net: model_lib.GoNet, optimizer: torch.optim.Optimizer, steps: Sequen
 class _Run:
     def __init__(self, config: ReinforceConfig, run_dir: Path, init: str | None, progress: bool):
         self.config, self.run_dir, self.progress = config, run_dir, progress
-        self.device = torch.device("cuda" if config.device == "auto" and torch.cuda.is_available()
-                                   else "cpu" if config.device == "auto" else config.device)
-        path = run_dir / CHECKPOINT
-        if path.exists():
-            ckpt = checkpoint_lib.load(path, with_optimizer=True)
-            self._check_resumable(path, ckpt, init)
+        self.folder = runs.RunFolder(run_dir, config, "reinforce_config", _RESUMABLE_CHANGES, COLUMNS, "iteration")
+        self.device = runs.device(config.device)
+        ckpt = self.folder.load(with_optimizer=True)
+        if ckpt is not None:
+            if init is not None and str(init) != ckpt.provenance["init"]:
+                raise ValueError(f"{self.folder.checkpoint} started from {ckpt.provenance['init']}, not {init}")
         elif init is None:
             raise ValueError(f"{run_dir} holds no run to resume: give --init, the supervised checkpoint to start from")
         else:
@@ -152,24 +149,12 @@ class _Run:
             self.optimizer.load_state_dict(ckpt.optimizer_state)
         if not self.provenance["pool"]:
             self._join_pool()
-        metrics_csv.truncate(run_dir / METRICS, COLUMNS, "iteration", self.iteration)
+        self.folder.resumed_at(self.iteration)
         self._opponent: tuple[str, model_lib.GoNet] | None = None
 
     @property
     def iteration(self) -> int:
         return int(self.provenance["iteration"])
-
-    def _check_resumable(self, path: Path, ckpt: checkpoint_lib.Checkpoint, init: str | None) -> None:
-        saved = ckpt.provenance.get("reinforce_config")
-        if saved is None:
-            raise ValueError(f"{path} is not a reinforce checkpoint; use another run folder")
-        changed = [k for k, v in self.config.to_dict().items() if k not in _RESUMABLE_CHANGES and saved.get(k) != v]
-        if changed:
-            raise ValueError(f"{path} was trained with other settings ({', '.join(changed)}); "
-                             f"use the same ones or another run folder")
-        if init is not None and str(init) != ckpt.provenance["init"]:
-            raise ValueError(f"{path} started from {ckpt.provenance['init']}, not {init}")
-        log.info("resuming %s after iteration %d", path, int(ckpt.provenance["iteration"]))
 
     def _join_pool(self) -> None:
         name = f"{POOL}/{self.iteration:04d}.pt"
@@ -187,8 +172,7 @@ class _Run:
         return self._opponent[1]
 
     def save(self) -> None:
-        ckpt = checkpoint_lib.from_model(self.net, self.trained_sizes, self.provenance, self.optimizer)
-        checkpoint_lib.save(ckpt, self.run_dir / CHECKPOINT)
+        self.folder.save(checkpoint_lib.from_model(self.net, self.trained_sizes, self.provenance, self.optimizer))
 
     def iterate(self) -> dict:
         config = self.config
@@ -214,21 +198,21 @@ class _Run:
                "draws": int((rewards == 0).sum()), "win_rate": float((rewards.mean() + 1) / 2),
                "mean_plies": float(np.mean([r.plies for r in results])), "moves": terms["moves"],
                "mean_log_p": terms["mean_log_p"], "loss": terms["loss"], "seconds": seconds}
-        metrics_csv.append(self.run_dir / METRICS, COLUMNS, row)
+        self.folder.append(row)
         if self.iteration % config.pool_every == 0:
             self._join_pool()
         self.save()
         return row
 
     def run(self, max_minutes: float | None) -> dict:
-        deadline = time.monotonic() + 60.0 * max_minutes if max_minutes is not None else float("inf")
-        bar = tqdm(total=self.config.iterations, initial=self.iteration, unit="it", desc="reinforce",
-                   file=sys.stderr, disable=not self.progress, dynamic_ncols=True)
+        bar = runs.progress(self.progress, total=self.config.iterations, initial=self.iteration, unit="it",
+                            desc="reinforce")
         row = None
-        while self.iteration < self.config.iterations and time.monotonic() < deadline:
-            row = self.iterate()
-            bar.update(1)
-            bar.set_postfix(win=f"{row['win_rate']:.2f}", vs=row["opponent"], log_p=f"{row['mean_log_p']:.2f}")
+        with runs.StopFlag(max_minutes) as stop:
+            while self.iteration < self.config.iterations and not stop.stopped:
+                row = self.iterate()
+                bar.update(1)
+                bar.set_postfix(win=f"{row['win_rate']:.2f}", vs=row["opponent"], log_p=f"{row['mean_log_p']:.2f}")
         bar.close()
         return {"iteration": self.iteration, "finished": self.iteration >= self.config.iterations, "last": row}
 
@@ -240,16 +224,6 @@ def reinforce(config: ReinforceConfig, run_dir: str | Path, init: str | None = N
     Returns {"iteration", "finished", "last" (the last metrics row of this session, or None), "checkpoint",
     "onnx" (path or None)}.
     """
-    run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    run = _Run(config, run_dir, init, progress)
-    (run_dir / "config.json").write_text(json.dumps({**config.to_dict(), "init": run.provenance["init"]},
-                                                    indent=1, sort_keys=True))
-    summary = run.run(max_minutes)
-    summary["checkpoint"] = str(run_dir / CHECKPOINT)
-    summary["onnx"] = None
-    if summary["finished"] and export:
-        onnx_path = run_dir / ONNX
-        export_onnx.export_checkpoint(run_dir / CHECKPOINT, onnx_path)
-        summary["onnx"] = str(onnx_path)
-    return summary
+    run = _Run(config, Path(run_dir), init, progress)
+    run.folder.write_config(init=run.provenance["init"])
+    return run.folder.finish(export=export, **run.run(max_minutes))
