@@ -9,7 +9,7 @@ Terms:
   sanity row (about 50% expected); "gnugo" is GNU Go at --gnugo-level with Chinese rules.
 - cell: a configuration against an opponent, named "configuration/opponent" (lambda0.5/gnugo); --cells takes
   such names, shell patterns allowed (lambda*/gnugo).
-- match: --games games per cell with tools/match.py's play_game, colours alternating (the configuration has
+- match: --games games per cell with gtp_engine/match.py's play_game, colours alternating (the configuration has
   Black in games 1, 3, 5, ...), a GNU Go referee checking every move and scoring by area.
 - journal: <out>/journal.jsonl, one JSON line per finished game (cell, game number, colours, result, score for
   the configuration, moves, mean root visits per move of the configuration and of a default-engine opponent);
@@ -41,7 +41,7 @@ from pathlib import Path
 
 from gtp_engine import coords, match_stats, sgf_io
 from gtp_engine.rollout import RolloutPolicy, RolloutWeightsError
-from tools.match import EXTRA_PATH, GtpError, Program, play_game
+from gtp_engine.match import EXTRA_PATH, GtpError, Program, play_game
 
 CONFIGS = ("lambda0", "lambda0.5", "lambda1", "policy")
 OPPONENTS = ("default", "gnugo")

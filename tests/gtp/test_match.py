@@ -1,25 +1,21 @@
-"""tools/match.py: results, the summary line, and a short real match (the engine against GNU Go, GNU Go referee)."""
+"""gtp_engine/match.py and its command line tools/match.py: results, the summary line, and a short real match (the
+engine against GNU Go, GNU Go referee)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from types import SimpleNamespace
 
 import pytest
 from conftest import ROOT, gnugo_path
 
-from gtp_engine import sgf_io
-
-sys.path.insert(0, str(ROOT))
-from tools import match  # noqa: E402
+from gtp_engine import match, sgf_io
 
 
 def test_the_summary_line_reports_score_and_elo_interval():
     games = [match.GameResult(i % 2 == 0, result, 50)
              for i, result in enumerate(["B+3", "W+R", "0", "B+F", "W+2.5", "B+R", "W+1", "B+0.5"])]
-    a, b = SimpleNamespace(name="A"), SimpleNamespace(name="B")
-    assert match.summary(a, b, games) == \
+    assert match.summary("A", "B", games) == \
         "A vs B: 2 wins, 5 losses, 1 draws in 8 games; score 0.312; Elo -137 (95%: -720 .. +77)"
 
 

@@ -1,0 +1,192 @@
+"""Matches over GTP: engines in subprocesses play each other as gogui-twogtp plays them, a referee checks and
+scores. tools/match.py is the command line; the training loop plays its GNU Go matches here.
+
+Terms:
+- the two engines: any GTP commands; A is the first, B the second. Colours alternate: A has Black in games 1, 3,
+  5, ...
+- referee: a third GTP program that sees every move, refuses illegal ones (the mover then loses: result B+F or
+  W+F) and scores the finished game with final_score (GNU Go with Chinese rules by default, as twogtp's
+  -referee): area scoring whatever the engines think.
+- result, score, Elo with its 95% interval, SPRT: as match_stats.py defines them; with an SPRT the match stops
+  when it decides.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from gtp_engine import coords, match_stats, sgf_io
+from gtp_engine.board import BLACK, WHITE
+from gtp_engine.game import KOMI, GameState, format_result
+
+log = logging.getLogger(__name__)
+
+REFEREE = "gnugo --mode gtp --chinese-rules"
+
+
+class GtpError(Exception):
+    """A program that cannot start, ends, refuses a command or answers what is no result."""
+
+
+EXTRA_PATH = "/usr/games"  # where Debian installs GNU Go, often not on PATH
+
+
+class Program:
+    """A GTP program in a subprocess; stderr goes to this process's stderr only when verbose."""
+
+    def __init__(self, command: str, verbose: bool = False):
+        self.command = command
+        argv = shlex.split(command)
+        if argv and shutil.which(argv[0]) is None and shutil.which(argv[0], path=EXTRA_PATH):
+            argv[0] = shutil.which(argv[0], path=EXTRA_PATH)
+        try:
+            self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            stderr=None if verbose else subprocess.DEVNULL, text=True)
+        except OSError as error:
+            raise GtpError(f"cannot start {command!r}: {error.strerror or error}") from None
+        self.name = self.send("name")
+        self.version = self.send("version", check=False)
+
+    def send(self, command: str, check: bool = True) -> str:
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+        lines = []
+        while True:
+            line = self.process.stdout.readline()
+            if not line:
+                raise GtpError(f"{self.command!r} ended while answering {command!r}")
+            line = line.rstrip("\r\n")
+            if not line and lines:
+                break
+            if line:
+                lines.append(line)
+        head, _, rest = lines[0].partition(" ")
+        text = "\n".join([rest] + lines[1:]).strip()
+        if head.startswith("?"):
+            if check:
+                raise GtpError(f"{self.command!r}: {command!r} failed: {text}")
+            return ""
+        return text
+
+    def close(self) -> None:
+        try:
+            self.send("quit", check=False)
+        except (GtpError, OSError):
+            pass
+        try:
+            self.process.wait(5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+@dataclass
+class GameResult:
+    a_is_black: bool
+    result: str  # SGF RE: B+3.5, W+R, B+F (forfeit by an illegal move), 0
+    moves: int
+
+    @property
+    def score_for_a(self) -> float:
+        if self.result == "0":
+            return 0.5
+        black_won = self.result.startswith("B+")
+        return 1.0 if black_won == self.a_is_black else 0.0
+
+
+def play_game(black: Program, white: Program, referee: Program, size: int, komi: float = KOMI,
+              max_moves: int = 0) -> tuple[str, GameState]:
+    """Plays one game (max_moves: scored after this many moves; 0: three times the area); returns the SGF result
+    and the game record."""
+    max_moves = max_moves or 3 * size * size
+    for program in (black, white, referee):
+        program.send(f"boardsize {size}")
+        program.send("clear_board")
+        program.send(f"komi {komi:g}", check=program is referee)
+    game = GameState(size, komi=komi)
+    players = {BLACK: black, WHITE: white}
+    letters = {BLACK: "B", WHITE: "W"}
+    while not game.is_over and game.move_number < max_moves:
+        color = game.to_play
+        answer = players[color].send(f"genmove {letters[color].lower()}").lower()
+        if answer == "resign":
+            return f"{letters[3 - color]}+R", game
+        try:
+            point = coords.from_gtp(game.grid, answer)
+            referee.send(f"play {letters[color]} {answer}")
+            game.play(point, color)
+        except (ValueError, GtpError) as error:
+            log.warning("%s played %r, which is illegal: %s", players[color].name, answer, error)
+            return f"{letters[3 - color]}+F", game
+        players[3 - color].send(f"play {letters[color]} {answer}")
+    return normalized_result(referee.send("final_score")), game
+
+
+def normalized_result(text: str) -> str:
+    """A final_score answer as SGF RE (B+3.5, W+12, 0)."""
+    text = text.strip().upper()
+    if text in ("0", "DRAW", "JIGO"):
+        return "0"
+    if not (len(text) > 2 and text[0] in "BW" and text[1] == "+"):
+        raise GtpError(f"the referee's final_score is not a result: {text!r}")
+    return format_result(float(text[2:]) * (1 if text[0] == "B" else -1))
+
+
+def summary(a: str, b: str, games: list[GameResult]) -> str:
+    """One line: A's wins, losses and draws against B, score and Elo with its 95% interval."""
+    results = [g.score_for_a for g in games]
+    wins, draws = results.count(1.0), results.count(0.5)
+    estimate, low, high = match_stats.elo_interval(results)
+    return (f"{a} vs {b}: {wins} wins, {len(results) - wins - draws} losses, {draws} draws in "
+            f"{len(results)} games; score {sum(results) / len(results):.3f}; "
+            f"Elo {estimate:+.0f} (95%: {low:+.0f} .. {high:+.0f})")
+
+
+@dataclass(frozen=True)
+class Sprt:
+    """Stop when the SPRT of H0 (A is elo0 stronger) against H1 (elo1) decides (alpha = beta = 0.05)."""
+    elo0: float
+    elo1: float
+
+    def decision(self, games: list[GameResult]) -> str | None:
+        return match_stats.sprt_decision([g.score_for_a for g in games], self.elo0, self.elo1) \
+            if len(games) >= 2 else None
+
+
+def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, referee: str = REFEREE,
+               max_moves: int = 0, sgf_dir: str | Path | None = None, sprt: Sprt | None = None,
+               verbose: bool = False,
+               on_game: Callable[[int, Program, Program, GameResult], None] | None = None) -> tuple[str, str, list[GameResult]]:
+    """Plays up to `games` games of the commands a and b (A Black in odd games), game-N.sgf into sgf_dir when
+    given; on_game(number, black, white, result) after each. Returns the names of A and B and the results.
+    Raises GtpError when a program fails."""
+    if sgf_dir is not None:
+        Path(sgf_dir).mkdir(parents=True, exist_ok=True)
+    programs: list[Program] = []
+    try:
+        for command in (a, b, referee):
+            programs.append(Program(command, verbose))
+        first, second, judge = programs
+        results: list[GameResult] = []
+        for number in range(1, games + 1):
+            a_is_black = number % 2 == 1
+            black, white = (first, second) if a_is_black else (second, first)
+            result, game = play_game(black, white, judge, size, komi, max_moves)
+            results.append(GameResult(a_is_black, result, game.move_number))
+            if sgf_dir is not None:
+                sgf = sgf_io.save_sgf(game, black=black.name, white=white.name, result=result)
+                (Path(sgf_dir) / f"game-{number}.sgf").write_bytes(sgf)
+            if on_game is not None:
+                on_game(number, black, white, results[-1])
+            if sprt is not None and sprt.decision(results) is not None:
+                break
+        return first.name, second.name, results
+    finally:
+        for program in programs:
+            program.close()
