@@ -182,15 +182,21 @@ OPTIONS: tuple[Option, ...] = (
 _BY_KEY = {option.name: option for option in OPTIONS} | {option.name.replace("-", "_"): option for option in OPTIONS}
 
 
-def load_file(path: str | Path) -> dict[str, Any]:
-    """Reads a TOML config file of option = value lines; raises ConfigError with the reason."""
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """A TOML file's values; raises ConfigError naming the file and the problem (the training command line
+    reads its config files here too)."""
     try:
         with open(path, "rb") as file:
-            values = tomllib.load(file)
+            return tomllib.load(file)
     except OSError as error:
         raise ConfigError(f"cannot read config file {path}: {error.strerror}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"config file {path} is not valid TOML: {error}") from None
+
+
+def load_file(path: str | Path) -> dict[str, Any]:
+    """Reads a TOML config file of option = value lines; raises ConfigError with the reason."""
+    values = read_toml(path)
     for key in values:
         if key not in _BY_KEY:
             raise ConfigError(f"config file {path}: unknown option {key!r}")

@@ -15,7 +15,23 @@
     python -m gtp_engine.training rollout-train ../shared/data/go9_curated.tar.xz --out rollout-9x9.npz --size 9
 
 Every field of the stages' configs (IngestConfig, TrainConfig, SelfPlayConfig, ...) is a flag of the same name
-(underscores as dashes); the configs are built here and nowhere else. Logs and progress bars go to stderr.
+(underscores as dashes); the loop's nested configs are flags with their section's prefix (--selfplay-noise-fraction,
+--train-weight-decay, --gate-parallel-games; the flags of earlier versions, --full-visits, --lr, --gate-games, ...,
+still work). The configs are built here and nowhere else. Logs and progress bars go to stderr.
+
+Config files: --config FILE reads a TOML file of flag = value lines for the command (names without the dashes,
+dashes or underscores), the loop's sections as tables ([selfplay], [train], [gate]); flags given on the command
+line win over the file. As for the engine, the file is read by gtp_engine.config.read_toml.
+
+    # loop9.toml, for: python -m gtp_engine.training loop --config loop9.toml --generations 30
+    init = "weights/9x9.onnx"
+    out = "runs/loop9"
+    games-per-generation = 320
+    [selfplay]
+    full-visits = 100
+    noise-fraction = 0.25
+    [train]
+    weight-decay = 3e-5
 """
 
 from __future__ import annotations
@@ -25,10 +41,12 @@ import dataclasses
 import json
 import logging
 import sys
+from typing import Any
 
 import numpy as np
 import torch
 
+from gtp_engine.config import ConfigError, read_toml
 from gtp_engine.network_evaluator import ModelLoadError
 from gtp_engine.training import checkpoint as checkpoint_lib
 from gtp_engine.training import dataset, export_onnx, gating, import_onnx, loop, selfplay, sgf_ingest, train
@@ -119,30 +137,110 @@ _HELP = {
 }
 
 
-def _add_config_flags(parser: argparse.ArgumentParser, config_type, skip=()) -> None:
+# The flags of earlier versions of the loop command, for its nested settings.
+_LOOP_ALIASES = {
+    "selfplay.full_visits": "--full-visits", "selfplay.fast_visits": "--fast-visits",
+    "selfplay.full_search_fraction": "--full-search-fraction", "selfplay.prune_policy_target": "--prune-policy-target",
+    "selfplay.parallel_games": "--parallel-games", "selfplay.val_fraction": "--val-fraction",
+    "train.batch_size": "--batch-size", "train.lr": "--lr", "train.warmup_steps": "--warmup-steps",
+    "train.value_weight": "--value-weight", "train.search_value_weight": "--search-value-weight",
+    "train.val_samples": "--val-samples", "gate.max_games": "--gate-games", "gate.sprt_elo1": "--gate-elo1",
+}
+
+
+def _add_config_flags(parser: argparse.ArgumentParser, config_type, skip=(), prefix: str = "", template=None,
+                      aliases: dict[str, str] | None = None) -> None:
+    """A flag per field of config_type (prefix: a section, "train." gives --train-lr with dest "train.lr");
+    defaults from template where given, else the field's."""
     for field in dataclasses.fields(config_type):
         if field.name in skip:
             continue
-        flag = "--" + field.name.replace("_", "-")
+        dest = prefix + field.name
+        flags = ["--" + dest.replace("_", "-").replace(".", "-")] + [a for a in [(aliases or {}).get(dest)] if a]
         kind = str(field.type)
-        required = field.default is dataclasses.MISSING
-        default = None if required else field.default
+        required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+        default = getattr(template, field.name) if template is not None else None if required else field.default
         help_text = _HELP.get(field.name, "") + ("" if required else f" (default: {default})")
         if kind == "bool":
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help_text)
-        elif kind.startswith("tuple"):
-            parser.add_argument(flag, nargs="+", required=required, default=default, help=help_text)
+            parser.add_argument(*flags, dest=dest, action=argparse.BooleanOptionalAction, default=default,
+                                help=help_text)
+            continue
+        common = {"dest": dest, "required": required, "default": default, "help": help_text,
+                  "metavar": field.name.upper()}
+        if kind.startswith("tuple"):
+            parser.add_argument(*flags, nargs="+", **common)
         else:
-            convert = float if "float" in kind else int if "int" in kind else str
-            parser.add_argument(flag, type=convert, required=required, default=default, help=help_text)
+            parser.add_argument(*flags, type=float if "float" in kind else int if "int" in kind else str, **common)
 
 
-def _config(config_type, args: argparse.Namespace, **extra):
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(config_type) if hasattr(args, f.name)}
+def _config(config_type, args: argparse.Namespace, prefix: str = "", template=None, **extra):
+    values = {f.name: getattr(args, prefix + f.name) for f in dataclasses.fields(config_type)
+              if hasattr(args, prefix + f.name)}
     values.update(extra)
-    if "data" in values:
+    if isinstance(values.get("data"), list):
         values["data"] = tuple(values["data"])
-    return config_type(**values)
+    return dataclasses.replace(template, **values) if template is not None else config_type(**values)
+
+
+# The loop's nested configs: (section, type, defaults).
+_LOOP_SECTIONS = (("selfplay", selfplay.SelfPlayConfig, selfplay.SelfPlayConfig()),
+                  ("train", train.TrainConfig, loop.TRAIN), ("gate", gating.GateConfig, gating.GateConfig()))
+
+
+def _add_loop_flags(parser: argparse.ArgumentParser) -> None:
+    nested = {section for section, _, _ in _LOOP_SECTIONS}
+    _add_config_flags(parser, loop.LoopConfig, skip=("init", "size") + tuple(nested))
+    for section, kind, template in _LOOP_SECTIONS:
+        _add_config_flags(parser, kind, skip=loop.LOOP_SETS[section], prefix=section + ".", template=template,
+                          aliases=_LOOP_ALIASES)
+
+
+def _loop_config(args: argparse.Namespace) -> loop.LoopConfig:
+    nested = {section: _config(kind, args, section + ".", template) for section, kind, template in _LOOP_SECTIONS}
+    return _config(loop.LoopConfig, args, **nested)
+
+
+def _apply_config_file(parser: argparse.ArgumentParser, path: str) -> None:
+    """Makes the values of a TOML config file the defaults of parser's flags, so that flags win over the file;
+    raises ConfigError naming the file and the option for an unknown name or a bad value."""
+    flags = {flag: action for action in parser._actions for flag in action.option_strings}
+    defaults: dict[str, Any] = {}
+    for key, value in _flatten_tables(read_toml(path)).items():
+        action = flags.get("--" + key.replace("_", "-"))
+        if action is None or action.dest in ("help", "config"):
+            raise ConfigError(f"config file {path}: unknown option {key!r} for {parser.prog}")
+        try:
+            defaults[action.dest] = _file_value(action, value)
+        except (TypeError, ValueError) as error:
+            raise ConfigError(f"config file {path}: {key}: {error}") from None
+        action.required = False
+    parser.set_defaults(**defaults)
+
+
+def _flatten_tables(values: dict, prefix: str = "") -> dict[str, Any]:
+    """TOML tables as prefixed names: [train] lr = 1e-3 gives train-lr."""
+    flat = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            flat.update(_flatten_tables(value, f"{prefix}{key}-"))
+        else:
+            flat[prefix + key] = value
+    return flat
+
+
+def _file_value(action: argparse.Action, value: Any) -> Any:
+    if isinstance(action, argparse.BooleanOptionalAction):
+        if not isinstance(value, bool):
+            raise ValueError(f"expected true or false, got {value!r}")
+        return value
+    if action.nargs == "+":
+        items = value if isinstance(value, list) else [value]
+        return [action.type(item) if action.type else str(item) for item in items]
+    if isinstance(value, (bool, list)):
+        raise ValueError(f"expected one value, got {value!r}")
+    if action.type is int and not isinstance(value, int):
+        raise ValueError(f"expected an integer, got {value!r}")
+    return action.type(value) if action.type else str(value)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -244,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     generations.add_argument("--ray-address", help="Ray cluster to join (default: a local one)")
     generations.add_argument("--workers", type=int, default=2, help="Ray self-play workers (default: 2)")
     generations.add_argument("--no-progress", action="store_true", help="no progress bars")
-    _add_config_flags(generations, loop.LoopConfig, skip=("init", "size"))
+    _add_loop_flags(generations)
 
     bring_back = commands.add_parser("import-onnx", help="ONNX network -> checkpoint (folded norms "
                                                          "recalibrated; parity-checked), to train it further")
@@ -258,6 +356,18 @@ def main(argv: list[str] | None = None) -> int:
                                  add_help=False)
     export.add_argument("arguments", nargs=argparse.REMAINDER)
 
+    argv = sys.argv[1:] if argv is None else list(argv)
+    for command, subparser in commands.choices.items():
+        if command != "export":
+            subparser.add_argument("--config", metavar="FILE",
+                                   help="TOML file of this command's flags (flags given here win over it)")
+    config_file = _config_file_of(argv, commands.choices)
+    if config_file is not None:
+        try:
+            _apply_config_file(*config_file)
+        except ConfigError as error:
+            print(f"{config_file[0].prog}: {error}", file=sys.stderr)
+            return 2
     args = parser.parse_args(argv)
     if args.command == "export":
         return export_onnx.main(args.arguments)
@@ -328,8 +438,22 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _config_file_of(argv: list[str], commands: dict) -> tuple[argparse.ArgumentParser, str] | None:
+    """(the command's parser, the file) when argv gives a command --config FILE, else None."""
+    command = next((i for i, word in enumerate(argv) if word in commands), None)
+    if command is None:
+        return None
+    rest = argv[command + 1:]
+    for i, word in enumerate(rest):
+        if word == "--config" and i + 1 < len(rest):
+            return commands[argv[command]], rest[i + 1]
+        if word.startswith("--config="):
+            return commands[argv[command]], word.split("=", 1)[1]
+    return None
+
+
 def _run_loop(args: argparse.Namespace) -> dict:
-    config = _config(loop.LoopConfig, args)
+    config = _loop_config(args)
     runner = None
     if args.ray:
         from gtp_engine.training import distributed  # imports ray, which only this path needs

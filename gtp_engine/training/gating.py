@@ -37,7 +37,7 @@ from tqdm import tqdm
 from gtp_engine import match_stats, sgf_io
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.evaluator import EvaluationBatch, Evaluator
-from gtp_engine.game import GameState, Rules, format_result
+from gtp_engine.game import KOMI, GameState, Rules, format_result
 from gtp_engine.mcts import Tree
 from gtp_engine.search import SearchConfig, choose_edge
 from gtp_engine.training.files import replacing
@@ -52,7 +52,7 @@ _SEARCH = SearchConfig()  # tree parameters: the engine's defaults, as in self-p
 @dataclass(frozen=True)
 class GateConfig:
     size: int = 9
-    komi: float = 7.0
+    komi: float = KOMI
     rules: str = "chinese"
     visits: int = 64  # playouts per move, both networks
     max_games: int = 200  # the match never plays more

@@ -42,19 +42,18 @@ import dataclasses
 import json
 import logging
 import math
-import os
+import shlex
 import shutil
-import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from tqdm import tqdm
-
-from gtp_engine import match_stats
+from gtp_engine import match, match_stats
+from gtp_engine.game import KOMI
 from gtp_engine.training import checkpoint as checkpoint_lib
-from gtp_engine.training import dataset, export_onnx, gating, import_onnx, selfplay, train
+from gtp_engine.training import dataset, export_onnx, gating, import_onnx, runs, selfplay, train
+from gtp_engine.training import model as model_lib
 from gtp_engine.training.files import replacing
 from gtp_engine.training.torch_evaluator import BACKENDS, open_evaluator
 
@@ -69,15 +68,16 @@ METRICS = "metrics.csv"
 PLOT = "strength.png"
 SUMMARY = "summary.json"
 ANCHOR = "anchor"
-MATCH_TOOL = Path(__file__).resolve().parents[2] / "tools" / "match.py"  # in the source tree, not in a wheel
 TRAIN_CHECKPOINT_STEPS = 500  # a candidate's training validates and checkpoints this often: what a kill can lose
-# Fields a rerun may change: how far to go, where to promote, and how the work is executed.
-RESUMABLE_CHANGES = ("generations", "promote_to", "backend", "device", "train_device", "gnugo_every", "gnugo_games",
+# Settings a rerun may change: how far to go, where to promote, and how the work is executed (dotted: nested).
+RESUMABLE_CHANGES = ("generations", "promote_to", "backend", "device", "train.device", "gnugo_every", "gnugo_games",
                      "gnugo_level")
-# LoopConfig fields handed to SelfPlayConfig, with its defaults.
-_SELFPLAY_FIELDS = ("full_visits", "fast_visits", "full_search_fraction", "parallel_games", "val_fraction",
-                    "prune_policy_target")
-_SELFPLAY = selfplay.SelfPlayConfig()
+# The fields of the nested configs that the loop sets itself for each job: the loop's board, komi and rules, a
+# seed per job, and the candidate's data, start, preset and checkpoint interval.
+LOOP_SETS = {"selfplay": ("size", "komi", "rules", "seed"), "gate": ("size", "komi", "rules", "seed"),
+             "train": ("data", "preset", "init_from", "eval_every", "seed")}
+# A candidate's training, where the loop's defaults differ from a supervised run's: shorter, slower, smaller.
+TRAIN = train.TrainConfig(steps=1000, lr=3e-4, warmup_steps=50, val_samples=10_000)
 COLUMNS = ("generation", "games", "samples", "selfplay_seconds", "games_per_hour", "evaluations_per_second",
            "train_samples", "train_steps", "train_loss", "val_policy_loss", "val_value_loss", "val_policy_top1",
            "gate_games", "gate_score", "gate_score_low", "gate_score_high", "gate_elo", "gate_elo_low",
@@ -87,68 +87,62 @@ COLUMNS = ("generation", "games", "samples", "selfplay_seconds", "games_per_hour
 
 @dataclass(frozen=True)
 class LoopConfig:
+    """The loop's own settings, and the self-play, training and gate configs of its jobs (LOOP_SETS aside)."""
+
     init: str  # checkpoint (.pt) or network (.onnx) of generation 0
     generations: int = 10  # run until this generation is recorded (a rerun with more continues)
     games_per_generation: int = 256
     batch_games: int = 64  # self-play games per shard folder: the unit of resumption and of distributed work
     window_generations: int = 4  # train on the self-play of this many latest generations
     size: int = 9
-    komi: float = 7.0
+    komi: float = KOMI
     rules: str = "chinese"
-    full_visits: int = _SELFPLAY.full_visits  # self-play settings (selfplay.py)
-    fast_visits: int = _SELFPLAY.fast_visits
-    full_search_fraction: float = _SELFPLAY.full_search_fraction
-    prune_policy_target: bool = _SELFPLAY.prune_policy_target
-    parallel_games: int = _SELFPLAY.parallel_games
-    val_fraction: float = _SELFPLAY.val_fraction  # self-play games held out to validate the candidates' training
-    train_steps: int = 1000  # per generation
-    batch_size: int = 256
-    lr: float = 3e-4
-    warmup_steps: int = 50
-    value_weight: float = 1.0  # the candidates' value loss weight (train.TrainConfig.value_weight)
-    search_value_weight: float = 0.0  # share of the search's value in their value target (train.TrainConfig)
     anchor: str = ""  # shard folder of expert games (ingest) mixed into every candidate's training; "": none
     anchor_samples: int = 0  # samples of it per generation, a fresh random draw of whole games each time
     preset: str = ""  # candidates' model preset; "": the initial network's
-    val_samples: int = 10_000
-    gate_games: int = 200  # gating.GateConfig.max_games
-    gate_visits: int = 64
-    gate_elo1: float = 35.0  # the SPRT's H1; H0 is 0
-    gate_fixed_games: int = 100  # at the cap undecided: promote on >= this many games ...
-    gate_fixed_score: float = 0.55  # ... and >= this score
     promote_to: str = ""  # also copy each promoted network here (e.g. weights/9x9.onnx); "": nowhere
     gnugo_every: int = 0  # play the best against GNU Go every this many generations (0: never)
     gnugo_games: int = 20
     gnugo_level: int = 10
     backend: str = "auto"  # what runs the network in self-play and gating (torch_evaluator.BACKENDS)
     device: str = "auto"  # the backend's device for self-play and gating
-    train_device: str = "auto"  # torch device for training
     seed: int = 0
+    selfplay: selfplay.SelfPlayConfig = field(default_factory=selfplay.SelfPlayConfig)
+    train: train.TrainConfig = TRAIN  # train.device: the torch device of training
+    gate: gating.GateConfig = field(default_factory=gating.GateConfig)  # gate.visits also for GNU Go matches
 
     def __post_init__(self) -> None:
-        if min(self.generations, self.games_per_generation, self.batch_games, self.window_generations,
-               self.train_steps) < 1:
-            raise ValueError("generations, games_per_generation, batch_games, window_generations and train_steps "
-                             "must be positive")
+        if min(self.generations, self.games_per_generation, self.batch_games, self.window_generations) < 1:
+            raise ValueError("generations, games_per_generation, batch_games and window_generations must be "
+                             "positive")
         if bool(self.anchor) != (self.anchor_samples > 0):
             raise ValueError("--anchor and --anchor-samples go together")
         if Path(self.init).suffix not in (".pt", ".onnx"):
             raise ValueError(f"--init {self.init}: a checkpoint (.pt) or a network (.onnx)")
         if self.backend not in BACKENDS:
             raise ValueError(f"--backend must be one of {', '.join(BACKENDS)}, not {self.backend!r}")
+        if self.preset:
+            model_lib.preset(self.preset)
+        # The nested configs say what their jobs will do: the loop's board, komi and rules.
+        board = {"size": self.size, "komi": self.komi, "rules": self.rules}
+        object.__setattr__(self, "selfplay", dataclasses.replace(self.selfplay, **board))
+        object.__setattr__(self, "gate", dataclasses.replace(self.gate, **board))
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return json.loads(json.dumps(dataclasses.asdict(self)))  # as loop.json holds it: lists, not tuples
+
+    @classmethod
+    def from_dict(cls, values: dict) -> LoopConfig:
+        nested = {"selfplay": selfplay.SelfPlayConfig, "train": train.TrainConfig, "gate": gating.GateConfig}
+        built = {name: kind(**{k: tuple(v) if isinstance(v, list) else v for k, v in values[name].items()})
+                 for name, kind in nested.items() if name in values}
+        return cls(**{**values, **built})
 
     def selfplay_config(self, generation: int, batch: int) -> selfplay.SelfPlayConfig:
-        return selfplay.SelfPlayConfig(size=self.size, komi=self.komi, rules=self.rules,
-                                       seed=_seed(self.seed, generation, batch),
-                                       **{name: getattr(self, name) for name in _SELFPLAY_FIELDS})
+        return dataclasses.replace(self.selfplay, seed=_seed(self.seed, generation, batch))
 
     def gate_config(self, generation: int) -> gating.GateConfig:
-        return gating.GateConfig(size=self.size, komi=self.komi, rules=self.rules, visits=self.gate_visits, max_games=self.gate_games,
-                                 sprt_elo1=self.gate_elo1, fixed_games=self.gate_fixed_games,
-                                 fixed_score=self.gate_fixed_score, seed=_seed(self.seed, generation, 999))
+        return dataclasses.replace(self.gate, seed=_seed(self.seed, generation, 999))
 
 
 @dataclass(frozen=True)
@@ -246,13 +240,11 @@ def run(config: LoopConfig, run_dir: str | Path, runner: Runner | None = None, p
         package_log.setLevel(logging.INFO)
     try:
         _check_config(config, run_dir)
-        if config.gnugo_every and not MATCH_TOOL.exists():
-            raise ValueError(f"--gnugo-every needs tools/match.py from the source tree ({MATCH_TOOL} is missing)")
         state = _read_state(run_dir)
         if state is None:
             state = _initialise(config, run_dir)
-        bar = tqdm(total=config.generations, initial=state["generation"] - 1, unit="gen", desc="loop",
-                   file=sys.stderr, disable=not progress, dynamic_ncols=True)
+        bar = runs.progress(progress, total=config.generations, initial=state["generation"] - 1, unit="gen",
+                            desc="loop")
         while state["generation"] <= config.generations:
             phase = state["phase"]
             log.info("generation %d: %s", state["generation"], phase)
@@ -335,14 +327,13 @@ def train_config(config: LoopConfig, run_dir: Path, generation: int, preset: str
     if config.anchor and window:
         window.append(str(_gen_dir(run_dir, generation) / ANCHOR))
     previous = _gen_dir(run_dir, generation - 1) / ("train" if generation > 1 else "") / train.CHECKPOINT
-    return train.TrainConfig(
-        data=tuple(window), preset=config.preset or preset, batch_size=config.batch_size,
-        steps=config.train_steps, lr=config.lr, warmup_steps=config.warmup_steps, value_weight=config.value_weight,
-        search_value_weight=config.search_value_weight,
-        eval_every=min(config.train_steps, TRAIN_CHECKPOINT_STEPS),
-        val_samples=config.val_samples, seed=_seed(config.seed, generation, 0), device=config.train_device,
-        init_from=str(previous) if previous.exists() else "",
-    )
+    if not window:
+        raise ValueError(f"no shard folders: generation {generation}'s window of {config.window_generations} "
+                         f"generations holds no finished self-play")
+    return dataclasses.replace(
+        config.train, data=tuple(window), preset=config.preset or preset,
+        eval_every=min(config.train.steps, TRAIN_CHECKPOINT_STEPS), seed=_seed(config.seed, generation, 0),
+        init_from=str(previous) if previous.exists() else "")
 
 
 def _gate(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) -> dict:
@@ -381,35 +372,23 @@ def _gnugo(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) -> di
 
 
 def match_gnugo(network: Path, config: LoopConfig, folder: Path) -> dict:
-    """The network (the engine at gate_visits) against GNU Go at gnugo_level through tools/match.py (GNU Go
-    referee, area counting); writes and returns {"games", "wins", "draws", "losses", "score", "elo", "elo_low",
+    """The network (the engine at the gate's visits) against GNU Go at gnugo_level (match.py: GNU Go referee,
+    area counting); writes and returns {"games", "wins", "draws", "losses", "score", "elo", "elo_low",
     "elo_high"}."""
-    if not MATCH_TOOL.exists():
-        raise ValueError(f"--gnugo-every needs tools/match.py from the source tree ({MATCH_TOOL} is missing)")
     shutil.rmtree(folder, ignore_errors=True)  # a match cut short is played again
     folder.mkdir(parents=True)
-    engine = f"{sys.executable} -m gtp_engine --weights {network} --device {config.device} --visits {config.gate_visits}"
-    command = [sys.executable, str(MATCH_TOOL), "--a", engine, "--b", f"gnugo --mode gtp --level {config.gnugo_level}",
-               "--size", str(config.size), "--komi", f"{config.komi:g}", "--games", str(config.gnugo_games),
-               "--sgf-dir", str(folder / "sgf")]
-    root = str(MATCH_TOOL.parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=root, check=False)
-    (folder / "match.txt").write_text(done.stdout + done.stderr)
-    if done.returncode != 0:
-        raise RuntimeError(f"the match against GNU Go failed ({folder / 'match.txt'}): {done.stderr.strip()[-500:]}")
-    # tools/match.py's game lines: "game N: BLACK (B) vs WHITE (W): RESULT in M moves"; ours is named gtp_engine.
-    results = []
-    for line in done.stdout.splitlines():
-        if line.startswith("game "):
-            players, result = line.split(": ")[1], line.split(": ")[2].split(" in ")[0]
-            ours_black = players.startswith("gtp_engine (B)")
-            results.append(0.5 if result == "0" else float(result.startswith("B+") == ours_black))
-    if not results:
-        raise RuntimeError(f"the match against GNU Go played no game ({folder / 'match.txt'})")
+    engine = (f"{shlex.quote(sys.executable)} -m gtp_engine --weights {shlex.quote(str(network))} "
+              f"--device {config.device} --visits {config.gate.visits}")
+    try:
+        _, _, games = match.play_match(engine, f"gnugo --mode gtp --level {config.gnugo_level}", config.gnugo_games,
+                                       config.size, config.komi, sgf_dir=folder / "sgf")
+    except match.GtpError as error:
+        raise RuntimeError(f"the match against GNU Go failed: {error}") from None
+    results = [game.score_for_a for game in games]
     elo, elo_low, elo_high = match_stats.elo_interval(results)
     summary = {"games": len(results), "wins": results.count(1.0), "draws": results.count(0.5),
-               "losses": results.count(0.0), "score": match_stats.score(results), "elo": elo, "elo_low": elo_low, "elo_high": elo_high}
+               "losses": results.count(0.0), "score": match_stats.score(results), "elo": elo, "elo_low": elo_low,
+               "elo_high": elo_high}
     with replacing(folder / "result.json") as tmp:
         tmp.write_text(json.dumps(summary, indent=1))
     return summary
@@ -565,15 +544,26 @@ def _check_config(config: LoopConfig, run_dir: Path) -> None:
     """Writes loop.json for a new run; refuses a rerun with other settings (RESUMABLE_CHANGES excepted)."""
     path = run_dir / CONFIG
     if path.exists():
-        saved = json.loads(path.read_text())
-        defaults = {f.name: f.default for f in dataclasses.fields(LoopConfig)}  # fields newer than the run
-        changed = [k for k, v in config.to_dict().items()
-                   if k not in RESUMABLE_CHANGES and saved.get(k, defaults[k]) != v]
+        current = _dotted(config.to_dict())
+        # A setting newer than the run was at its default there.
+        saved = {**_dotted(LoopConfig(init=config.init).to_dict()), **_dotted(json.loads(path.read_text()))}
+        changed = [k for k, v in current.items() if k not in RESUMABLE_CHANGES and saved.get(k) != v]
         if changed:
             raise ValueError(f"{run_dir} is a loop run with other settings ({', '.join(changed)}); use the same "
                              f"ones (see {path}) or another folder")
     with replacing(path) as tmp:
         tmp.write_text(json.dumps(config.to_dict(), indent=1, sort_keys=True))
+
+
+def _dotted(values: dict, prefix: str = "") -> dict:
+    """A nested dict flattened, its keys joined by dots (train.lr)."""
+    flat = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            flat.update(_dotted(value, f"{prefix}{key}."))
+        else:
+            flat[prefix + key] = value
+    return flat
 
 
 def _read_state(run_dir: Path) -> dict | None:

@@ -52,7 +52,7 @@ from gtp_engine import features, sgf_io
 from gtp_engine.board import BLACK, WHITE, opponent
 from gtp_engine.coords import PASS
 from gtp_engine.evaluator import EvaluationBatch, Evaluator
-from gtp_engine.game import GameState, Rules, format_result
+from gtp_engine.game import KOMI, GameState, Rules, format_result
 from gtp_engine.mcts import PendingBatch, Tree
 from gtp_engine.search import SearchConfig, choose_edge
 from gtp_engine.training import dataset, sgf_ingest
@@ -68,7 +68,7 @@ PLAYER = "gtp_engine selfplay"
 @dataclass(frozen=True)
 class SelfPlayConfig:
     size: int = 9
-    komi: float = 7.0
+    komi: float = KOMI
     rules: str = "chinese"
     full_visits: int = 160  # playout cap randomization (KataGo): a full search, a policy target
     fast_visits: int = 32  # a fast search: plays the move, no policy target

@@ -60,7 +60,7 @@ COLUMNS = ("step", "samples", "epoch", "lr", "seconds", "samples_per_s") + tuple
 
 @dataclass(frozen=True)
 class TrainConfig:
-    data: tuple[str, ...]  # shard folders (one board size)
+    data: tuple[str, ...] = ()  # shard folders (one board size); required to train
     preset: str = "b6c64"
     batch_size: int = 256
     steps: int = 10_000
@@ -92,8 +92,6 @@ class TrainConfig:
             raise ValueError("search_value_weight must be in [0, 1]")
         if min(self.batch_size, self.steps, self.eval_every) < 1:
             raise ValueError("batch_size, steps and eval_every must be positive")
-        if not self.data:
-            raise ValueError("no shard folders")
 
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "data": list(self.data)}
@@ -147,6 +145,8 @@ class _Trainer:
         self.config, self.progress = config, progress
         self.folder = runs.RunFolder(run_dir, config, "train_config", _RESUMABLE_CHANGES, COLUMNS, "step")
         self.device = runs.device(config.device)
+        if not config.data:
+            raise ValueError("no shard folders (--data)")
         self.train_set = dataset.Shards(config.data, "train")
         self.val_set = dataset.Shards(config.data, "val")
         if not self.val_set.samples:

@@ -3,6 +3,7 @@ that alternates colours and resumes, a generation end to end (promotion, metrics
 exception in training (no promotion) and after a kill, a rerun with other settings refused, the optional match
 against GNU Go, and the Ray path on a local cluster when ray is installed."""
 
+import dataclasses
 import json
 import shutil
 import signal
@@ -24,10 +25,17 @@ from gtp_engine.training.gating import GateConfig  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 SIZE = 5
 # Small everything: a generation is two self-play batches of 3 games, 6 training steps and a 4-game gate.
-TINY = {"generations": 1, "games_per_generation": 6, "batch_games": 3, "size": SIZE, "komi": 2.0, "full_visits": 12,
-        "fast_visits": 4, "parallel_games": 3, "val_fraction": 0.5, "train_steps": 6, "batch_size": 16,
-        "warmup_steps": 2, "val_samples": 64, "gate_games": 4, "gate_visits": 6, "device": "cpu",
-        "train_device": "cpu"}
+TINY = {"generations": 1, "games_per_generation": 6, "batch_games": 3, "size": SIZE, "komi": 2.0, "device": "cpu",
+        "selfplay": selfplay.SelfPlayConfig(full_visits=12, fast_visits=4, parallel_games=3, val_fraction=0.5),
+        "train": dataclasses.replace(loop.TRAIN, steps=6, batch_size=16, warmup_steps=2, val_samples=64,
+                                     device="cpu"),
+        "gate": GateConfig(max_games=4, visits=6)}
+# The same as command-line flags: the loop's own, the nested ones with their section, and flags of earlier versions.
+TINY_FLAGS = ["--generations", "1", "--games-per-generation", "6", "--batch-games", "3", "--size", str(SIZE),
+              "--komi", "2", "--device", "cpu", "--selfplay-full-visits", "12", "--fast-visits", "4",
+              "--parallel-games", "3", "--selfplay-val-fraction", "0.5", "--train-steps", "6", "--batch-size", "16",
+              "--train-warmup-steps", "2", "--val-samples", "64", "--gate-games", "4", "--gate-visits", "6",
+              "--train-device", "cpu"]
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -118,8 +126,8 @@ def test_a_gate_match_alternates_colours_saves_games_and_resumes(tiny_onnx_model
 def test_a_generation_runs_end_to_end_and_promotes_into_promote_to(tiny_checkpoint, tmp_path):
     run, weights = tmp_path / "run", tmp_path / "weights" / "5x5.onnx"
     # A fixed rule that any score meets at the cap: this candidate is promoted whatever it plays like.
-    config = loop.LoopConfig(init=str(tiny_checkpoint), gate_fixed_games=1, gate_fixed_score=0.0,
-                             promote_to=str(weights), **TINY)
+    config = loop.LoopConfig(init=str(tiny_checkpoint), promote_to=str(weights),
+                             **{**TINY, "gate": dataclasses.replace(TINY["gate"], fixed_games=1, fixed_score=0.0)})
     started = time.monotonic()
     state = loop.run(config, run, progress=False)
     seconds = time.monotonic() - started
@@ -144,18 +152,18 @@ def test_a_generation_runs_end_to_end_and_promotes_into_promote_to(tiny_checkpoi
     print(f"one tiny generation (5x5, 6 games, 6 steps, 4 gate games, gen-0 export): {seconds:.1f} s")
 
     # The next candidate continues from this one, on the window of recent generations.
-    later = loop.train_config(loop.LoopConfig(**{**config.to_dict(), "window_generations": 2}), run, 2, "tiny")
+    later = loop.train_config(dataclasses.replace(config, window_generations=2), run, 2, "tiny")
     assert later.init_from == str(gen / "train" / train.CHECKPOINT)
     assert [Path(d).parts[-3:-1] for d in later.data] == [("gen-0001", "selfplay")] * 2
     with pytest.raises(ValueError, match="no shard folders"):  # a window of one: generation 2, not played yet
-        loop.train_config(loop.LoopConfig(**{**config.to_dict(), "window_generations": 1}), run, 2, "tiny")
+        loop.train_config(dataclasses.replace(config, window_generations=1), run, 2, "tiny")
 
 
 def test_an_exception_in_training_resumes_without_replaying_self_play(tiny_onnx_model, tmp_path, monkeypatch):
     run, weights = tmp_path / "run", tmp_path / "weights.onnx"
     # A fixed rule no score meets: the candidate stays a candidate.
-    config = loop.LoopConfig(init=str(tiny_onnx_model), gate_fixed_games=1, gate_fixed_score=1.01,
-                             promote_to=str(weights), **TINY)
+    config = loop.LoopConfig(init=str(tiny_onnx_model), promote_to=str(weights),
+                             **{**TINY, "gate": dataclasses.replace(TINY["gate"], fixed_games=1, fixed_score=1.01)})
 
     def broken(*args, **kwargs):
         raise RuntimeError("injected")
@@ -192,7 +200,7 @@ def test_an_anchor_of_expert_games_joins_each_candidates_training(tiny_checkpoin
     sgf_ingest.ingest([records], tmp_path / "expert", sgf_ingest.IngestConfig(size=SIZE, min_moves=2,
                                                                                 val_fraction=0.0, workers=1))
     config = loop.LoopConfig(init=str(tiny_checkpoint), anchor=str(tmp_path / "expert"), anchor_samples=20,
-                             value_weight=0.25, **TINY)
+                             **{**TINY, "train": dataclasses.replace(TINY["train"], value_weight=0.25)})
     loop.run(config, tmp_path / "run", progress=False)
     anchor = tmp_path / "run" / "gen-0001" / loop.ANCHOR
     drawn = dataset.Shards([anchor], "train").head(1000)
@@ -226,22 +234,37 @@ def test_a_rerun_with_other_settings_is_refused(tiny_onnx_model, tmp_path):
     run = tmp_path / "run"
     loop._check_config(loop.LoopConfig(init=str(tiny_onnx_model), **TINY), run)
     loop._check_config(loop.LoopConfig(init=str(tiny_onnx_model), **{**TINY, "generations": 5}), run)
-    with pytest.raises(ValueError, match="train_steps"):
-        loop._check_config(loop.LoopConfig(init=str(tiny_onnx_model), **{**TINY, "train_steps": 7}), run)
+    with pytest.raises(ValueError, match=r"train\.steps"):
+        loop._check_config(loop.LoopConfig(init=str(tiny_onnx_model),
+                                           **{**TINY, "train": dataclasses.replace(TINY["train"], steps=7)}), run)
+    with pytest.raises(ValueError, match=r"selfplay\.noise_fraction"):  # settings a loop could not set before
+        loop._check_config(loop.LoopConfig(init=str(tiny_onnx_model), **{
+            **TINY, "selfplay": dataclasses.replace(TINY["selfplay"], noise_fraction=0.1)}), run)
+    # The training device may change: it does not change what is computed.
+    loop._check_config(loop.LoopConfig(init=str(tiny_onnx_model),
+                                       **{**TINY, "train": dataclasses.replace(TINY["train"], device="cuda")}), run)
     # A run from before a setting existed had it at its default.
     saved = json.loads((run / loop.CONFIG).read_text())
-    (run / loop.CONFIG).write_text(json.dumps({k: v for k, v in saved.items() if k != "value_weight"}))
+    del saved["train"]["value_weight"]
+    (run / loop.CONFIG).write_text(json.dumps(saved))
     loop._check_config(loop.LoopConfig(init=str(tiny_onnx_model), **TINY), run)
-    with pytest.raises(ValueError, match="value_weight"):
-        loop._check_config(loop.LoopConfig(init=str(tiny_onnx_model), value_weight=0.5, **TINY), run)
+    with pytest.raises(ValueError, match=r"train\.value_weight"):
+        loop._check_config(loop.LoopConfig(init=str(tiny_onnx_model),
+                                           **{**TINY, "train": dataclasses.replace(TINY["train"], value_weight=0.5)}),
+                           run)
+
+
+def test_loop_json_rebuilds_the_config_it_came_from(tiny_onnx_model):
+    config = loop.LoopConfig(init=str(tiny_onnx_model), **TINY)
+    assert loop.LoopConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+    assert config.selfplay.komi == config.gate.komi == 2.0 and config.selfplay.size == SIZE  # the loop's board
 
 
 def test_the_command_resumes_after_being_killed(tiny_onnx_model, tmp_path):
     run = tmp_path / "run"
     command = [sys.executable, "-m", "gtp_engine.training", "--threads", "1", "loop", "--init",
                str(tiny_onnx_model), "--out", str(run), "--no-progress"]
-    for key, value in TINY.items():
-        command += [f"--{key.replace('_', '-')}", str(value)]
+    command += TINY_FLAGS
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     first_batch = run / "gen-0001" / "selfplay" / "batch-000" / selfplay.REPORT
     deadline = time.monotonic() + 120
