@@ -149,16 +149,18 @@ _LOOP_ALIASES = {
 
 
 def _add_config_flags(parser: argparse.ArgumentParser, config_type, skip=(), prefix: str = "", template=None,
-                      aliases: dict[str, str] | None = None) -> None:
+                      aliases: dict[str, str] | None = None, always_required=()) -> None:
     """A flag per field of config_type (prefix: a section, "train." gives --train-lr with dest "train.lr");
-    defaults from template where given, else the field's."""
+    defaults from template where given, else the field's; always_required: fields that must be given although
+    they have a default."""
     for field in dataclasses.fields(config_type):
         if field.name in skip:
             continue
         dest = prefix + field.name
         flags = ["--" + dest.replace("_", "-").replace(".", "-")] + [a for a in [(aliases or {}).get(dest)] if a]
         kind = str(field.type)
-        required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+        required = field.name in always_required or (field.default is dataclasses.MISSING
+                                                      and field.default_factory is dataclasses.MISSING)
         default = getattr(template, field.name) if template is not None else None if required else field.default
         help_text = _HELP.get(field.name, "") + ("" if required else f" (default: {default})")
         if kind == "bool":
@@ -243,7 +245,9 @@ def _file_value(action: argparse.Action, value: Any) -> Any:
     return action.type(value) if action.type else str(value)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The command line, over the command's --config file where one is given; a bad file ends the program
+    with status 2 and the reason, as a bad flag does."""
     parser = argparse.ArgumentParser(prog="python -m gtp_engine.training", description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, help="torch and numpy threads (default: torch's choice)")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -259,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--stop-at", type=int, help="stop (with a checkpoint) at this step")
     run.add_argument("--no-export", action="store_true", help="do not export model.onnx after the last step")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
-    _add_config_flags(run, train.TrainConfig)
+    _add_config_flags(run, train.TrainConfig, always_required=("data",))
 
     reinforce = commands.add_parser("reinforce", help="REINFORCE of a policy against a pool of its earlier "
                                                       "versions (AlphaGo 2016); resumes a run folder")
@@ -356,7 +360,6 @@ def main(argv: list[str] | None = None) -> int:
                                  add_help=False)
     export.add_argument("arguments", nargs=argparse.REMAINDER)
 
-    argv = sys.argv[1:] if argv is None else list(argv)
     for command, subparser in commands.choices.items():
         if command != "export":
             subparser.add_argument("--config", metavar="FILE",
@@ -366,9 +369,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             _apply_config_file(*config_file)
         except ConfigError as error:
-            print(f"{config_file[0].prog}: {error}", file=sys.stderr)
-            return 2
-    args = parser.parse_args(argv)
+            config_file[0].error(str(error))
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else list(argv))
     if args.command == "export":
         return export_onnx.main(args.arguments)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
