@@ -49,9 +49,9 @@ import torch
 from gtp_engine.config import ConfigError, read_toml
 from gtp_engine.network_evaluator import ModelLoadError
 from gtp_engine.training import checkpoint as checkpoint_lib
-from gtp_engine.training import dataset, export_onnx, gating, import_onnx, loop, selfplay, sgf_ingest, train
+from gtp_engine.training import dataset, export_onnx, gating, import_onnx, loop, runs, selfplay, sgf_ingest, train
 from gtp_engine.training.alphago import policy_gradient, policy_play, rollout_train, value_net
-from gtp_engine.training.torch_evaluator import BACKENDS, open_evaluator
+from gtp_engine.training.torch_evaluator import BACKENDS
 
 _HELP = {
     "size": "board size of the games to keep",
@@ -184,6 +184,14 @@ def _config(config_type, args: argparse.Namespace, prefix: str = "", template=No
     return dataclasses.replace(template, **values) if template is not None else config_type(**values)
 
 
+def _add_run_flags(parser: argparse.ArgumentParser, holds: str = "checkpoint, metrics.csv, model.onnx") -> None:
+    """The flags of a command that trains in a run folder (runs.py)."""
+    parser.add_argument("--out", required=True, help=f"run folder ({holds}); the same command again resumes it")
+    parser.add_argument("--max-minutes", type=float, help="stop (with a checkpoint) after this long")
+    parser.add_argument("--no-export", action="store_true", help="do not export model.onnx after the last step")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
 # The loop's nested configs: (section, type, defaults).
 _LOOP_SECTIONS = (("selfplay", selfplay.SelfPlayConfig, selfplay.SelfPlayConfig()),
                   ("train", train.TrainConfig, loop.TRAIN), ("gate", gating.GateConfig, gating.GateConfig()))
@@ -207,7 +215,7 @@ def _apply_config_file(parser: argparse.ArgumentParser, path: str) -> None:
     raises ConfigError naming the file and the option for an unknown name or a bad value."""
     flags = {flag: action for action in parser._actions for flag in action.option_strings}
     defaults: dict[str, Any] = {}
-    for key, value in _flatten_tables(read_toml(path)).items():
+    for key, value in runs.flatten(read_toml(path), "-").items():
         action = flags.get("--" + key.replace("_", "-"))
         if action is None or action.dest in ("help", "config"):
             raise ConfigError(f"config file {path}: unknown option {key!r} for {parser.prog}")
@@ -217,17 +225,6 @@ def _apply_config_file(parser: argparse.ArgumentParser, path: str) -> None:
             raise ConfigError(f"config file {path}: {key}: {error}") from None
         action.required = False
     parser.set_defaults(**defaults)
-
-
-def _flatten_tables(values: dict, prefix: str = "") -> dict[str, Any]:
-    """TOML tables as prefixed names: [train] lr = 1e-3 gives train-lr."""
-    flat = {}
-    for key, value in values.items():
-        if isinstance(value, dict):
-            flat.update(_flatten_tables(value, f"{prefix}{key}-"))
-        else:
-            flat[prefix + key] = value
-    return flat
 
 
 def _file_value(action: argparse.Action, value: Any) -> Any:
@@ -258,20 +255,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     _add_config_flags(ingest, sgf_ingest.IngestConfig)
 
     run = commands.add_parser("train", help="supervised training on shards; resumes a run folder")
-    run.add_argument("--out", required=True, help="run folder (checkpoint, metrics.csv, curves.png, model.onnx)")
-    run.add_argument("--max-minutes", type=float, help="stop (with a checkpoint) after this long")
+    _add_run_flags(run, "checkpoint, metrics.csv, curves.png, model.onnx")
     run.add_argument("--stop-at", type=int, help="stop (with a checkpoint) at this step")
-    run.add_argument("--no-export", action="store_true", help="do not export model.onnx after the last step")
-    run.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_config_flags(run, train.TrainConfig, always_required=("data",))
 
     reinforce = commands.add_parser("reinforce", help="REINFORCE of a policy against a pool of its earlier "
                                                       "versions (AlphaGo 2016); resumes a run folder")
     reinforce.add_argument("--init", help="supervised checkpoint to start from (not needed to resume)")
-    reinforce.add_argument("--out", required=True, help="run folder (checkpoint, pool/, metrics.csv, model.onnx)")
-    reinforce.add_argument("--max-minutes", type=float, help="stop (with a checkpoint) after this long")
-    reinforce.add_argument("--no-export", action="store_true", help="do not export model.onnx at the end")
-    reinforce.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_run_flags(reinforce, "checkpoint, pool/, metrics.csv, model.onnx")
     _add_config_flags(reinforce, policy_gradient.ReinforceConfig)
 
     versus = commands.add_parser("policy-match", help="policy-only games (no search) of checkpoint A against B")
@@ -293,10 +284,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     _add_config_flags(value_data, value_net.ValueDataConfig)
 
     value_train = commands.add_parser("value-train", help="train a value network on value-data; resumes")
-    value_train.add_argument("--out", required=True, help="run folder (checkpoint, metrics.csv, model.onnx)")
-    value_train.add_argument("--max-minutes", type=float, help="stop (with a checkpoint) after this long")
-    value_train.add_argument("--no-export", action="store_true", help="do not export model.onnx at the end")
-    value_train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_run_flags(value_train)
     _add_config_flags(value_train, value_net.ValueTrainConfig)
 
     value_eval = commands.add_parser("value-eval", help="value cross-entropy and MSE of checkpoints on shards")
@@ -384,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "selfplay":
             config = _config(selfplay.SelfPlayConfig, args)
-            evaluator = open_evaluator(args.weights, args.backend, args.device, args.threads or 0)
+            evaluator = loop.Engine(args.backend, args.device, args.threads or 0).open(args.weights, config.seed)
             report = selfplay.play(evaluator, args.games, config, args.out, progress=not args.no_progress)
             print(json.dumps(report.to_dict(), indent=1), file=sys.stderr)
         elif args.command == "import-onnx":
@@ -392,8 +380,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "gate":
             extra = {"sprt_min_games": args.max_games} if args.fixed_length else {}
             config = _config(gating.GateConfig, args, **extra)
-            result = loop.run_gate(loop.GateJob(args.candidate, args.best, config, args.out, args.device,
-                                                args.threads or 0, args.backend), progress=not args.no_progress)
+            engine = loop.Engine(args.backend, args.device, args.threads or 0)
+            result = loop.run_gate(loop.GateJob(args.candidate, args.best, config, args.out, engine),
+                                   progress=not args.no_progress)
             print(json.dumps(result.to_dict(), indent=1), file=sys.stderr)
         elif args.command == "loop":
             state = _run_loop(args)

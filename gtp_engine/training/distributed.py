@@ -19,7 +19,6 @@ driver joins the cluster at --ray-address (none: a local cluster of this machine
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 
@@ -70,14 +69,14 @@ class RayRunner:
 
     def selfplay(self, jobs: list[loop.SelfPlayJob]) -> list[dict]:
         pool = ActorPool(self.workers)
-        jobs = [dataclasses.replace(job, threads=job.threads or 1) for job in jobs]  # a worker holds one CPU
+        jobs = [loop.with_threads(job, job.engine.threads or 1) for job in jobs]  # a worker holds one CPU
         return list(pool.map(lambda worker, job: worker.selfplay.remote(job), jobs))
 
     def train(self, config: train.TrainConfig, run_dir: str) -> dict:
         return ray.get(self.trainer.train.remote(config, run_dir))
 
     def gate(self, job: loop.GateJob) -> gating.GateResult:
-        return ray.get(self.workers[0].gate.remote(dataclasses.replace(job, threads=job.threads or 1)))
+        return ray.get(self.workers[0].gate.remote(loop.with_threads(job, job.engine.threads or 1)))
 
     def close(self) -> None:
         for actor in self.workers + [self.trainer]:

@@ -144,30 +144,47 @@ class LoopConfig:
     def gate_config(self, generation: int) -> gating.GateConfig:
         return dataclasses.replace(self.gate, seed=_seed(self.seed, generation, 999))
 
+    def engine(self) -> Engine:
+        return Engine(self.backend, self.device)
+
+
+@dataclass(frozen=True)
+class Engine:
+    """What runs a job's networks: the backend (torch_evaluator.BACKENDS), its device, and its CPU threads (0:
+    the backend's choice; the runner sets them)."""
+
+    backend: str = "auto"
+    device: str = "auto"
+    threads: int = 0
+
+    def open(self, network: str, seed: int):
+        return open_evaluator(network, self.backend, self.device, self.threads, seed)
+
 
 @dataclass(frozen=True)
 class SelfPlayJob:
-    """One batch of self-play games by one network into one shard folder; threads: onnxruntime's (0: its
-    choice), set by the runner."""
+    """One batch of self-play games by one network into one shard folder."""
 
     network: str
     games: int
     config: selfplay.SelfPlayConfig
     out: str
-    device: str = "auto"
-    threads: int = 0
-    backend: str = "auto"
+    engine: Engine = Engine()
 
 
 @dataclass(frozen=True)
 class GateJob:
+    """A gate match of the candidate against the best, in its folder."""
+
     candidate: str
     best: str
     config: gating.GateConfig
     out: str
-    device: str = "auto"
-    threads: int = 0
-    backend: str = "auto"
+    engine: Engine = Engine()
+
+
+def with_threads(job: SelfPlayJob | GateJob, threads: int) -> SelfPlayJob | GateJob:
+    return dataclasses.replace(job, engine=dataclasses.replace(job.engine, threads=threads))
 
 
 def run_selfplay(job: SelfPlayJob, progress: bool = True) -> dict:
@@ -177,13 +194,13 @@ def run_selfplay(job: SelfPlayJob, progress: bool = True) -> dict:
         return json.loads((out / selfplay.REPORT).read_text())
     if out.exists():
         shutil.rmtree(out)  # cut short: play it again
-    evaluator = open_evaluator(job.network, job.backend, job.device, job.threads, job.config.seed)
+    evaluator = job.engine.open(job.network, job.config.seed)
     return selfplay.play(evaluator, job.games, job.config, out, progress=progress).to_dict()
 
 
 def run_gate(job: GateJob, progress: bool = True) -> gating.GateResult:
-    candidate = open_evaluator(job.candidate, job.backend, job.device, job.threads, job.config.seed)
-    best = open_evaluator(job.best, job.backend, job.device, job.threads, job.config.seed + 1)
+    candidate = job.engine.open(job.candidate, job.config.seed)
+    best = job.engine.open(job.best, job.config.seed + 1)
     return gating.play_match(candidate, best, job.config, job.out, progress=progress)
 
 
@@ -210,13 +227,13 @@ class LocalRunner:
         self.progress, self.threads = progress, threads
 
     def selfplay(self, jobs: list[SelfPlayJob]) -> list[dict]:
-        return [run_selfplay(dataclasses.replace(job, threads=self.threads), self.progress) for job in jobs]
+        return [run_selfplay(with_threads(job, self.threads), self.progress) for job in jobs]
 
     def train(self, config: train.TrainConfig, run_dir: str) -> dict:
         return run_train(config, run_dir, self.progress)
 
     def gate(self, job: GateJob) -> gating.GateResult:
-        return run_gate(dataclasses.replace(job, threads=self.threads), self.progress)
+        return run_gate(with_threads(job, self.threads), self.progress)
 
 
 # ---- the loop -------------------------------------------------------------------------------------------
@@ -288,7 +305,7 @@ def _selfplay(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) ->
     while left > 0:
         games = min(config.batch_games, left)
         jobs.append(SelfPlayJob(str(run_dir / BEST_ONNX), games, config.selfplay_config(generation, len(jobs)),
-                                str(folder / f"batch-{len(jobs):03d}"), config.device, backend=config.backend))
+                                str(folder / f"batch-{len(jobs):03d}"), config.engine()))
         left -= games
     reports = runner.selfplay(jobs)
     log.info("generation %d self-play: %d games, %d samples, %.0f games/h and %.0f evaluations/s per process",
@@ -339,8 +356,7 @@ def train_config(config: LoopConfig, run_dir: Path, generation: int, preset: str
 def _gate(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) -> dict:
     folder = _gen_dir(run_dir, state["generation"])
     runner.gate(GateJob(str(folder / "train" / train.ONNX), str(run_dir / BEST_ONNX),
-                        config.gate_config(state["generation"]), str(folder / "gate"), config.device,
-                        backend=config.backend))
+                        config.gate_config(state["generation"]), str(folder / "gate"), config.engine()))
     return {**state, "phase": "promote"}
 
 
@@ -544,26 +560,16 @@ def _check_config(config: LoopConfig, run_dir: Path) -> None:
     """Writes loop.json for a new run; refuses a rerun with other settings (RESUMABLE_CHANGES excepted)."""
     path = run_dir / CONFIG
     if path.exists():
-        current = _dotted(config.to_dict())
+        current = runs.flatten(config.to_dict())
         # A setting newer than the run was at its default there.
-        saved = {**_dotted(LoopConfig(init=config.init).to_dict()), **_dotted(json.loads(path.read_text()))}
+        saved = {**runs.flatten(LoopConfig(init=config.init).to_dict()),
+                 **runs.flatten(json.loads(path.read_text()))}
         changed = [k for k, v in current.items() if k not in RESUMABLE_CHANGES and saved.get(k) != v]
         if changed:
             raise ValueError(f"{run_dir} is a loop run with other settings ({', '.join(changed)}); use the same "
                              f"ones (see {path}) or another folder")
     with replacing(path) as tmp:
         tmp.write_text(json.dumps(config.to_dict(), indent=1, sort_keys=True))
-
-
-def _dotted(values: dict, prefix: str = "") -> dict:
-    """A nested dict flattened, its keys joined by dots (train.lr)."""
-    flat = {}
-    for key, value in values.items():
-        if isinstance(value, dict):
-            flat.update(_dotted(value, f"{prefix}{key}."))
-        else:
-            flat[prefix + key] = value
-    return flat
 
 
 def _read_state(run_dir: Path) -> dict | None:

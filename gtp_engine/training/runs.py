@@ -164,3 +164,14 @@ class RunFolder:
             export_onnx.export_checkpoint(self.checkpoint, self.onnx)  # exactly what was saved
             onnx = str(self.onnx)
         return {**summary, "finished": finished, "checkpoint": str(self.checkpoint), "onnx": onnx}
+
+
+def flatten(values: dict, separator: str = ".", prefix: str = "") -> dict:
+    """Nested settings as one level, the keys joined by separator: {"train": {"lr": 1}} gives {"train.lr": 1}."""
+    flat = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, separator, f"{prefix}{key}{separator}"))
+        else:
+            flat[prefix + key] = value
+    return flat

@@ -219,7 +219,8 @@ def test_a_batch_cut_short_is_played_again(tiny_onnx_model, tmp_path):
     batch.mkdir()
     (batch / "junk").write_text("left over by a kill")
     config = loop.LoopConfig(init=str(tiny_onnx_model), **TINY)
-    job = loop.SelfPlayJob(str(tiny_onnx_model), 2, config.selfplay_config(1, 0), str(batch), "cpu", 1)
+    job = loop.SelfPlayJob(str(tiny_onnx_model), 2, config.selfplay_config(1, 0), str(batch),
+                           loop.Engine(device="cpu", threads=1))
     report = loop.run_selfplay(job, progress=False)
     assert report["games"] == 2 and not (batch / "junk").exists() and (batch / selfplay.REPORT).exists()
     assert loop.run_selfplay(job, progress=False) == report  # complete: not played again
