@@ -298,7 +298,7 @@ class Session:
         search = self.search
         visits = search.visits
         if visits is None and search.playouts is None and search.time_per_move is None:
-            visits = player.config.default_visits
+            visits = player.config.search.stop.default_visits
         deadline = None if search.time_per_move is None else started + search.time_per_move
         return StopCondition(visits=visits, playouts=search.playouts, deadline=deadline, interrupt=interrupt)
 
@@ -306,7 +306,7 @@ class Session:
 
     def _start_pondering(self, player, move_stop: StopCondition, input_arrived: threading.Event) -> None:
         """Searches on for the opponent until any input arrives (or the ponder limits)."""
-        limit = move_stop.visits or move_stop.playouts or player.config.default_visits
+        limit = move_stop.visits or move_stop.playouts or player.config.search.stop.default_visits
         interrupt = threading.Event()
         player.ponder(self.game, StopCondition(visits=PONDER_VISIT_FACTOR * limit,
                                     deadline=time.monotonic() + PONDER_SECONDS, interrupt=interrupt))
