@@ -25,7 +25,7 @@ from gtp_engine.config import ConfigError, EngineConfig
 from gtp_engine.game import Rules
 from gtp_engine.gtp import commands, protocol
 from gtp_engine.rollout import RolloutPolicy
-from gtp_engine.search import SearchConfig
+from gtp_engine.search import ResignConfig, SearchConfig
 
 log = logging.getLogger("gtp_engine")
 
@@ -145,7 +145,7 @@ class NetworkLoader:
         from gtp_engine.evaluator import CachedEvaluator
         from gtp_engine.mixed_evaluator import MixedEvaluator
         from gtp_engine.onnx_evaluator import OnnxEvaluator  # imports onnxruntime: a second or two
-        from gtp_engine.player import Player
+        from gtp_engine.player import Player, PlayerConfig
 
         network, rollout, search = self.config.network, self.config.rollout, self.config.search
         rollout_policy = RolloutPolicy.load(rollout_path) if rollout_path is not None else None
@@ -159,7 +159,8 @@ class NetworkLoader:
         if len(caches) > 1 or rollout_policy is not None:
             evaluator = MixedEvaluator(caches[0], caches[1] if len(caches) > 1 else None, rollout_policy,
                                        rollout.mix, rollout.count, seed=search.seed)
-        config = SearchConfig(batch_size=network.batch, resign_threshold=search.resign_threshold, seed=search.seed)
+        config = PlayerConfig(SearchConfig(batch_size=network.batch, seed=search.seed),
+                              resign=ResignConfig(winrate=search.resign_threshold))
         return Player(evaluator, config), networks, caches
 
     def get(self, width: int, height: int):
@@ -181,7 +182,7 @@ class NetworkLoader:
         for player, _, caches in loaded:
             for cache in caches:
                 cache.clear()
-            player.reset(player.game)
+            player.reset()
 
 
 def main(argv: list[str] | None = None) -> None:
