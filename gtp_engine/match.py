@@ -161,8 +161,8 @@ class Sprt:
 
 def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, referee: str = REFEREE,
                max_moves: int = 0, sgf_dir: str | Path | None = None, sprt: Sprt | None = None,
-               verbose: bool = False,
-               on_game: Callable[[int, Program, Program, GameResult], None] | None = None) -> tuple[str, str, list[GameResult]]:
+               verbose: bool = False, on_game: Callable[[int, Program, Program, GameResult], None] | None = None
+               ) -> tuple[str, str, list[GameResult]]:
     """Plays up to `games` games of the commands a and b (A Black in odd games), game-N.sgf into sgf_dir when
     given; on_game(number, black, white, result) after each. Returns the names of A and B and the results.
     Raises GtpError when a program fails."""

@@ -138,14 +138,8 @@ _HELP = {
 
 
 # The flags of earlier versions of the loop command, for its nested settings.
-_LOOP_ALIASES = {
-    "selfplay.full_visits": "--full-visits", "selfplay.fast_visits": "--fast-visits",
-    "selfplay.full_search_fraction": "--full-search-fraction", "selfplay.prune_policy_target": "--prune-policy-target",
-    "selfplay.parallel_games": "--parallel-games", "selfplay.val_fraction": "--val-fraction",
-    "train.batch_size": "--batch-size", "train.lr": "--lr", "train.warmup_steps": "--warmup-steps",
-    "train.value_weight": "--value-weight", "train.search_value_weight": "--search-value-weight",
-    "train.val_samples": "--val-samples", "gate.max_games": "--gate-games", "gate.sprt_elo1": "--gate-elo1",
-}
+_LOOP_ALIASES = {dotted: "--" + name.replace("_", "-") for name, dotted in loop.EARLIER_NAMES.items()
+                 if "--" + dotted.replace("_", "-").replace(".", "-") != "--" + name.replace("_", "-")}
 
 
 def _add_config_flags(parser: argparse.ArgumentParser, config_type, skip=(), prefix: str = "", template=None,

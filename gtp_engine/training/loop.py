@@ -1,9 +1,14 @@
 """Loop: AlphaZero's generations of self-play, training, export, gating and promotion, resumable from disk.
 
 Terms:
+- settings: LoopConfig holds the loop's own settings and, nested, the configs of its jobs: selfplay
+  (selfplay.SelfPlayConfig), train (train.TrainConfig, with the loop's defaults in TRAIN) and gate
+  (gating.GateConfig), each field a setting of the loop except the ones the loop sets itself (LOOP_SETS: the
+  loop's board size, komi and rules, a seed per job, the candidate's data, preset, start and checkpoint interval).
 - run folder: everything the loop knows lives here, so that killing the process anywhere and running the same
   command again continues where it stopped:
-    loop.json    the LoopConfig (a rerun must give the same one, except RESUMABLE_CHANGES)
+    loop.json    the LoopConfig, nested as it is (a rerun must give the same one, except RESUMABLE_CHANGES; a
+                 loop.json of the flat config before the nesting reads through EARLIER_NAMES)
     state.json   the generation and the phase to run next, and the generation of the current best
     best.onnx    the current best network (what self-play and the gate play with); best.pt its checkpoint
     gen-0000/    the initial network (model.onnx) and its checkpoint (checkpoint.pt; imported by import_onnx.py
@@ -12,17 +17,18 @@ Terms:
                  anchor/              with --anchor: this generation's random draw of expert games (shards)
                  train/               the candidate's training run (train.py: resumes itself; model.onnx at the end)
                  gate/                the gate match (gating.py: resumes with its finished games; result.json)
-                 gnugo/               the optional match of the best against GNU Go (result.json, match.txt, sgf/)
+                 gnugo/               the optional match of the best against GNU Go (result.json, sgf/)
                  summary.json         the generation's figures, written when it is recorded
     metrics.csv  one row per recorded generation (rebuilt from the summaries), strength.png its plot, loop.log
 - generation g >= 1, in phases: selfplay (batches of games by the best network; a batch that was cut short is
   played again) -> train (the candidate continues from the previous candidate's weights, or the initial
   checkpoint's, on the self-play of the last window_generations generations, plus anchor_samples samples of
-  expert games when an anchor is set) -> gate (candidate against
-  best: gating.py's rule) -> promote (copies into best.*, and into promote_to when set, each atomically) ->
-  gnugo (every gnugo_every generations, when set: the best against GNU Go through tools/match.py, a match
-  played again whole if it was cut short) -> record. state.json moves to the next phase only after a phase's output is complete, and every phase
-  can run again over a partial output of its own, so a kill costs at most the unfinished part of one phase.
+  expert games when an anchor is set) -> gate (candidate against best: gating.py's rule) -> promote (copies
+  into best.*, and into promote_to when set, each atomically) -> gnugo (every gnugo_every generations, when
+  set: the best, as the engine at the gate's visits, against GNU Go in a match of match.py, played again whole
+  if it was cut short) -> record. state.json moves to the next phase only after a phase's output is complete,
+  and every phase can run again over a partial output of its own, so a kill costs at most the unfinished part
+  of one phase.
 - metrics.csv columns: games, samples, selfplay_seconds (summed over batches: with several workers more than
   the wall time), games_per_hour and evaluations_per_second (per self-play process), train_* and val_* (the
   candidate's last training and validation losses), gate_* (games, score and Elo with their 95% intervals,
@@ -31,8 +37,9 @@ Terms:
 - Elo: a gate's estimate is the candidate's rating against the best's; the best's cumulative Elo is the sum of
   the estimates of the promoted candidates (generation 0 at 0), the curve of strength.png. A score of 0 or 1
   counts as half a game short of it, to keep sums finite.
-- runner: what executes the phases' work; LocalRunner runs it in this process, distributed.RayRunner on Ray
-  actors. The loop itself and everything on disk is the same for both.
+- runner: what executes the phases' work (self-play and gate jobs, whose Engine opens their networks, and
+  training); LocalRunner runs it in this process, distributed.RayRunner on Ray actors. The loop itself and
+  everything on disk is the same for both.
 """
 
 from __future__ import annotations
@@ -76,6 +83,17 @@ RESUMABLE_CHANGES = ("generations", "promote_to", "backend", "device", "train.de
 # seed per job, and the candidate's data, start, preset and checkpoint interval.
 LOOP_SETS = {"selfplay": ("size", "komi", "rules", "seed"), "gate": ("size", "komi", "rules", "seed"),
              "train": ("data", "preset", "init_from", "eval_every", "seed")}
+# The names of nested settings when LoopConfig copied them (loop.json of earlier runs; their flags still work).
+EARLIER_NAMES = {
+    "full_visits": "selfplay.full_visits", "fast_visits": "selfplay.fast_visits",
+    "full_search_fraction": "selfplay.full_search_fraction", "prune_policy_target": "selfplay.prune_policy_target",
+    "parallel_games": "selfplay.parallel_games", "val_fraction": "selfplay.val_fraction",
+    "train_steps": "train.steps", "batch_size": "train.batch_size", "lr": "train.lr",
+    "warmup_steps": "train.warmup_steps", "value_weight": "train.value_weight",
+    "search_value_weight": "train.search_value_weight", "val_samples": "train.val_samples",
+    "train_device": "train.device", "gate_games": "gate.max_games", "gate_visits": "gate.visits",
+    "gate_elo1": "gate.sprt_elo1", "gate_fixed_games": "gate.fixed_games", "gate_fixed_score": "gate.fixed_score",
+}
 # A candidate's training, where the loop's defaults differ from a supervised run's: shorter, slower, smaller.
 TRAIN = train.TrainConfig(steps=1000, lr=3e-4, warmup_steps=50, val_samples=10_000)
 COLUMNS = ("generation", "games", "samples", "selfplay_seconds", "games_per_hour", "evaluations_per_second",
@@ -561,10 +579,11 @@ def _check_config(config: LoopConfig, run_dir: Path) -> None:
     path = run_dir / CONFIG
     if path.exists():
         current = runs.flatten(config.to_dict())
-        # A setting newer than the run was at its default there.
-        saved = {**runs.flatten(LoopConfig(init=config.init).to_dict()),
-                 **runs.flatten(json.loads(path.read_text()))}
-        changed = [k for k, v in current.items() if k not in RESUMABLE_CHANGES and saved.get(k) != v]
+        # A setting newer than the run was at its default there; an earlier name stands for its nested setting.
+        written = {EARLIER_NAMES.get(k, k): v for k, v in runs.flatten(json.loads(path.read_text())).items()}
+        saved = {**runs.flatten(LoopConfig(init=config.init).to_dict()), **written}
+        derived = {f"{section}.{name}" for section, names in LOOP_SETS.items() for name in names}
+        changed = [k for k, v in current.items() if k not in RESUMABLE_CHANGES + tuple(derived) and saved.get(k) != v]
         if changed:
             raise ValueError(f"{run_dir} is a loop run with other settings ({', '.join(changed)}); use the same "
                              f"ones (see {path}) or another folder")

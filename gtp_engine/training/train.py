@@ -2,8 +2,9 @@
 that resume, and export to ONNX at the end.
 
 Terms:
-- run folder: where a run keeps config.json (its TrainConfig), checkpoint.pt (the latest, written atomically by
-  checkpoint.py), metrics.csv (one row per evaluation), curves.png, and after the last step model.onnx.
+- run folder: runs.RunFolder: config.json (its TrainConfig), checkpoint.pt (the latest, written atomically),
+  metrics.csv (one row per evaluation), after the last step model.onnx; and here curves.png. A resumed run
+  may change only data, device, eval_every and val_samples, and must find the same shards (by name and size).
 - step: one optimizer update on one batch. The batch stream is a function of the step (dataset.Shards.batches)
   and the learning rate too, so a run resumed from a checkpoint at step n continues exactly as the
   uninterrupted run would have.

@@ -255,6 +255,18 @@ def test_a_rerun_with_other_settings_is_refused(tiny_onnx_model, tmp_path):
                            run)
 
 
+def test_a_run_from_before_the_nested_settings_resumes(tiny_onnx_model, tmp_path):
+    config = loop.LoopConfig(init=str(tiny_onnx_model), **TINY)
+    flat = {k: v for k, v in config.to_dict().items() if k not in ("selfplay", "train", "gate")}
+    flat.update(full_visits=12, fast_visits=4, parallel_games=3, val_fraction=0.5, train_steps=6, batch_size=16,
+                warmup_steps=2, val_samples=64, gate_games=4, gate_visits=6, train_device="cpu")
+    (tmp_path / loop.CONFIG).write_text(json.dumps(flat))
+    loop._check_config(config, tmp_path)
+    with pytest.raises(ValueError, match=r"train\.steps"):
+        (tmp_path / loop.CONFIG).write_text(json.dumps({**flat, "train_steps": 7}))
+        loop._check_config(config, tmp_path)
+
+
 def test_loop_json_rebuilds_the_config_it_came_from(tiny_onnx_model):
     config = loop.LoopConfig(init=str(tiny_onnx_model), **TINY)
     assert loop.LoopConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
