@@ -265,7 +265,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     versus.add_argument("--games", type=int, default=200, help="games (default: 200)")
     versus.add_argument("--batch", type=int, default=100, help="games played together (default: 100)")
     versus.add_argument("--seed", type=int, default=0, help="seed of the move sampling (default: 0)")
-    versus.add_argument("--device", default="cpu", help="cpu, cuda, ... (default: cpu)")
+    versus.add_argument("--device", default="cpu", help="auto, cpu, cuda, ... (default: cpu)")
     _add_config_flags(versus, policy_play.PlayConfig)
 
     value_data = commands.add_parser("value-data", help="AlphaGo's value-network data: one position per game "
@@ -392,9 +392,10 @@ def main(argv: list[str] | None = None) -> int:
                                                 export=not args.no_export, progress=not args.no_progress)
             print(json.dumps(summary, indent=1), file=sys.stderr)
         elif args.command == "policy-match":
-            nets = [checkpoint_lib.load(path).build_model().to(args.device) for path in (args.a, args.b)]
+            device = runs.device(args.device)
+            nets = [checkpoint_lib.load(path).build_model().to(device) for path in (args.a, args.b)]
             summary = policy_play.match(*nets, args.games, _config(policy_play.PlayConfig, args),
-                                        np.random.default_rng(args.seed), args.batch, args.device)
+                                        np.random.default_rng(args.seed), args.batch, device)
             print(json.dumps({"a": args.a, "b": args.b, **summary}, indent=1), file=sys.stderr)
         elif args.command == "value-data":
             config = _config(value_net.ValueDataConfig, args)

@@ -23,7 +23,7 @@ import torch
 
 from gtp_engine.network_evaluator import ModelInfo, NetworkEvaluator
 from gtp_engine.onnx_evaluator import OnnxEvaluator
-from gtp_engine.training import import_onnx
+from gtp_engine.training import import_onnx, runs
 from gtp_engine.training import model as model_lib
 
 log = logging.getLogger(__name__)
@@ -35,8 +35,7 @@ class TorchEvaluator(NetworkEvaluator):
     def __init__(self, net: model_lib.GoNet, info: ModelInfo, device: str = "auto", max_batch: int = 1024,
                  symmetry_mode: str | int = "random", seed: int | None = None):
         super().__init__(symmetry_mode, max_batch, seed)
-        self.device = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else
-                                   "cpu" if device == "auto" else device)
+        self.device = runs.device(device)
         self.net = net.to(self.device).eval()
         self.info = ModelInfo(**{**info.__dict__, "provider": f"torch-{self.device.type}"})
         log.info("network %s runs on %s", self.info.describe(), self.info.provider)
