@@ -339,23 +339,19 @@ class Session:
 
     @command("fixed_handicap")
     def fixed_handicap(self, cmd: Command, stream: Stream) -> str:
-        arity(cmd.args, 1)
-        count = parse_int(cmd.args[0])
-        self._require_empty()
-        try:
-            points = fixed_handicap_points(self.game.grid, count)
-        except ValueError:
-            raise GtpError(INVALID_NUMBER_OF_STONES) from None
-        return self._place_handicap(points)
+        return self._handicap(cmd, fixed_handicap_points)
 
     @command("place_free_handicap")
     def place_free_handicap(self, cmd: Command, stream: Stream) -> str:
         """The fixed layout where GTP defines one; otherwise stones spread over the board from the 3-3 points in."""
+        return self._handicap(cmd, free_handicap_points)
+
+    def _handicap(self, cmd: Command, layout: Callable[[coords.Grid, int], list[int]]) -> str:
         arity(cmd.args, 1)
         count = parse_int(cmd.args[0])
         self._require_empty()
         try:
-            points = free_handicap_points(self.game.grid, count)
+            points = layout(self.game.grid, count)
         except ValueError:
             raise GtpError(INVALID_NUMBER_OF_STONES) from None
         return self._place_handicap(points)
