@@ -40,8 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gtp_engine import coords, match_stats, sgf_io
-from gtp_engine.rollout import RolloutPolicy, RolloutWeightsError
+from gtp_engine.game import KOMI
 from gtp_engine.match import EXTRA_PATH, GtpError, Program, play_game
+from gtp_engine.rollout import RolloutPolicy, RolloutWeightsError
 
 CONFIGS = ("lambda0", "lambda0.5", "lambda1", "policy")
 OPPONENTS = ("default", "gnugo")
@@ -397,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="folder of the journal, SGF files and table.md")
     parser.add_argument("--size", type=int, default=9)
-    parser.add_argument("--komi", type=float, default=7.0)
+    parser.add_argument("--komi", type=float, default=KOMI, help=f"(default: {KOMI:g})")
     budget = parser.add_mutually_exclusive_group()
     budget.add_argument("--time", type=float, help="seconds per move of every searching engine (default: 1)")
     budget.add_argument("--visits", type=int, help="root visits per move instead of --time (quick tests)")

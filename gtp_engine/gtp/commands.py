@@ -30,7 +30,7 @@ import gtp_engine
 from gtp_engine import coords, sgf_io
 from gtp_engine.board import BLACK, WHITE, IllegalMoveError, opponent
 from gtp_engine.config import PlayOptions, SearchOptions
-from gtp_engine.game import GameState, Rules, diagram, fixed_handicap_points, format_result, free_handicap_points
+from gtp_engine.game import KOMI, GameState, Rules, diagram, fixed_handicap_points, format_result, free_handicap_points
 from gtp_engine.gtp import analysis
 from gtp_engine.gtp.protocol import (
     BAD_VERTEX_LIST,
@@ -103,7 +103,7 @@ def command_names() -> list[str]:
 
 class Session:
     def __init__(self, players: PlayerSource, search: SearchOptions, play: PlayOptions, rules: Rules,
-                 board_size: int = 19, komi: float = 7.5):
+                 board_size: int = 19, komi: float = KOMI):
         self.players = players
         self.search = search
         self.options = play
