@@ -175,6 +175,12 @@ class NetworkLoader:
             raise commands.NetworkUnavailable(str(error)) from None
         return player
 
+    def networks(self) -> list:
+        """The networks loaded so far (OnnxEvaluators)."""
+        with self._lock:
+            loaded = [f.result() for f in self._loads.values() if f.done() and f.exception() is None]
+        return [onnx for _, networks, _ in loaded for onnx in networks]
+
     def clear_cache(self) -> None:
         with self._lock:
             loaded = [f.result() for f in self._loads.values() if f.done() and f.exception() is None]
@@ -184,11 +190,105 @@ class NetworkLoader:
             player.reset(player.game)
 
 
-def main(argv: list[str] | None = None) -> None:
-    engine_config = load_config(argv)
-    gtp_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+def _protocol_stdout():
+    """A binary stream on the real stdout for the protocol; file descriptor 1 then points at stderr."""
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.stdout = sys.stderr
+    return out
+
+
+KATAGO_NETWORK_SUFFIXES = (".bin.gz", ".txt.gz", ".bin", ".txt")
+
+
+def analysis_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gtp-engine analysis",
+        description="KataGo's JSON analysis protocol on stdin/stdout, with KataGo's command line, so that KaTrain, "
+                    "Ogatak and analysis scripts can use this engine (README, 'KaTrain').")
+    p.add_argument("-model", metavar="NET", help="ONNX network (a KataGo network is not readable: the shipped "
+                                                  "network for each board size is used instead, with a warning)")
+    p.add_argument("-config", metavar="FILE", help="KataGo config file; the keys that apply here are read "
+                                                   "(maxVisits, maxTime, numSearchThreads, reportAnalysisWinratesAs, "
+                                                   "...), the rest ignored with a warning")
+    p.add_argument("-override-config", metavar="K=V,...", default="", help="config keys that win over the file")
+    p.add_argument("-analysis-threads", metavar="N", type=int, help="positions searched at once "
+                                                                    "(default: numAnalysisThreads, at most the CPU count)")
+    p.add_argument("-quit-without-waiting", action="store_true",
+                   help="at the end of input, drop queued queries instead of finishing them")
+    p.add_argument("-human-model", metavar="NET", help="KataGo's human-style network: not supported, ignored")
+    p.add_argument("-log-level", default="warning", choices=("debug", "info", "warning", "error"))
+    return p
+
+
+def analysis_main(argv: list[str]) -> None:
+    """gtp-engine analysis: the composition root of the JSON analysis engine (gtp_engine/analysis/)."""
+    from gtp_engine.analysis import settings as settings_lib
+    from gtp_engine.analysis.engine import Engine, Writer, serve
+    from gtp_engine.analysis.scheduler import Scheduler
+
+    p = analysis_parser()
+    args = p.parse_args(argv)
+    log_lib.setup(args.log_level)
+    values: dict[str, Any] = {}
+    try:
+        if args.config:
+            values.update(settings_lib.read_config_file(args.config))
+        values.update(settings_lib.parse_overrides(args.override_config))
+        analysis_settings, ignored = settings_lib.apply(settings_lib.AnalysisSettings(), values)
+    except settings_lib.SettingError as error:
+        p.error(str(error))
+    if ignored:
+        log.warning("config keys that do not apply to gtp_engine, ignored: %s", ", ".join(ignored))
+    if args.human_model:
+        log.warning("-human-model %s ignored: gtp_engine has no human-style network", args.human_model)
+    if args.analysis_threads is not None and args.analysis_threads < 1:
+        p.error("-analysis-threads: expected a positive integer")
+    weights = args.model
+    if weights is not None and not Path(weights).is_file():
+        p.error(f"-model {weights}: no such file")
+    if weights is not None and weights.lower().endswith(KATAGO_NETWORK_SUFFIXES):
+        log.warning("-model %s is a KataGo network, which gtp_engine cannot read; using the shipped network for "
+                    "each board size instead (give an ONNX network with -model to choose one)", weights)
+        weights = None
+    engine_config = config_lib.build({"weights": weights} if weights else {})
+    loader = NetworkLoader(engine_config)
+    loader.prepare(19, 19)  # what most queries ask for; other sizes load on their first query
+    cores = os.cpu_count() or 1
+    workers = args.analysis_threads or min(analysis_settings.analysis_threads or cores, cores)
+
+    def evaluator_for(width: int, height: int):
+        try:
+            return loader.get(width, height).evaluator
+        except commands.NetworkUnavailable as error:
+            raise commands.NetworkUnavailable(f"no network for a {width}x{height} board: {error}") from None
+
+    def models() -> list[dict[str, Any]]:
+        if weights is not None:  # the one network of every size: wait for its load
+            try:
+                loader.get(19, 19)
+            except commands.NetworkUnavailable:
+                pass
+        return [{"name": onnx.info.path, "internalName": onnx.info.describe(), "maxBatchSize": onnx.max_batch,
+                 "usesHumanSLProfile": False} for onnx in loader.networks()]
+
+    out = _protocol_stdout()
+    write = Writer(out)
+    base = SearchConfig(batch_size=analysis_settings.search_threads or engine_config.network.batch)
+    scheduler = Scheduler(evaluator_for, base, write, workers)
+    serve(sys.stdin.buffer, Engine(scheduler, write, analysis_settings, loader.clear_cache, models),
+          args.quit_without_waiting)
+    log_lib.flush()
+    out.flush()
+    os._exit(0)  # without waiting for onnxruntime threads
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["analysis"]:
+        return analysis_main(argv[1:])
+    engine_config = load_config(argv)
+    gtp_out = _protocol_stdout()
     log_lib.setup(engine_config.log_level)
 
     def end(signum, frame):

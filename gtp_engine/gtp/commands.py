@@ -19,7 +19,6 @@ Terms:
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -32,7 +31,7 @@ import gtp_engine
 from gtp_engine import coords, sgf_io
 from gtp_engine.board import BLACK, WHITE, IllegalMoveError, opponent
 from gtp_engine.config import PlayOptions, SearchOptions
-from gtp_engine.game import RULE_SETS, GameState, Rules, fixed_handicap_points, format_result
+from gtp_engine.game import GameState, Rules, fixed_handicap_points, format_result
 from gtp_engine.gtp import analysis
 from gtp_engine.gtp.protocol import (
     BAD_VERTEX_LIST,
@@ -58,6 +57,7 @@ from gtp_engine.gtp.values import (
     parse_int,
     parse_vertex,
 )
+from gtp_engine.katago_rules import rules_from_text, rules_to_json
 from gtp_engine.mcts import MoveFilter
 from gtp_engine.search import StopCondition
 from gtp_engine.timecontrol import Clock, TimeSettings
@@ -671,54 +671,6 @@ def _kata_settings(args: tuple[str, ...]) -> TimeSettings:
                             main_time_limit=None if limit < 0 else limit,
                             max_move_time=None if per_move < 0 else per_move)
     return _kgs_settings(args)
-
-
-# ---- rules in KataGo's JSON form ------------------------------------------------------------------------
-
-_KATA_RULE_NAMES = {"chinese-ogs": "chinese", "chinese-kgs": "chinese"}
-
-
-def rules_to_json(rules: Rules) -> str:
-    return json.dumps({
-        "ko": rules.ko.upper(),
-        "scoring": rules.scoring.upper(),
-        "suicide": rules.suicide_allowed,
-        "tax": "NONE",
-        "hasButton": False,
-        "whiteHandicapBonus": rules.white_handicap_bonus,
-    }, separators=(",", ":"))
-
-
-def rules_from_text(text: str) -> Rules:
-    """A rule set name, or a JSON object with KataGo's keys; raises ValueError for what this engine cannot play."""
-    text = text.strip()
-    if not text.startswith("{"):
-        return Rules.named(_KATA_RULE_NAMES.get(text.lower(), text))
-    try:
-        fields = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"not JSON: {error}") from None
-    if not isinstance(fields, dict):
-        raise ValueError("expected a JSON object")
-    current = Rules()
-    values = {"scoring": current.scoring, "ko": current.ko, "suicide_allowed": current.suicide_allowed,
-              "white_handicap_bonus": current.white_handicap_bonus}
-    for key, value in fields.items():
-        if key == "ko" and isinstance(value, str):
-            values["ko"] = value.lower()
-        elif key == "scoring" and isinstance(value, str):
-            values["scoring"] = value.lower()
-        elif key in ("suicide", "multiStoneSuicideLegal") and isinstance(value, bool):
-            values["suicide_allowed"] = value
-        elif key == "whiteHandicapBonus" and isinstance(value, str):
-            values["white_handicap_bonus"] = value.upper()
-        elif (key, value) in (("tax", "NONE"), ("hasButton", False)):
-            continue
-        else:
-            raise ValueError(f"unsupported rule {key}={value!r}")
-    named = [name for name, rules in RULE_SETS.items()
-             if (rules.scoring, rules.ko, rules.suicide_allowed, rules.white_handicap_bonus) == tuple(values.values())]
-    return Rules(**values, name=named[0] if named else "custom")
 
 
 # ---- dead stones and board pictures ---------------------------------------------------------------------
