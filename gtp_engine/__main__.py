@@ -187,7 +187,7 @@ class NetworkLoader:
         for player, _, caches in loaded:
             for cache in caches:
                 cache.clear()
-            player.reset(player.game)
+            player.reset()
 
 
 def _protocol_stdout():

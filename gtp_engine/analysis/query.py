@@ -25,7 +25,6 @@ from gtp_engine.analysis import settings as settings_lib
 from gtp_engine.analysis.settings import AnalysisSettings
 from gtp_engine.board import BLACK, WHITE, IllegalMoveError
 from gtp_engine.game import GameState, Rules
-from gtp_engine.katago_rules import rules_from_dict, rules_from_text
 from gtp_engine.mcts import MoveClause, MoveFilter
 
 MAX_KOMI = 150.0
@@ -156,21 +155,19 @@ def _size(fields: dict, key: str) -> int:
 
 def _rules(fields: dict) -> Rules:
     value = fields["rules"]
+    if isinstance(value, str) and not value.strip().startswith("{"):
+        value = value.strip().replace(" ", "-")  # KaTrain writes "new zealand"
     try:
-        if isinstance(value, str):
-            rules = rules_from_text(value)
-        else:
-            rules = rules_from_dict(value)
-        if "whiteHandicapBonus" in fields:
-            bonus = fields["whiteHandicapBonus"]
-            if not isinstance(bonus, str):
-                raise QueryError("whiteHandicapBonus must be \"0\", \"N\" or \"N-1\"", "whiteHandicapBonus")
-            rules = rules_from_dict({"ko": rules.ko.upper(), "scoring": rules.scoring.upper(),
-                                     "suicide": rules.suicide_allowed, "whiteHandicapBonus": bonus.upper()})
+        rules = Rules.from_katago(value)
     except ValueError as error:
-        if isinstance(error, QueryError):
-            raise
         raise QueryError(f"rules: {error}", "rules") from None
+    if "whiteHandicapBonus" in fields:
+        bonus = fields["whiteHandicapBonus"]
+        try:
+            rules = Rules.from_katago({**rules.to_katago(), "whiteHandicapBonus": bonus})
+        except (ValueError, TypeError, AttributeError):
+            raise QueryError(f"whiteHandicapBonus: expected \"0\", \"N\" or \"N-1\", got {bonus!r}",
+                             "whiteHandicapBonus") from None
     return rules
 
 
