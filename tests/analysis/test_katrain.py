@@ -120,3 +120,25 @@ def test_katrain_gets_an_error_for_an_illegal_move(katrain_engine):
     assert "Illegal move" in errors[0]["error"] and errors[0]["field"] == "moves"
     engine.wait_to_finish()
     assert engine.check_alive()  # the engine goes on
+
+
+def test_katrain_runs_us_as_its_katago_executable(katrain_modules, tiny_onnx_model, tmp_path):
+    """Settings -> Engine -> "KataGo executable" pointing at gtp-engine: KaTrain builds KataGo's own command line
+    (analysis -model M -config its analysis_config.cfg -override-config homeDataDir=...)."""
+    KaTrainBase, KataGoEngine, Game, _ = katrain_modules
+    katrain = KaTrainBase(force_package_config=True, debug_level=0)
+    executable = tmp_path / "gtp-engine"  # what the console script does, for this checkout
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    executable.write_text(f"#!/bin/sh\nPYTHONPATH={shlex.quote(path)} exec {shlex.quote(sys.executable)} "
+                          f"-m gtp_engine \"$@\"\n")
+    executable.chmod(0o755)
+    config = {**katrain.config("engine"), "backend": "local", "katago": str(executable),
+              "model": str(tiny_onnx_model), "max_visits": 16, "max_time": 60.0, "allow_recovery": False}
+    engine = KataGoEngine(katrain, config)
+    try:
+        assert engine.command[1:3] == ["analysis", "-model"] and "-config" in engine.command
+        game = new_game(katrain, engine, Game)
+        wait_for(lambda: game.current_node.analysis_complete)
+        assert game.current_node.root_visits == 16
+    finally:
+        engine.shutdown(finish=False)
