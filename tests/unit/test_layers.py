@@ -23,7 +23,7 @@ LAYERS = {
     "config": 8, "gtp.values": 8, "analysis.settings": 8,
     "gtp.analysis": 9, "analysis.query": 9, "analysis.responses": 9,
     "gtp.commands": 10, "analysis.scheduler": 10,
-    "gtp": 11, "analysis.engine": 11, "analysis": 11,
+    "gtp": 11, "analysis.engine": 11, "analysis": 11, "review": 11,
     "__main__": 12,
 }
 # Third-party libraries that only some modules may import (DESIGN.md, "Rules of the house").
