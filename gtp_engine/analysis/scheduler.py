@@ -30,7 +30,7 @@ import numpy as np
 from gtp_engine.analysis import responses
 from gtp_engine.analysis.query import Query, Turn
 from gtp_engine.evaluator import Evaluator
-from gtp_engine.search import SearchConfig, Searcher, SearchResult, StopCondition
+from gtp_engine.search import NoiseConfig, SearchConfig, Searcher, SearchResult, StopCondition
 
 log = logging.getLogger(__name__)
 
@@ -176,17 +176,20 @@ class Scheduler:
                   config: SearchConfig) -> bool:
         visits = result.snapshot.visits
         return (task.interrupt.is_set() or visits >= task.query.settings.max_visits
-                or visits >= config.max_tree_visits or (deadline is not None and now >= deadline))
+                or visits >= config.stop.max_tree_visits or (deadline is not None and now >= deadline))
 
     def _config_for(self, query: Query) -> SearchConfig:
         """The search settings of a query: the engine's, with what its settings change. Analysis searches to the
         visits asked for (no early stop: the other moves' numbers matter too) and without noise."""
-        s = query.settings
-        changes = {"early_stop": False, "noise_fraction": 0.0, "temperature": 0.0,
-                   "root_policy_temperature": s.policy_temperature}
-        for name, value in (("batch_size", s.search_threads), ("c_puct", s.c_puct), ("c_puct_log", s.c_puct_log),
-                            ("c_puct_base", s.c_puct_base), ("fpu_reduction", s.fpu_reduction),
-                            ("root_fpu_reduction", s.root_fpu_reduction)):
-            if value is not None:
-                changes[name] = value
-        return dataclasses.replace(self._search_config, **changes)
+        s, base = query.settings, self._search_config
+        tree = {name: value for name, value in (
+            ("c_puct", s.c_puct), ("c_puct_log", s.c_puct_log), ("c_puct_base", s.c_puct_base),
+            ("fpu_reduction", s.fpu_reduction), ("root_fpu_reduction", s.root_fpu_reduction)) if value is not None}
+        return dataclasses.replace(
+            base,
+            tree=dataclasses.replace(base.tree, **tree),
+            stop=dataclasses.replace(base.stop, early_stop=False),
+            choice=dataclasses.replace(base.choice, temperature=0.0),
+            noise=NoiseConfig(root_policy_temperature=s.policy_temperature),
+            batch_size=s.search_threads or base.batch_size,
+        )
