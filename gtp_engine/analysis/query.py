@@ -1,7 +1,8 @@
 """A query of KataGo's JSON analysis protocol, read and checked: the positions to analyse and how.
 
 Terms:
-- query: one JSON object with an `id` and no `action`. Required: id, moves, rules, boardXSize, boardYSize.
+- query: one JSON object with an `id` and no `action`. Required: id, moves, rules (unless the config file gives
+  default rules), boardXSize, boardYSize.
 - turn: turn t is the position after the first t moves (0: the initial position, from initialStones). The side
   to move at turn t < len(moves) is the player of moves[t]; after the last move, the other side, or
   initialPlayer when there are no moves. analyzeTurns lists the turns to analyse (default: the last).
@@ -77,6 +78,8 @@ def parse_query(fields: dict[str, Any], defaults: AnalysisSettings) -> tuple[Que
     """The Query of a decoded JSON object that has a string id, and its warnings; raises QueryError."""
     warnings = [(key, f"unexpected or unused field {key!r}") for key in fields if key not in KNOWN | set(UNSUPPORTED)]
     warnings += [(key, f"{key} is not supported: {why}") for key, why in UNSUPPORTED.items() if key in fields]
+    if "rules" not in fields and defaults.rules is not None:
+        fields = {**fields, "rules": defaults.rules}
     for key in ("moves", "rules", "boardXSize", "boardYSize"):
         if key not in fields:
             raise QueryError(f"{key} is required", key)

@@ -12,6 +12,8 @@ Terms:
 - wideRootNoise w: KataGo widens the root search with it; here it is the policy half of KataGo's wide root
   noise, the root's priors raised to 1 / (1 + 4 w) (a root policy temperature), without KataGo's random noise
   on values, so results stay reproducible.
+- rules: a config file's default rules for queries that give none (KataGo's GTP configs have the key; a query's
+  own `rules` always wins).
 - numSearchThreads: KataGo's threads per search collect leaves in parallel under virtual loss; here the same
   number is the search's batch size (leaves per network call), which plays that part.
 """
@@ -23,6 +25,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
+
+from gtp_engine.game import Rules
 
 REPORT_SIDES = ("BLACK", "WHITE", "SIDETOMOVE")
 MAX_PV_LENGTH = 30  # the longest principal variation the search gives
@@ -47,6 +51,7 @@ class AnalysisSettings:
     pv_length: int = 15  # analysisPVLen
     search_threads: int | None = None  # numSearchThreads: the search's batch size; None: the network option's
     analysis_threads: int | None = None  # numAnalysisThreads: searches at once; None: one per CPU core
+    rules: str | None = None  # rules: for queries without a rules field; None: such a query is refused
 
     @property
     def policy_temperature(self) -> float:
@@ -82,6 +87,12 @@ def _side(value: Any) -> str:
     return text
 
 
+def _rules_name(value: Any) -> str:
+    text = str(value).strip()
+    Rules.from_katago(text.replace(" ", "-") if not text.startswith("{") else text)  # ValueError if unknown
+    return text
+
+
 def _pv_length(value: Any) -> int:
     return min(_positive_int(value), MAX_PV_LENGTH)
 
@@ -102,6 +113,7 @@ _KEYS: dict[str, tuple[str, Callable[[Any], Any], str, bool]] = {
     "numSearchThreads": ("search_threads", _positive_int, "a positive integer", False),
     "numSearchThreadsPerAnalysisThread": ("search_threads", _positive_int, "a positive integer", False),
     "numAnalysisThreads": ("analysis_threads", _positive_int, "a positive integer", False),
+    "rules": ("rules", _rules_name, "a rule set name or KataGo's JSON rules", False),
 }
 
 

@@ -132,7 +132,7 @@ def test_max_time_ends_a_search_that_has_visits_left(analysis):
     assert 1 <= result["rootInfo"]["visits"] < 10_000_000
 
 
-@pytest.mark.parametrize("line, field", [
+BAD_QUERIES = [
     ('{"id": "x", "moves": [], "rules": "chinese", "boardXSize": 9}', "boardYSize"),
     ('{"id": "x", "moves": [["B", "E5"], ["W", "E5"]], "rules": "chinese", "boardXSize": 9, "boardYSize": 9}',
      "moves"),
@@ -155,12 +155,15 @@ def test_max_time_ends_a_search_that_has_visits_left(analysis):
      '"overrideSettings": {"reportAnalysisWinratesAs": "GREEN"}}', "overrideSettings"),
     ('{"id": "x", "moves": [], "rules": "chinese", "boardXSize": 9, "boardYSize": 9, '
      '"initialStones": [["B", "C3"], ["W", "C3"]]}', "initialStones"),
-])
-def test_a_bad_query_gets_an_error_naming_its_id_and_field(analysis, line, field):
+]
+
+
+def test_a_bad_query_gets_an_error_naming_its_id_and_field(analysis):
     engine = analysis()
-    engine.send(line)
-    response = engine.next()
-    assert response["id"] == "x" and response["field"] == field and response["error"]
+    for i, (line, field) in enumerate(BAD_QUERIES):
+        engine.send(line.replace('"id": "x"', f'"id": "x{i}"'))
+        response = engine.next()
+        assert response["id"] == f"x{i}" and response["field"] == field and response["error"], (line, response)
     engine.ask(position("after", [], maxVisits=3))  # the engine goes on
 
 
@@ -271,12 +274,12 @@ def test_quit_without_waiting_drops_the_queue(analysis):
 def test_a_katago_config_file_and_overrides(analysis, tmp_path):
     config = tmp_path / "analysis.cfg"
     config.write_text("# KataGo style\nmaxVisits = 12\nreportAnalysisWinratesAs = WHITE\nnnCacheSizePowerOfTwo = 20\n"
-                      "numAnalysisThreads = 12\nlogDir = analysis_logs\n")
+                      "numAnalysisThreads = 12\nlogDir = analysis_logs\nrules = japanese  # queries without rules\n")
     engine = analysis("-config", str(config), "-override-config", "homeDataDir=/tmp/x,analysisPVLen=2")
-    result = engine.ask({k: v for k, v in position("c", ["E5"]).items() if k != "maxVisits"})
+    result = engine.ask({k: v for k, v in position("c", ["E5"]).items() if k not in ("maxVisits", "rules")})
     assert result["rootInfo"]["visits"] == 12
     assert all(len(m["pv"]) <= 2 for m in result["moveInfos"])
-    black = engine.ask({**position("c2", ["E5"]), "maxVisits": 12,
+    black = engine.ask({**{k: v for k, v in position("c2", ["E5"]).items() if k != "rules"}, "maxVisits": 12,
                         "overrideSettings": {"reportAnalysisWinratesAs": "BLACK"}})
     assert black["rootInfo"]["winrate"] == pytest.approx(1 - result["rootInfo"]["winrate"])
     engine.close()
