@@ -230,6 +230,7 @@ def analysis_main(argv: list[str]) -> None:
 
     p = analysis_parser()
     args = p.parse_args(argv)
+    out = _protocol_stdout()  # before anything (the network load) can write to file descriptor 1
     log_lib.setup(args.log_level)
     values: dict[str, Any] = {}
     try:
@@ -273,7 +274,6 @@ def analysis_main(argv: list[str]) -> None:
         return [{"name": onnx.info.path, "internalName": onnx.info.describe(), "maxBatchSize": onnx.max_batch,
                  "usesHumanSLProfile": False} for onnx in loader.networks()]
 
-    out = _protocol_stdout()
     write = Writer(out)
     base = engine_config.player.analysis_search  # numSearchThreads, when set, changes its batch size per query
     scheduler = Scheduler(evaluator_for, base, write, workers)

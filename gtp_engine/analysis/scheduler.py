@@ -5,7 +5,8 @@ Terms:
   in (KataGo's rule); each worker takes the next task when it is free.
 - worker: a thread with its own Searcher (searches are not thread-safe), kept between tasks so that a query for a
   position that follows the last one's (KaTrain pondering, the next move of a game) reuses its tree. Workers
-  share the network evaluator and its cache: onnxruntime runs concurrent calls.
+  share the network evaluator and its cache: the cache locks, onnxruntime runs concurrent calls, and numpy's
+  generator (the network's random symmetry) takes its own lock.
 - report: during a search with reportDuringSearchEvery, the search runs in slices that end at each report time
   (the tree carries over from slice to slice), and each slice's snapshot is sent with isDuringSearch true. The
   first report comes after firstReportDuringSearchAfter seconds when given.
