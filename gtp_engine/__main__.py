@@ -39,6 +39,8 @@ def parser() -> argparse.ArgumentParser:
         prog="gtp-engine",
         description="A Go engine speaking GTP on stdin/stdout (logs on stderr). "
                     "Options may also come from a TOML file (--config); flags win over the file.",
+        epilog="Also: gtp-engine analysis ... (KataGo's JSON analysis protocol, for KaTrain and Ogatak) and "
+               "gtp-engine review GAME.sgf ... (a game review); each takes -h.",
     )
     p.add_argument("--config", metavar="FILE", help="TOML file of option = value lines, e.g. visits = 800")
     p.add_argument("--version", action="version", version=f"gtp_engine {gtp_engine.__version__}")
