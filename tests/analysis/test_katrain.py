@@ -21,11 +21,14 @@ def katrain_modules(tmp_path_factory):
     home = tmp_path_factory.mktemp("kivy-home")
     os.environ.update({"KIVY_NO_ARGS": "1", "KIVY_NO_CONSOLELOG": "1", "KIVY_NO_FILELOG": "1",
                        "KIVY_HOME": str(home), "KIVY_NO_WINDOW": "1"})
-    pytest.importorskip("katrain")
-    from katrain.core.ai import generate_ai_move
-    from katrain.core.base_katrain import KaTrainBase
-    from katrain.core.engine import KataGoEngine
-    from katrain.core.game import Game
+    pytest.importorskip("katrain")  # the test extra installs it
+    try:
+        from katrain.core.ai import generate_ai_move
+        from katrain.core.base_katrain import KaTrainBase
+        from katrain.core.engine import KataGoEngine
+        from katrain.core.game import Game
+    except Exception as error:  # noqa: BLE001 - Kivy's native libraries may be missing on a bare machine
+        pytest.skip(f"KaTrain is installed but cannot be imported headless here: {error!r}")
 
     return KaTrainBase, KataGoEngine, Game, generate_ai_move
 
