@@ -18,6 +18,8 @@ Terms:
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 import threading
 from dataclasses import dataclass
@@ -25,7 +27,9 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 import gtp_engine
+from gtp_engine import config as config_lib
 from gtp_engine import coords, sgf_io
+from gtp_engine import log as log_lib
 from gtp_engine.analysis.query import QueryError, parse_query
 from gtp_engine.analysis.scheduler import EvaluatorFor, Scheduler
 from gtp_engine.analysis.settings import AnalysisSettings
@@ -234,3 +238,64 @@ class ProgressBar:
             if done == total:
                 self.stream.write("\n")
             self.stream.flush()
+
+
+# ---- the command line ---------------------------------------------------------------------------------------
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gtp-engine review",
+        description="Analyses every position of a game and writes the SGF back with each move's winrate, score lead "
+                    "and points lost in its comment (SBKV for Sabaki's graph), the worst moves in the root comment.")
+    p.add_argument("game", metavar="GAME.sgf")
+    p.add_argument("-o", "--output", metavar="OUT.sgf", help="where to write the reviewed game "
+                                                             "(default: GAME-review.sgf beside the game)")
+    p.add_argument("--visits", type=int, default=200, metavar="N", help="visits per position (default: 200)")
+    p.add_argument("--plot", metavar="GRAPH.png", help="also draw Black's winrate and score lead per move "
+                                                       "(needs matplotlib: pip install 'gtp_engine[plot]')")
+    p.add_argument("--weights", metavar="FILE", help="ONNX network (default: the shipped one for the board size)")
+    p.add_argument("--threads", type=int, metavar="N", help="positions searched at once (default: the CPU count)")
+    p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
+    return p
+
+
+def main(argv: list[str], loader_class) -> None:
+    """gtp-engine review ARGS. loader_class: __main__.NetworkLoader (builds a Player per board size)."""
+    p = parser()
+    args = p.parse_args(argv)
+    log_lib.setup(args.log_level)
+    if args.visits < 1 or (args.threads is not None and args.threads < 1):
+        p.error("--visits and --threads take a positive integer")
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401 - checked before the analysis, not after it
+        except ImportError:
+            p.error("--plot needs matplotlib, which is not installed: pip install 'gtp_engine[plot]'")
+    try:
+        data = Path(args.game).read_bytes()
+        record = sgf_io.load_sgf(data, source=args.game)
+    except OSError as error:
+        p.error(f"cannot read {args.game}: {error.strerror}")
+    except sgf_io.SgfError as error:
+        p.error(str(error))
+    output = Path(args.output) if args.output else Path(args.game).with_name(Path(args.game).stem + "-review.sgf")
+    engine_config = config_lib.build({"weights": args.weights} if args.weights else {})
+    loader = loader_class(engine_config)
+
+    def evaluator_for(width: int, height: int):
+        return loader.get(width, height).evaluator
+
+    base = engine_config.player.analysis_search
+    try:
+        result = analyse(record, evaluator_for, base, args.visits, args.threads or os.cpu_count() or 1,
+                                ProgressBar(sys.stderr))
+        output.write_bytes(annotated_sgf(data, result))
+        if args.plot:
+            plot(result, args.plot)
+    except (ReviewError, OSError) as error:
+        sys.stderr.write(f"gtp-engine review: {error}\n")
+        sys.exit(1)
+    sys.stderr.write(f"reviewed game written to {output}" + (f", graph to {args.plot}" if args.plot else "") + "\n")
+    log_lib.flush()
+    os._exit(0)  # without waiting for onnxruntime threads

@@ -142,7 +142,7 @@ class Scheduler:
         try:
             evaluator = self._evaluator_for(state.width, state.height)
         except Exception as error:  # noqa: BLE001 - no network for this size: the message says why
-            self._fail(task, str(error), "boardXSize")
+            self._fail(task, f"no network for a {state.width}x{state.height} board: {error}", "boardXSize")
             return searcher
         config = self._config_for(query)
         if searcher is None or searcher.evaluator is not evaluator or searcher.config != config:

@@ -24,7 +24,8 @@ LAYERS = {
     "gtp.analysis": 9, "analysis.query": 9, "analysis.responses": 9,
     "gtp.commands": 10, "analysis.scheduler": 10,
     "gtp": 11, "analysis.engine": 11, "analysis": 11, "review": 11,
-    "__main__": 12,
+    "analysis.command": 12,
+    "__main__": 13,
 }
 # Third-party libraries that only some modules may import (DESIGN.md, "Rules of the house").
 CONFINED = {
