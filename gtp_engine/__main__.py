@@ -39,6 +39,8 @@ def parser() -> argparse.ArgumentParser:
         prog="gtp-engine",
         description="A Go engine speaking GTP on stdin/stdout (logs on stderr). "
                     "Options may also come from a TOML file (--config); flags win over the file.",
+        epilog="Also: gtp-engine analysis ... (KataGo's JSON analysis protocol, for KaTrain and Ogatak) and "
+               "gtp-engine review GAME.sgf ... (a game review); each takes -h.",
     )
     p.add_argument("--config", metavar="FILE", help="TOML file of option = value lines, e.g. visits = 800")
     p.add_argument("--version", action="version", version=f"gtp_engine {gtp_engine.__version__}")
@@ -174,6 +176,12 @@ class NetworkLoader:
             raise commands.NetworkUnavailable(str(error)) from None
         return player
 
+    def networks(self) -> list:
+        """The networks loaded so far (OnnxEvaluators)."""
+        with self._lock:
+            loaded = [f.result() for f in self._loads.values() if f.done() and f.exception() is None]
+        return [onnx for _, networks, _ in loaded for onnx in networks]
+
     def clear_cache(self) -> None:
         with self._lock:
             loaded = [f.result() for f in self._loads.values() if f.done() and f.exception() is None]
@@ -183,11 +191,24 @@ class NetworkLoader:
             player.reset()
 
 
-def main(argv: list[str] | None = None) -> None:
-    engine_config = load_config(argv)
-    gtp_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+def _protocol_stdout():
+    """A binary stream on the real stdout for the protocol; file descriptor 1 then points at stderr."""
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     sys.stdout = sys.stderr
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["analysis"]:  # KataGo's JSON analysis protocol (analysis/command.py)
+        from gtp_engine.analysis import command as analysis_command
+        return analysis_command.main(argv[1:], NetworkLoader, _protocol_stdout)
+    if argv[:1] == ["review"]:  # a game review (review.py)
+        from gtp_engine import review
+        return review.main(argv[1:], NetworkLoader)
+    engine_config = load_config(argv)
+    gtp_out = _protocol_stdout()
     log_lib.setup(engine_config.log_level)
 
     def end(signum, frame):

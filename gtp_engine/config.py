@@ -247,6 +247,9 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
            "weight of Dirichlet noise in the root's priors (default: 0)", "P"),
     Option("noise-alpha-total", _SEARCH + ("noise", "alpha_total"), _positive,
            "Dirichlet alpha times the number of legal moves (default: 10.83)", "A"),
+    Option("root-policy-temperature", _SEARCH + ("noise", "root_policy_temperature"), _positive,
+           "the root's priors ** (1 / T) before the search, > 1 searches wider (KataGo's rootPolicyTemperature; "
+           "default: 1)", "T"),
 )
 ANALYSIS_TABLE = "analysis"
 OPTIONS = OPTIONS + SEARCH_OPTIONS

@@ -5,8 +5,8 @@ Terms (AlphaGo Zero / KataGo notation):
   the child node behind an edge is created when the edge is first selected, and expanded (given edges) when
   its evaluation comes back.
 - edge statistics, per edge of a node: N visits, W utility sum, W2 sum of squared utilities, V value sum,
-  S score sum. Arrays are kept only for the first `tried` edges (a prefix, see select): most edges of most
-  nodes are never visited.
+  S score sum, S2 sum of squared scores (the spread of the backed-up leads, for analysis). Arrays are kept
+  only for the first `tried` edges (a prefix, see select): most edges of most nodes are never visited.
 - perspective: every number stored in a node or its edges is from the view of the player to move at that
   node, the player who chooses among its edges. The evaluator also speaks for the side to move; _flip in
   backup is the one place where a value changes side.
@@ -57,7 +57,7 @@ from gtp_engine.evaluator import EvaluationBatch, Evaluator
 from gtp_engine.game import GameState
 
 _INITIAL_EDGES = 4  # edge statistics arrays start this long and double as more edges get tried
-_STATS = 5  # rows of Node.stats: N, W, W2, V, S
+_STATS = 6  # rows of Node.stats: N, W, W2, V, S, S2
 OWNERSHIP_DEPTH = 2  # plies below the root whose nodes sum ownership: tree reuse after our move and the reply
 _EMPTY_CODE = np.uint8(EMPTY)
 
@@ -131,7 +131,7 @@ class TreeConfig:
 
 class Node:
     __slots__ = (
-        "moves", "prior", "tried", "tried_prior", "stats", "N", "W", "W2", "V", "S", "nsum", "children",
+        "moves", "prior", "tried", "tried_prior", "stats", "N", "W", "W2", "V", "S", "S2", "nsum", "children",
         "visits", "net_v", "net_u", "net_s", "terminal", "ownership", "ownership_sum", "ownership_count",
     )
 
@@ -186,7 +186,7 @@ class Node:
             kept = min(capacity, self.stats.shape[1])
             stats[:, :kept] = self.stats[:, :kept]
         self.stats = stats
-        self.N, self.W, self.W2, self.V, self.S = stats
+        self.N, self.W, self.W2, self.V, self.S, self.S2 = stats
 
     def try_all(self) -> None:
         """Gives every edge statistics, so that any edge can be selected (the root, see select_root)."""
@@ -490,6 +490,7 @@ class Tree:
             node.W2[edge] += u * u
             node.V[edge] += v
             node.S[edge] += s
+            node.S2[edge] += s * s
             node.nsum += 1.0 - vl
             node.visits += 1
 
@@ -526,6 +527,15 @@ class Tree:
             (own * root.net_s + float(root.S[:k].sum())) / n,
         )
 
+    def root_score_stdev(self) -> float:
+        """Standard deviation of the score leads backed up through the root (its own evaluation included)."""
+        root = self.root
+        k, n = root.tried, root.visits
+        own = n - float(root.N[:k].sum())
+        mean = (own * root.net_s + float(root.S[:k].sum())) / n
+        square = (own * root.net_s ** 2 + float(root.S2[:k].sum())) / n
+        return math.sqrt(max(square - mean * mean, 0.0))
+
     def root_ownership(self) -> np.ndarray:
         """Mean ownership over the root's counted backups, Black's view (+1 Black), flat order.
 
@@ -541,11 +551,22 @@ class Tree:
 
     def principal_variation(self, edge: int, limit: int = 30) -> list[int]:
         """Points of the line that starts with the root's edge and then follows the most visited edges."""
+        return [point for point, _ in self.principal_variation_visits(edge, limit)]
+
+    def principal_variation_visits(self, edge: int, limit: int = 30) -> list[tuple[int, int]]:
+        """(point, visits of its edge) along principal_variation(edge, limit)."""
         node, line = self.root, []
         while len(line) < limit:
-            line.append(node.moves[edge])
+            line.append((node.moves[edge], int(node.N[edge])))
             node = node.children.get(edge)
             if node is None or not node.is_expanded or node.tried == 0 or node.N[: node.tried].max() <= 0:
                 return line
             edge = int(node.N[: node.tried].argmax())
         return line
+
+    def edge_ownership(self, edge: int) -> np.ndarray | None:
+        """Mean ownership (Black's view) over the backups through the root's edge, None when it has none."""
+        child = self.root.children.get(edge)
+        if child is None or not child.ownership_count:
+            return None
+        return child.ownership_sum / child.ownership_count

@@ -16,6 +16,11 @@ Terms:
   are points, both from the view of the side to move at the root.
 - LCB: lower confidence bound of a move's utility, Q - lcb_z * standard error; the move is chosen by LCB among
   moves with at least lcb_min_visits_ratio of the most visited move's visits (Leela Zero 0.17).
+- score stdev: the standard deviation of the score leads backed up through a move (or the root): how much the
+  leaves the search reached disagree. It is not KataGo's scoreStdev, which adds the network's own predicted
+  spread of the final score (our networks have no such output), so it is much smaller early in a search.
+- root policy temperature: the root's priors are raised to 1 / T and renormalised before the search (KataGo's
+  rootPolicyTemperature; T > 1 widens the search at the root). Noise, if any, mixes into the result.
 - noise, temperature: self-play exploration. Dirichlet noise mixes into the root priors; with a temperature T,
   the move is drawn with probability proportional to visits ** (1 / T) for the first temperature_moves moves,
   never a pass.
@@ -71,10 +76,11 @@ class ChoiceConfig:
 
 @dataclass(frozen=True)
 class NoiseConfig:
-    """Self-play exploration: Dirichlet noise mixed into the root's priors (add_noise)."""
+    """Exploration at the root (add_noise): a policy temperature (analysis) and Dirichlet noise (self-play)."""
 
     fraction: float = 0.0  # weight of the noise (self-play: 0.25; play: 0)
     alpha_total: float = 10.83  # Dirichlet alpha times the number of legal moves (0.03 on 19x19, KataGo)
+    root_policy_temperature: float = 1.0  # the root's priors ** (1 / T), renormalised; > 1 searches wider
 
 
 @dataclass(frozen=True)
@@ -135,6 +141,9 @@ class MoveInfo:
     lcb: float  # lower confidence bound of the winrate (the utility's margin below the mean, applied to the value)
     order: int  # 0 for the move the search chooses, then by visits
     pv: list[int]  # principal variation starting with this move
+    utility: float = 0.0  # mean utility (the search's objective: value plus score bonus), side to move's view
+    score_stdev: float = 0.0  # of the score leads backed up through this move (see the module docstring)
+    pv_visits: list[int] = field(default_factory=list)  # visits of each edge of pv
 
 
 @dataclass(frozen=True)
@@ -147,6 +156,10 @@ class Snapshot:
     score_lead: float
     moves: list[MoveInfo]  # the chosen move first (visited or not), then the other visited moves by visits
     ownership: np.ndarray | None  # flat, Black's view: +1 Black's; None when not asked for
+    utility: float = 0.0  # root, side to move's view
+    score_stdev: float = 0.0  # of the score leads backed up through the root
+    raw_winrate: float = 0.5  # the network's, for the root position, side to move's view
+    raw_lead: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -306,7 +319,7 @@ class Searcher:
     def _snapshot(self, tree: Tree, playouts: int, start: float, with_ownership: bool,
                   choice: ChoiceConfig) -> Snapshot:
         root = tree.root
-        value, _, score = tree.root_value()
+        value, utility, score = tree.root_value()
         lcb = _lcb(root, choice.lcb_z)
         chosen = choose_edge(tree, choice)
         visited = [i for i in np.flatnonzero(root.N > 0).tolist() if i != chosen]
@@ -315,17 +328,31 @@ class Searcher:
         return Snapshot(
             to_play=tree.root_state.to_play, visits=root.visits, playouts=playouts,
             elapsed=time.monotonic() - start, winrate=_winrate(value), score_lead=score, moves=moves,
-            ownership=tree.root_ownership() if with_ownership else None,
+            ownership=tree.root_ownership() if with_ownership else None, utility=utility,
+            score_stdev=tree.root_score_stdev(), raw_winrate=_winrate(root.net_v), raw_lead=root.net_s,
         )
 
     def _move_info(self, tree: Tree, edge: int, order: int, lcb: np.ndarray, root_value: float) -> MoveInfo:
         root = tree.root
         n = root.N[edge]
+        line = tree.principal_variation_visits(edge)
+        score = float(root.S[edge] / n) if n else 0.0
         return MoveInfo(
             point=root.moves[edge], visits=int(n), winrate=_winrate(root.V[edge] / n if n else root_value),
-            score_lead=float(root.S[edge] / n) if n else 0.0, prior=float(root.prior[edge]),
-            lcb=_winrate(root.V[edge] / n - (root.W[edge] / n - lcb[edge])) if n else 0.0, order=order, pv=tree.principal_variation(edge),
+            score_lead=score, prior=float(root.prior[edge]),
+            lcb=_winrate(root.V[edge] / n - (root.W[edge] / n - lcb[edge])) if n else 0.0, order=order,
+            pv=[point for point, _ in line], utility=float(root.W[edge] / n) if n else 0.0,
+            score_stdev=math.sqrt(max(float(root.S2[edge] / n) - score * score, 0.0)) if n else 0.0,
+            pv_visits=[visits for _, visits in line],
         )
+
+    def move_ownership(self, point: int) -> np.ndarray | None:
+        """Mean ownership (flat, Black's view) after the last search's root move `point`; None when the search
+        did not visit it. Read between searches only."""
+        tree = self.tree
+        if tree is None or not tree.root.is_expanded or point not in tree.root.moves:
+            return None
+        return tree.edge_ownership(tree.root.moves.index(point))
 
     def _choose(self, tree: Tree, state: GameState, snapshot: Snapshot, choice: ChoiceConfig) -> MoveInfo:
         """The snapshot's move for pick_edge's choice (moves[0] is choose_edge's)."""
@@ -445,12 +472,17 @@ def pick_edge(tree: Tree, choice: ChoiceConfig, move_number: int, rng: np.random
 
 
 def add_noise(tree: Tree, noise: NoiseConfig, rng: np.random.Generator) -> None:
-    """Mixes Dirichlet noise into the expanded root's priors for selection (tree.root_prior); none without it."""
+    """The expanded root's priors for selection (tree.root_prior): the policy temperature applied, then Dirichlet
+    noise mixed in; None (the priors themselves) without either."""
     root = tree.root
     tree.root_prior = None
+    prior = root.prior
+    if noise.root_policy_temperature != 1.0 and len(root.moves) > 1:
+        prior = prior ** (1.0 / noise.root_policy_temperature)
+        tree.root_prior = prior = prior / prior.sum()
     if noise.fraction > 0 and len(root.moves) > 1:
         dirichlet = rng.dirichlet(np.full(len(root.moves), noise.alpha_total / len(root.moves)))
-        tree.root_prior = (1 - noise.fraction) * root.prior + noise.fraction * dirichlet
+        tree.root_prior = (1 - noise.fraction) * prior + noise.fraction * dirichlet
 
 
 class ResignCounter:

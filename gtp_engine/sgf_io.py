@@ -403,3 +403,30 @@ class _Reader:
             self.fail("bad point", f"move {number} {ident}[{text}] on a {self.grid.width}x{self.grid.height} board")
         self.record.moves.append((_COLOR_OF[ident], point))
 
+
+
+def annotate_main_line(data: bytes, source: str, root: dict[str, str], moves: list[dict[str, str]]) -> bytes:
+    """The SGF with properties added along its main line, everything else kept (variations, markup, comments).
+
+    root: properties for the root node; moves[i]: for the node of the main line's i-th move (the nodes with B or
+    W, in order; fewer entries leave the rest alone). A comment (C) is appended to the node's own comment; other
+    properties replace the node's. The result is UTF-8 (CA[UTF-8]). Raises SgfError like load_sgf.
+    """
+    text = _decode(data, source)
+    if text.lstrip().startswith(";"):
+        text = "(" + text
+    try:
+        tree = sgf_grammar.parse_sgf_game(text.encode("utf-8"))
+    except ValueError as e:
+        raise SgfError(source, "not SGF", str(e)) from None
+    nodes = list(sgf_grammar.main_sequence_iter(tree))
+    move_nodes = [node for node in nodes if "B" in node or "W" in node]
+    nodes[0]["CA"] = [b"UTF-8"]
+    for node, properties in [(nodes[0], root)] + list(zip(move_nodes, moves)):
+        for ident, value in properties.items():
+            escaped = sgf_grammar.escape_text(value.encode("utf-8"))
+            if ident == "C" and node.get("C"):
+                node["C"] = [node["C"][0].rstrip() + b"\n\n" + escaped]
+            else:
+                node[ident] = [escaped]
+    return sgf_grammar.serialise_game_tree(tree)

@@ -3,8 +3,8 @@
 Terms:
 - request: what lz-analyze / kata-analyze / *-genmove_analyze ask for: `[color] [interval] [key value]...`
   (KataGo's grammar): the colour to analyse for, the interval in centiseconds between lines (0: one line when
-  the search ends), minmoves / maxmoves (how many candidate moves a line lists), and for kata- also ownership
-  and rootInfo (true / false).
+  the search ends), minmoves / maxmoves (how many candidate moves a line lists), and for kata- also ownership,
+  movesOwnership, pvVisits and rootInfo (true / false).
 - avoid / allow: `avoid COLOR V1,V2,... UNTILDEPTH` (any number per colour) or `allow COLOR V1,... UNTILDEPTH`
   (one per colour, not with avoid for that colour): the colour's moves in the first UNTILDEPTH plies of the
   search leave out the listed vertices (avoid), or everything else, pass too unless listed (allow, as KataGo).
@@ -12,8 +12,11 @@ Terms:
 - info line: one line per snapshot, holding every candidate as "info move V visits N ... pv V1 V2 ...", best
   first; pv is last in each block because clients read it to the end of the block.
 - lz format: winrate, prior and lcb as integers, 10000 = certain (Leela Zero; Lizzie parses them as integers).
-  kata format: decimals in [0, 1], plus scoreLead and scoreMean in points (Sabaki shows scoreLead). Both are
-  from the view of the side to move, as the clients expect.
+  kata format: decimals in [0, 1], plus utility, scoreLead and scoreMean in points (Sabaki shows scoreLead)
+  and scoreStdev (Lizzie shows it beside scoreMean; here the spread of the leads the search backed up through
+  the move, search.py, not a network output). Both are from the view of the side to move, as the clients expect.
+- after a kata block's pv, on request: pvVisits (the visits of each pv move) and movesOwnership (the ownership
+  after the move, as the search averaged it, in the order and view of the ownership line).
 - ownership (kata, on request): after the info blocks, one value per point in [-1, 1] for the side to move,
   row by row from the top-left (A19 on 19x19) to the bottom-right.
 """
@@ -41,6 +44,8 @@ class Request:
     min_moves: int = 0
     max_moves: int | None = None
     ownership: bool = False
+    moves_ownership: bool = False
+    pv_visits: bool = False
     root_info: bool = False
     move_filter: MoveFilter = MoveFilter()
 
@@ -77,6 +82,10 @@ def parse_request(args: tuple[str, ...], g: coords.Grid, to_play: int, kata: boo
             values["max_moves"] = parse_int(value, minimum=1)
         elif key == "ownership" and kata:
             values["ownership"] = parse_bool(value)
+        elif key == "movesOwnership" and kata:
+            values["moves_ownership"] = parse_bool(value)
+        elif key == "pvVisits" and kata:
+            values["pv_visits"] = parse_bool(value)
         elif key == "rootInfo" and kata:
             values["root_info"] = parse_bool(value)
         else:
@@ -126,8 +135,13 @@ def _interval(text: str) -> float:
     return centiseconds / 100.0
 
 
-def info_line(snapshot: Snapshot, g: coords.Grid, request: Request, priors: dict[int, float] | None = None) -> str:
-    """One info line for a snapshot. priors (point -> policy) pad the line with unvisited moves up to minmoves."""
+MoveOwnership = Callable[[int], "np.ndarray | None"]  # root move -> mean ownership after it, Black's view
+
+
+def info_line(snapshot: Snapshot, g: coords.Grid, request: Request, priors: dict[int, float] | None = None,
+              move_ownership: MoveOwnership | None = None) -> str:
+    """One info line for a snapshot. priors (point -> policy) pad the line with unvisited moves up to minmoves;
+    move_ownership gives movesOwnership (asked in the search's thread, between batches)."""
     moves = [m for m in snapshot.moves if m.visits > 0]
     if request.min_moves > len(moves) and priors:
         listed = {m.point for m in moves}
@@ -136,14 +150,32 @@ def info_line(snapshot: Snapshot, g: coords.Grid, request: Request, priors: dict
             moves.append(MoveInfo(point, 0, snapshot.winrate, snapshot.score_lead, priors[point], 0.0, 0, [point]))
     if request.max_moves is not None:
         moves = moves[: request.max_moves]
-    blocks = [_kata_block(m, k, g) if request.kata else _lz_block(m, k, g) for k, m in enumerate(moves)]
+    sign = 1.0 if snapshot.to_play == BLACK else -1.0
+    blocks = []
+    for k, m in enumerate(moves):
+        if not request.kata:
+            blocks.append(_lz_block(m, k, g))
+            continue
+        block = _kata_block(m, k, g)
+        if request.pv_visits:
+            block += " pvVisits " + " ".join(str(v) for v in (m.pv_visits or [m.visits]))
+        if request.moves_ownership and move_ownership is not None:
+            ownership = move_ownership(m.point) if m.visits else None
+            if ownership is not None:
+                block += " movesOwnership " + _ownership(sign * ownership)
+        blocks.append(block)
     if request.kata and request.root_info:
-        blocks.append(f"rootInfo visits {snapshot.visits} winrate {snapshot.winrate:.6f} "
-                      f"scoreLead {snapshot.score_lead:.6f} scoreMean {snapshot.score_lead:.6f}")
+        blocks.append(f"rootInfo visits {snapshot.visits} utility {snapshot.utility:.6f} "
+                      f"winrate {snapshot.winrate:.6f} scoreLead {snapshot.score_lead:.6f} "
+                      f"scoreMean {snapshot.score_lead:.6f} scoreStdev {snapshot.score_stdev:.6f} "
+                      f"rawWinrate {snapshot.raw_winrate:.6f} rawLead {snapshot.raw_lead:.6f}")
     if request.kata and request.ownership and snapshot.ownership is not None:
-        sign = 1.0 if snapshot.to_play == BLACK else -1.0
-        blocks.append("ownership " + " ".join(f"{sign * v:.4f}" for v in np.asarray(snapshot.ownership)))
+        blocks.append("ownership " + _ownership(sign * np.asarray(snapshot.ownership)))
     return " ".join(blocks)
+
+
+def _ownership(values: np.ndarray) -> str:
+    return " ".join(f"{v:.4f}" for v in values)
 
 
 def _pv(move: MoveInfo, g: coords.Grid) -> str:
@@ -157,8 +189,9 @@ def _lz_block(move: MoveInfo, order: int, g: coords.Grid) -> str:
 
 def _kata_block(move: MoveInfo, order: int, g: coords.Grid) -> str:
     return (f"info move {coords.to_gtp(g, move.point)} visits {move.visits} edgeVisits {move.visits} "
-            f"winrate {move.winrate:.6f} scoreMean {move.score_lead:.6f} scoreLead {move.score_lead:.6f} "
-            f"prior {move.prior:.6f} lcb {move.lcb:.6f} order {order} pv {_pv(move, g)}")
+            f"utility {move.utility:.6f} winrate {move.winrate:.6f} scoreMean {move.score_lead:.6f} "
+            f"scoreStdev {move.score_stdev:.6f} scoreLead {move.score_lead:.6f} prior {move.prior:.6f} "
+            f"lcb {move.lcb:.6f} order {order} pv {_pv(move, g)}")
 
 
 def _per10000(probability: float) -> int:
@@ -166,6 +199,7 @@ def _per10000(probability: float) -> int:
 
 
 def reporter(request: Request, g: coords.Grid, write: Callable[[str], None],
-             priors: dict[int, float] | None = None) -> Callable[[Snapshot], None]:
+             priors: dict[int, float] | None = None,
+             move_ownership: MoveOwnership | None = None) -> Callable[[Snapshot], None]:
     """The on_snapshot callback of a search that writes each snapshot as an info line."""
-    return lambda snapshot: write(info_line(snapshot, g, request, priors))
+    return lambda snapshot: write(info_line(snapshot, g, request, priors, move_ownership))

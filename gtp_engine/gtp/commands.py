@@ -17,6 +17,7 @@ Terms:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -66,6 +67,7 @@ NAME = "gtp_engine"
 MIN_SIZE = 2
 PONDER_SECONDS = 600.0  # pondering stops by itself after this long, or after PONDER_VISIT_FACTOR x the move limit
 PONDER_VISIT_FACTOR = 20
+SEARCH_PARAMS = {"maxVisits": "visits", "maxPlayouts": "playouts", "maxTime": "time_per_move"}  # kata-set-param
 
 
 class NetworkUnavailable(Exception):
@@ -450,7 +452,8 @@ class Session:
         """Streams info lines for the position until the next input line."""
         request = analysis.parse_request(cmd.args, self.game.grid, self.game.to_play, kata=cmd.name.startswith("kata"))
         player = self._player()
-        report = analysis.reporter(request, self.game.grid, stream.line, self._priors(player, request))
+        report = analysis.reporter(request, self.game.grid, stream.line, self._priors(player, request),
+                                   player.searcher.move_ownership if request.moves_ownership else None)
         stream.start()
         player.analyze(self.game, request.color, StopCondition(interrupt=stream.interrupted), report,
                        request.interval or None, ownership=request.ownership, move_filter=request.move_filter)
@@ -465,6 +468,66 @@ class Session:
         g = self.game.grid
         return {g.from_flat(i): float(policy[i]) for i in np.flatnonzero(policy)
                 if request.move_filter.permits(request.color, g.from_flat(i), 1)}
+
+    @command("kata-raw-nn")
+    def kata_raw_nn(self, cmd: Command, stream: Stream) -> str:
+        """The network's raw output for the position, in KataGo's layout (LizzieYzy's policy heat map): whiteWin,
+        whiteLoss, whiteLead, the policy (NAN on illegal points) and policyPass, whiteOwnership. The evaluation is
+        the one the search uses (cached, in the network's own symmetry mode), so the first line says
+        "symmetry cached" whatever symmetry (0..7 or all) is asked for."""
+        if len(cmd.args) != 1 or not (cmd.args[0] == "all" or cmd.args[0] in "01234567"):
+            raise GtpError(SYNTAX_ERROR)
+        player = self._player()
+        state = self.game
+        batch = player.evaluator.evaluate([state])
+        g = state.grid
+        white = -1.0 if state.to_play == BLACK else 1.0  # the network speaks for the side to move
+        value, lead = white * float(batch.value[0]), white * float(batch.score[0])
+        legal = state.legal_mask()
+        policy = np.where(legal, batch.policy[0], 0.0)
+        policy = np.where(legal, policy / policy.sum(), np.nan)  # over the legal moves, as the search's priors
+        ownership = white * np.asarray(batch.ownership[0], dtype=np.float64)
+
+        def rows(values: np.ndarray) -> list[str]:
+            grid = values[: g.area].reshape(g.height, g.width)
+            return [" ".join("NAN" if np.isnan(v) else f"{v:.6f}" for v in row) for row in grid]
+
+        return "\n".join([
+            "symmetry cached", f"whiteWin {(1 + value) / 2:.6f}", f"whiteLoss {(1 - value) / 2:.6f}",
+            "noResult 0.000000", f"whiteLead {lead:.6f}", "policy", *rows(policy),
+            f"policyPass {policy[-1]:.6f}",
+            "whiteOwnership", *rows(ownership),
+        ])
+
+    @command("kata-get-param")
+    def kata_get_param(self, cmd: Command, stream: Stream) -> str:
+        """A search setting by KataGo's name: maxVisits, maxPlayouts, maxTime (-1: no limit set)."""
+        arity(cmd.args, 1)
+        field = SEARCH_PARAMS.get(cmd.args[0])
+        if field is None:
+            raise GtpError(f"unknown parameter {cmd.args[0]!r}; known: {', '.join(SEARCH_PARAMS)}")
+        value = getattr(self.search, field)
+        return "-1" if value is None else f"{value:g}"
+
+    @command("kata-set-param")
+    def kata_set_param(self, cmd: Command, stream: Stream) -> str:
+        """Sets maxVisits, maxPlayouts (positive integers) or maxTime (seconds > 0); -1 removes the limit."""
+        arity(cmd.args, 2)
+        name, text = cmd.args
+        field = SEARCH_PARAMS.get(name)
+        if field is None:
+            raise GtpError(f"unknown parameter {name!r}; known: {', '.join(SEARCH_PARAMS)}")
+        value: float | int | None
+        if text.strip() == "-1":
+            value = None
+        elif field == "time_per_move":
+            value = parse_float(text)
+            if not value > 0:
+                raise GtpError(SYNTAX_ERROR)
+        else:
+            value = parse_int(text, minimum=1)
+        self.search = dataclasses.replace(self.search, **{field: value})
+        return ""
 
     @command("gogui-analyze_commands")
     def gogui_analyze_commands(self, cmd: Command, stream: Stream) -> str:

@@ -70,9 +70,10 @@ def test_kata_lines_use_decimals_and_add_root_info_and_ownership_for_the_side_to
     request = analysis.Request(kata=True, color=WHITE, ownership=True, root_info=True, max_moves=1)
     line = analysis.info_line(snapshot(WHITE, ownership), G, request)
     info, _, owned = line.partition(" ownership ")
-    assert info == ("info move B2 visits 30 edgeVisits 30 winrate 0.612346 scoreMean 2.500000 scoreLead 2.500000 "
-                    "prior 0.400000 lcb 0.580000 order 0 pv B2 A1 pass "
-                    "rootInfo visits 41 winrate 0.600000 scoreLead 2.000000 scoreMean 2.000000")
+    assert info == ("info move B2 visits 30 edgeVisits 30 utility 0.000000 winrate 0.612346 scoreMean 2.500000 "
+                    "scoreStdev 0.000000 scoreLead 2.500000 prior 0.400000 lcb 0.580000 order 0 pv B2 A1 pass "
+                    "rootInfo visits 41 utility 0.000000 winrate 0.600000 scoreLead 2.000000 scoreMean 2.000000 "
+                    "scoreStdev 0.000000 rawWinrate 0.500000 rawLead 0.000000")
     assert [float(v) for v in owned.split()] == pytest.approx(list(-ownership))  # White to move: signs flip
 
 
@@ -95,3 +96,23 @@ def test_values():
     for text in ("1e3", "nan", "inf", "7,5", ""):
         with pytest.raises(GtpError):
             parse_float(text)
+
+
+def test_kata_lines_add_pv_visits_and_moves_ownership_after_the_pv():
+    ownership = np.linspace(-1, 1, 9)  # Black's view, after each move
+    request = analysis.Request(kata=True, color=WHITE, pv_visits=True, moves_ownership=True)
+    asked = []
+
+    def move_ownership(point):
+        asked.append(point)
+        return ownership
+    line = analysis.info_line(snapshot(WHITE), G, request, move_ownership=move_ownership)
+    first, second = line.split(" info ")
+    assert " pv B2 A1 pass pvVisits 30 movesOwnership " in first
+    assert [float(v) for v in first.partition(" movesOwnership ")[2].split()] == pytest.approx(list(-ownership))
+    assert " pv C3 pvVisits 10 movesOwnership " in " " + second
+    assert asked == [point("B2"), point("C3")]  # never asked for an unvisited move
+    request = analysis.parse_request(("movesOwnership", "true", "pvVisits", "true"), G, BLACK, kata=True)
+    assert request.moves_ownership and request.pv_visits
+    with pytest.raises(GtpError, match="syntax error"):
+        analysis.parse_request(("movesOwnership", "true"), G, BLACK, kata=False)

@@ -19,8 +19,9 @@ from gtp_engine.gtp.values import parse_color
 VERTEX = r"(?:[A-HJ-T](?:1[0-9]|[1-9])|pass)"
 LZ_BLOCK = re.compile(rf"info move ({VERTEX}) visits (\d+) winrate (-?\d+) prior (\d+) lcb (-?\d+) order (\d+) "
                       rf"pv ((?:{VERTEX} ?)+)")
-KATA_BLOCK = re.compile(rf"info move ({VERTEX}) visits (\d+) edgeVisits (\d+) winrate (0\.\d+|1\.0+) "
-                        rf"scoreMean (-?\d+\.\d+) scoreLead (-?\d+\.\d+) prior (0\.\d+|1\.0+) lcb (-?\d+\.\d+) "
+KATA_BLOCK = re.compile(rf"info move ({VERTEX}) visits (\d+) edgeVisits (\d+) utility (-?\d+\.\d+) "
+                        rf"winrate (0\.\d+|1\.0+) scoreMean (-?\d+\.\d+) scoreStdev (\d+\.\d+) "
+                        rf"scoreLead (-?\d+\.\d+) prior (0\.\d+|1\.0+) lcb (-?\d+\.\d+) "
                         rf"order (\d+) pv ((?:{VERTEX} ?)+)")
 
 
@@ -104,7 +105,8 @@ def test_kata_analyze_writes_decimals_root_info_and_ownership(engine, net_args):
     blocks = re.split(r" (?=info )", info)
     assert 1 <= len(blocks) <= 3
     assert all(KATA_BLOCK.fullmatch(b) for b in blocks), blocks
-    assert re.fullmatch(r"visits \d+ winrate [01]\.\d+ scoreLead -?\d+\.\d+ scoreMean -?\d+\.\d+", root)
+    assert re.fullmatch(r"visits \d+ utility -?\d+\.\d+ winrate [01]\.\d+ scoreLead -?\d+\.\d+ "
+                        r"scoreMean -?\d+\.\d+ scoreStdev \d+\.\d+ rawWinrate [01]\.\d+ rawLead -?\d+\.\d+", root)
     values = [float(v) for v in ownership.split()]
     assert len(values) == 49 and all(-1 <= v <= 1 for v in values)
     # minmoves pads the line with moves nobody visited yet.

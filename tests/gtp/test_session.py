@@ -36,7 +36,7 @@ def test_listed_commands_are_exactly_the_known_ones(engine):
         if name != "quit":
             reply = gtp(name)  # without arguments: may fail, but must be understood
             assert reply.text != "unknown command", name
-    for name in ("analyze", "genmove_analyze", "foo", "kata-raw-nn"):
+    for name in ("analyze", "genmove_analyze", "foo", "kata-raw-nn-policy"):
         assert gtp.ok(f"known_command {name}") == "false"
         assert gtp(name).text == "unknown command"
 

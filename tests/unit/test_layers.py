@@ -20,11 +20,12 @@ LAYERS = {
     "network_evaluator": 5, "mcts": 5, "mixed_evaluator": 5,
     "onnx_evaluator": 6, "search": 6,
     "player": 7,
-    "config": 8, "gtp.values": 8,
-    "gtp.analysis": 9,
-    "gtp.commands": 10,
-    "gtp": 11,
-    "__main__": 12,
+    "config": 8, "gtp.values": 8, "analysis.settings": 8,
+    "gtp.analysis": 9, "analysis.query": 9, "analysis.responses": 9,
+    "gtp.commands": 10, "analysis.scheduler": 10,
+    "gtp": 11, "analysis.engine": 11, "analysis": 11, "review": 11,
+    "analysis.command": 12,
+    "__main__": 13,
 }
 # Third-party libraries that only some modules may import (DESIGN.md, "Rules of the house").
 CONFINED = {

@@ -413,3 +413,66 @@ def test_background_search_stops_promptly_and_leaves_a_consistent_tree():
     assert not background.running and result is not None and background.error is None
     assert len(snapshots) >= 3
     check_tree(searcher.tree)
+
+
+def _backed_up_scores(node, sign):
+    """(score, count) of every evaluation backed up through `node`, scores from the root player's view (sign)."""
+    k = node.tried if node.is_expanded else 0
+    own = node.visits - (float(node.N[:k].sum()) if k else 0.0)
+    rows = [(sign * node.net_s, own)] if own > 0 else []
+    for edge, child in node.children.items():
+        if edge < k and child.visits:
+            rows += _backed_up_scores(child, -sign)
+    return rows
+
+
+def test_score_stdev_is_the_spread_of_the_backed_up_leads():
+    state = position(ATARI, BLACK)
+    searcher = Searcher(ScriptedEvaluator(), SearchConfig(batch_size=4, seed=0))
+    snapshot = searcher.search(state, StopCondition(visits=120)).snapshot
+    root = searcher.tree.root
+    for info in snapshot.moves[:3]:
+        edge = root.moves.index(info.point)
+        rows = _backed_up_scores(root.children[edge], -1.0)
+        scores = np.array([s for s, _ in rows])
+        counts = np.array([c for _, c in rows])
+        assert counts.sum() == info.visits
+        mean = np.average(scores, weights=counts)
+        assert info.score_lead == pytest.approx(mean)
+        assert info.score_stdev == pytest.approx(np.sqrt(np.average((scores - mean) ** 2, weights=counts)), abs=1e-6)
+        assert info.utility == pytest.approx(root.W[edge] / root.N[edge])
+        assert info.pv_visits[0] == info.visits and len(info.pv_visits) == len(info.pv)
+        assert all(a >= b for a, b in zip(info.pv_visits, info.pv_visits[1:]))
+    rows = _backed_up_scores(root, 1.0)
+    scores, counts = np.array([s for s, _ in rows]), np.array([c for _, c in rows])
+    mean = np.average(scores, weights=counts)
+    assert snapshot.score_stdev == pytest.approx(np.sqrt(np.average((scores - mean) ** 2, weights=counts)), abs=1e-6)
+    assert snapshot.score_stdev > 0
+
+
+def test_move_ownership_is_the_mean_over_the_moves_backups():
+    state = position(ATARI, BLACK)
+    searcher = Searcher(ScriptedEvaluator(), SearchConfig(seed=0))
+    snapshot = searcher.search(state, StopCondition(visits=60)).snapshot
+    best = snapshot.moves[0]
+    ownership = searcher.move_ownership(best.point)
+    assert ownership.shape == (state.grid.area,)
+    after = state.copy()
+    after.play(best.point)
+    # The scripted ownership is area counting: after the capture, the captured point counts for Black.
+    assert ownership[state.grid.flat(CAPTURE)] == pytest.approx(1.0)
+    snapshot = searcher.search(GameState(5), StopCondition(visits=3)).snapshot
+    unvisited = [p for p in searcher.tree.root.moves if p not in {m.point for m in snapshot.moves}]
+    assert unvisited and searcher.move_ownership(unvisited[0]) is None
+
+
+def test_a_root_policy_temperature_spreads_the_visits():
+    state = GameState(5)
+    favour = [grid(5).point(2, 2)]
+    narrow = Searcher(ScriptedEvaluator(favour=favour), SearchConfig(seed=0, stop=StopConfig(early_stop=False)))
+    wide = Searcher(ScriptedEvaluator(favour=favour), SearchConfig(seed=0, stop=StopConfig(early_stop=False),
+                                                                    noise=NoiseConfig(root_policy_temperature=4.0)))
+    narrow_moves = narrow.search(state, StopCondition(visits=100)).snapshot.moves
+    wide_moves = wide.search(state, StopCondition(visits=100)).snapshot.moves
+    assert len(wide_moves) > len(narrow_moves)
+    assert wide_moves[0].prior == narrow_moves[0].prior  # reported priors stay the network's

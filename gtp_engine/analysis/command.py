@@ -1,0 +1,105 @@
+"""`gtp-engine analysis`: KataGo's command line for the JSON analysis engine, and the parts it builds.
+
+Terms:
+- command line: KataGo's, as its clients build it: -model NET -config FILE [-override-config k=v,...]
+  [-analysis-threads N] [-quit-without-waiting] (settings.py reads the config keys).
+- KataGo network: a -model file in KataGo's own format (.bin.gz, ...): this engine cannot read it, says so on
+  stderr and uses its shipped network for each board size, so that pointing KaTrain's "KataGo executable" at
+  gtp-engine works with KaTrain's other settings unchanged.
+- workers: -analysis-threads, else numAnalysisThreads, at most the CPU count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, BinaryIO, Callable
+
+from gtp_engine import config as config_lib
+from gtp_engine import log as log_lib
+from gtp_engine.analysis import settings as settings_lib
+from gtp_engine.analysis.engine import Engine, Writer, serve
+from gtp_engine.analysis.scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+
+KATAGO_NETWORK_SUFFIXES = (".bin.gz", ".txt.gz", ".bin", ".txt")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gtp-engine analysis",
+        description="KataGo's JSON analysis protocol on stdin/stdout, with KataGo's command line, so that KaTrain, "
+                    "Ogatak and analysis scripts can use this engine (README, 'KaTrain').")
+    p.add_argument("-model", metavar="NET", help="ONNX network (a KataGo network is not readable: the shipped "
+                                                  "network for each board size is used instead, with a warning)")
+    p.add_argument("-config", metavar="FILE", help="KataGo config file; the keys that apply here are read "
+                                                   "(maxVisits, maxTime, numSearchThreads, reportAnalysisWinratesAs, "
+                                                   "...), the rest ignored with a warning")
+    p.add_argument("-override-config", metavar="K=V,...", default="", help="config keys that win over the file")
+    p.add_argument("-analysis-threads", metavar="N", type=int, help="positions searched at once "
+                                                                    "(default: numAnalysisThreads, at most the CPU count)")
+    p.add_argument("-quit-without-waiting", action="store_true",
+                   help="at the end of input, drop queued queries instead of finishing them")
+    p.add_argument("-human-model", metavar="NET", help="KataGo's human-style network: not supported, ignored")
+    p.add_argument("-log-level", default="warning", choices=("debug", "info", "warning", "error"))
+    return p
+
+
+def main(argv: list[str], loader_class, protocol_stdout: Callable[[], BinaryIO]) -> None:
+    """gtp-engine analysis ARGS. loader_class: __main__.NetworkLoader (builds a Player per board size from an
+    EngineConfig); protocol_stdout keeps the real stdout for the protocol and points file descriptor 1 at stderr."""
+    p = parser()
+    args = p.parse_args(argv)
+    out = protocol_stdout()  # before anything (the network load) can write to file descriptor 1
+    log_lib.setup(args.log_level)
+    values: dict[str, Any] = {}
+    try:
+        if args.config:
+            values.update(settings_lib.read_config_file(args.config))
+        values.update(settings_lib.parse_overrides(args.override_config))
+        analysis_settings, ignored = settings_lib.apply(settings_lib.AnalysisSettings(), values)
+    except settings_lib.SettingError as error:
+        p.error(str(error))
+    if ignored:
+        log.warning("config keys that do not apply to gtp_engine, ignored: %s", ", ".join(ignored))
+    if args.human_model:
+        log.warning("-human-model %s ignored: gtp_engine has no human-style network", args.human_model)
+    if args.analysis_threads is not None and args.analysis_threads < 1:
+        p.error("-analysis-threads: expected a positive integer")
+    weights = args.model
+    if weights is not None and not Path(weights).is_file():
+        p.error(f"-model {weights}: no such file")
+    if weights is not None and weights.lower().endswith(KATAGO_NETWORK_SUFFIXES):
+        log.warning("-model %s is a KataGo network, which gtp_engine cannot read; using the shipped network for "
+                    "each board size instead (give an ONNX network with -model to choose one)", weights)
+        weights = None
+    engine_config = config_lib.build({"weights": weights} if weights else {})
+    loader = loader_class(engine_config)
+    loader.prepare(19, 19)  # what most queries ask for; other sizes load on their first query
+    cores = os.cpu_count() or 1
+    workers = args.analysis_threads or min(analysis_settings.analysis_threads or cores, cores)
+
+    def evaluator_for(width: int, height: int):
+        return loader.get(width, height).evaluator  # the scheduler reports a failure to the query
+
+    def models() -> list[dict[str, Any]]:
+        if weights is not None:  # the one network of every size: wait for its load
+            try:
+                loader.get(19, 19)
+            except Exception:  # noqa: BLE001 - a network that does not load is listed as not loaded
+                pass
+        return [{"name": onnx.info.path, "internalName": onnx.info.describe(), "maxBatchSize": onnx.max_batch,
+                 "usesHumanSLProfile": False} for onnx in loader.networks()]
+
+    write = Writer(out)
+    base = engine_config.player.analysis_search  # numSearchThreads, when set, changes its batch size per query
+    scheduler = Scheduler(evaluator_for, base, write, workers)
+    serve(sys.stdin.buffer, Engine(scheduler, write, analysis_settings, loader.clear_cache, models),
+          args.quit_without_waiting)
+    log_lib.flush()
+    out.flush()
+    os._exit(0)  # without waiting for onnxruntime threads

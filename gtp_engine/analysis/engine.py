@@ -1,0 +1,133 @@
+"""The JSON analysis engine's line loop: each input line is a query or an action; every answer is one JSON line.
+
+Terms:
+- line: one JSON object. A line that is not JSON, or not an object, answers {"error": ...}; an object without a
+  string `id` answers an error too. Nothing in a line ends the engine.
+- action: an object with "action": query_version (answered with version and git_hash added), clear_cache,
+  terminate (terminateId, optional turnNumbers), terminate_all (optional turnNumbers), query_models (answered
+  with "models"). Each is acknowledged by echoing the object back, as KataGo does.
+- query: anything else with an id (query.py); its warnings are sent first, then it is queued (scheduler.py).
+- output: a Writer sends each object as one line and flushes it; workers and the reader share it.
+- end of input: queued work is finished (or dropped with quit_without_waiting), then serve returns.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import Any, BinaryIO, Callable, Iterable
+
+import gtp_engine
+from gtp_engine.analysis import responses
+from gtp_engine.analysis.query import QueryError, parse_query
+from gtp_engine.analysis.scheduler import Scheduler
+from gtp_engine.analysis.settings import AnalysisSettings
+
+log = logging.getLogger(__name__)
+
+ACTIONS = ("query_version", "clear_cache", "terminate", "terminate_all", "query_models")
+
+
+class Writer:
+    """JSON objects out, one line each, flushed; safe to call from several threads."""
+
+    def __init__(self, out: BinaryIO):
+        self._out = out
+        self._lock = threading.Lock()
+
+    def __call__(self, response: dict[str, Any]) -> None:
+        line = json.dumps(response, separators=(",", ":"), allow_nan=False, default=_json_default) + "\n"
+        with self._lock:
+            self._out.write(line.encode("utf-8"))
+            self._out.flush()
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):  # a numpy scalar
+        return value.item()
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+class Engine:
+    """Reads lines, answers actions, queues queries on a Scheduler."""
+
+    def __init__(self, scheduler: Scheduler, write: Callable[[dict[str, Any]], None], settings: AnalysisSettings,
+                 clear_cache: Callable[[], None], models: Callable[[], list[dict[str, Any]]]):
+        self.scheduler = scheduler
+        self.write = write
+        self.settings = settings
+        self._clear_cache = clear_cache
+        self._models = models
+
+    def handle_line(self, raw: bytes | str) -> None:
+        text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+        text = text.strip()
+        if not text:
+            return
+        try:
+            fields = json.loads(text, parse_constant=_refuse_constant)
+        except (json.JSONDecodeError, ValueError) as error:
+            self.write(responses.error(f"could not parse JSON: {error}"))
+            return
+        if not isinstance(fields, dict):
+            self.write(responses.error("expected a JSON object"))
+            return
+        query_id = fields.get("id")
+        if not isinstance(query_id, str):
+            self.write(responses.error("the id field is missing or not a string", "id"))
+            return
+        if "action" in fields:
+            self._action(fields)
+            return
+        try:
+            query, warnings = parse_query(fields, self.settings)
+        except QueryError as error:
+            self.write(responses.error(str(error), error.field, query_id))
+            return
+        for field, message in warnings:
+            self.write(responses.warning(message, field, query_id))
+        self.scheduler.submit(query)
+
+    def _action(self, fields: dict[str, Any]) -> None:
+        action, query_id = fields["action"], fields["id"]
+        if action == "query_version":
+            self.write({**fields, "version": gtp_engine.__version__, "git_hash": "<omitted>"})
+        elif action == "clear_cache":
+            self._clear_cache()
+            self.write(fields)
+        elif action in ("terminate", "terminate_all"):
+            target = None
+            if action == "terminate":
+                target = fields.get("terminateId")
+                if not isinstance(target, str):
+                    self.write(responses.error("terminateId is missing or not a string", "terminateId", query_id))
+                    return
+            turns = fields.get("turnNumbers")
+            if turns is not None and not (isinstance(turns, list) and all(
+                    isinstance(t, int) and not isinstance(t, bool) for t in turns)):
+                self.write(responses.error("turnNumbers must be a list of integers", "turnNumbers", query_id))
+                return
+            self.write(fields)  # acknowledged first: the terminated turns answer after it
+            self.scheduler.terminate(target, turns)
+        elif action == "query_models":
+            self.write({**fields, "models": self._models()})
+        else:
+            self.write(responses.error(f"unknown action {action!r}; known: {', '.join(ACTIONS)}", "action", query_id))
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def serve(lines: Iterable[bytes], engine: Engine, quit_without_waiting: bool) -> None:
+    """Handles every line until the end of input, then finishes (or drops) the queued work."""
+    for raw in lines:
+        try:
+            engine.handle_line(raw)
+        except Exception as error:  # noqa: BLE001 - a bad line never ends the engine
+            log.exception("cannot handle line %r", raw[:200])
+            engine.write(responses.error(f"internal error: {error}"))
+    log.info("end of input: %s", "quitting" if quit_without_waiting else "finishing the queued analysis")
+    engine.scheduler.close(wait=not quit_without_waiting)
+

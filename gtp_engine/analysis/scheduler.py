@@ -1,0 +1,196 @@
+"""The analysis engine's work: a priority queue of analysed turns and the worker threads that search them.
+
+Terms:
+- task: one turn of one query. Tasks wait in a priority queue: highest priority first, then the order they came
+  in (KataGo's rule); each worker takes the next task when it is free.
+- worker: a thread with its own Searcher (searches are not thread-safe), kept between tasks so that a query for a
+  position that follows the last one's (KaTrain pondering, the next move of a game) reuses its tree. Workers
+  share the network evaluator and its cache: the cache locks, onnxruntime runs concurrent calls, and numpy's
+  generator (the network's random symmetry) takes its own lock.
+- report: during a search with reportDuringSearchEvery, the search runs in slices that end at each report time
+  (the tree carries over from slice to slice), and each slice's snapshot is sent with isDuringSearch true. The
+  first report comes after firstReportDuringSearchAfter seconds when given.
+- terminate: a waiting task answers noResults at once; a running one stops after its current batch and sends
+  its final result. Terminating a query that has finished does nothing.
+- close: the end of input. Waiting: every queued task is still analysed. Not waiting (-quit-without-waiting):
+  queued tasks are dropped and running searches interrupted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import itertools
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from gtp_engine.analysis import responses
+from gtp_engine.analysis.query import Query, Turn
+from gtp_engine.evaluator import Evaluator
+from gtp_engine.search import NoiseConfig, SearchConfig, Searcher, SearchResult, StopCondition
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[[dict[str, Any]], None]
+EvaluatorFor = Callable[[int, int], Evaluator]  # (width, height) -> evaluator; raises with a message if none
+
+
+class _Task:
+    def __init__(self, query: Query, turn: Turn):
+        self.query = query
+        self.turn = turn
+        self.interrupt = threading.Event()
+        self.cancelled = False  # terminated while waiting: answered noResults already
+
+
+class Scheduler:
+    def __init__(self, evaluator_for: EvaluatorFor, search_config: SearchConfig, emit: Emit, workers: int):
+        self._evaluator_for = evaluator_for
+        self._search_config = search_config
+        self._emit = emit
+        self._queue: list[tuple[int, int, _Task]] = []
+        self._order = itertools.count()
+        self._running: set[_Task] = set()
+        self._failed: set[str] = set()  # ids of queries that got an error from a worker (one error per query)
+        self._lock = threading.Condition()
+        self._closing = False
+        self._threads = [threading.Thread(target=self._work, name=f"analysis-{i}", daemon=True)
+                         for i in range(max(1, workers))]
+        for thread in self._threads:
+            thread.start()
+
+    # ---- the reader's side -------------------------------------------------------------------------------
+
+    def submit(self, query: Query) -> None:
+        with self._lock:
+            self._failed.discard(query.id)
+            for turn in query.turns:
+                heapq.heappush(self._queue, (-turn.priority, next(self._order), _Task(query, turn)))
+            self._lock.notify_all()
+
+    def terminate(self, query_id: str | None, turn_numbers: list[int] | None = None) -> None:
+        """Terminates the tasks of query_id (every query's when None), only those turns when turn_numbers."""
+        def matches(task: _Task) -> bool:
+            return (query_id is None or task.query.id == query_id) and \
+                (turn_numbers is None or task.turn.number in turn_numbers)
+
+        with self._lock:
+            dropped = [task for _, _, task in self._queue if matches(task) and not task.cancelled]
+            for task in dropped:
+                task.cancelled = True
+            for task in self._running:
+                if matches(task):
+                    task.interrupt.set()
+        for task in dropped:
+            self._emit(responses.no_results(task.query.id, task.turn.number))
+
+    def close(self, wait: bool) -> None:
+        """No more tasks will come; returns when the workers have finished (see the module docstring)."""
+        with self._lock:
+            self._closing = True
+            if not wait:
+                self._queue.clear()
+                for task in self._running:
+                    task.interrupt.set()
+            self._lock.notify_all()
+        for thread in self._threads:
+            thread.join()
+
+    # ---- workers ---------------------------------------------------------------------------------------------
+
+    def _next(self) -> _Task | None:
+        with self._lock:
+            while True:
+                while self._queue:
+                    _, _, task = heapq.heappop(self._queue)
+                    if not task.cancelled:
+                        self._running.add(task)
+                        return task
+                if self._closing:
+                    return None
+                self._lock.wait()
+
+    def _work(self) -> None:
+        searcher: Searcher | None = None
+        while (task := self._next()) is not None:
+            try:
+                searcher = self._run(task, searcher)
+            except Exception as error:  # noqa: BLE001 - one query's failure must not end the engine
+                log.exception("analysis of %r turn %d failed", task.query.id, task.turn.number)
+                self._fail(task, f"analysis failed: {error}")
+            finally:
+                with self._lock:
+                    self._running.discard(task)
+
+    def _fail(self, task: _Task, message: str, field: str | None = None) -> None:
+        with self._lock:
+            first = task.query.id not in self._failed
+            self._failed.add(task.query.id)
+            for _, _, other in self._queue:  # the query's other turns would fail alike
+                if other.query is task.query:
+                    other.cancelled = True
+        if first:
+            self._emit(responses.error(message, field, task.query.id))
+
+    def _run(self, task: _Task, searcher: Searcher | None) -> Searcher | None:
+        query, turn = task.query, task.turn
+        state = turn.state
+        try:
+            evaluator = self._evaluator_for(state.width, state.height)
+        except Exception as error:  # noqa: BLE001 - no network for this size: the message says why
+            self._fail(task, f"no network for a {state.width}x{state.height} board: {error}", "boardXSize")
+            return searcher
+        config = self._config_for(query)
+        if searcher is None or searcher.evaluator is not evaluator or searcher.config != config:
+            searcher = Searcher(evaluator, config)
+        policy = None
+        if query.include_policy:
+            policy = responses.policy_with_illegal(evaluator.evaluate([state]).policy[0].astype(np.float64), state)
+
+        settings = query.settings
+        start = time.monotonic()
+        deadline = start + settings.max_time if settings.max_time is not None else None
+        next_report = None
+        if query.report_every is not None:
+            first = query.first_report_after if query.first_report_after is not None else query.report_every
+            next_report = start + first
+        while True:
+            ends = [t for t in (deadline, next_report) if t is not None]
+            stop = StopCondition(visits=settings.max_visits, deadline=min(ends) if ends else None,
+                                 interrupt=task.interrupt)
+            result = searcher.search(state, stop, move_filter=query.move_filter)
+            now = time.monotonic()
+            if self._finished(task, result, deadline, now, config):
+                break
+            if next_report is not None and now >= next_report:
+                self._emit(responses.result(query, turn, result.snapshot, True, searcher.move_ownership, policy))
+                next_report = now + query.report_every
+        self._emit(responses.result(query, turn, result.snapshot, False, searcher.move_ownership, policy))
+        return searcher
+
+    @staticmethod
+    def _finished(task: _Task, result: SearchResult, deadline: float | None, now: float,
+                  config: SearchConfig) -> bool:
+        visits = result.snapshot.visits
+        return (task.interrupt.is_set() or visits >= task.query.settings.max_visits
+                or visits >= config.stop.max_tree_visits or (deadline is not None and now >= deadline))
+
+    def _config_for(self, query: Query) -> SearchConfig:
+        """The search settings of a query: the engine's, with what its settings change. Analysis searches to the
+        visits asked for (no early stop: the other moves' numbers matter too) and without noise."""
+        s, base = query.settings, self._search_config
+        tree = {name: value for name, value in (
+            ("c_puct", s.c_puct), ("c_puct_log", s.c_puct_log), ("c_puct_base", s.c_puct_base),
+            ("fpu_reduction", s.fpu_reduction), ("root_fpu_reduction", s.root_fpu_reduction)) if value is not None}
+        return dataclasses.replace(
+            base,
+            tree=dataclasses.replace(base.tree, **tree),
+            stop=dataclasses.replace(base.stop, early_stop=False),
+            choice=dataclasses.replace(base.choice, temperature=0.0),
+            noise=NoiseConfig(root_policy_temperature=s.policy_temperature),
+            batch_size=s.search_threads or base.batch_size,
+        )

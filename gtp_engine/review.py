@@ -1,0 +1,301 @@
+"""Game review (`gtp-engine review GAME.sgf`): every position of a game analysed, the SGF written back annotated.
+
+Terms:
+- position t: the position after the first t moves of the main line (0: the start, with setup stones). All of
+  them go to the JSON analysis engine's scheduler as one query (analysis/), so the worker threads search several
+  positions at once; a progress bar on stderr counts the finished ones.
+- views: winrates and score leads are Black's (Black's winrate, Black's lead in points), as Sabaki and KaTrain
+  show them.
+- points lost by move t (played in position t - 1): how much the mover's score lead fell from position t - 1,
+  where the search's best move stands, to position t, after the move; KaTrain's measure. Negative: the move did
+  better than the search expected before it.
+- node comment: the move's winrate and score lead after it, the points it lost, and the best move in its stead.
+- properties (on every move node): SBKV, Black's winrate in percent, read by Sabaki for its winrate graph; V, the
+  SGF standard's node value, here Black's score lead; BM (bad move, 1 or 2 for a very bad one) where it lost at
+  least MISTAKE or BLUNDER points. The root comment lists the worst moves.
+- graph: Black's winrate and score lead per move, as a PNG (matplotlib, the optional plot extra).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+import gtp_engine
+from gtp_engine import config as config_lib
+from gtp_engine import coords, sgf_io
+from gtp_engine import log as log_lib
+from gtp_engine.analysis.query import QueryError, parse_query
+from gtp_engine.analysis.scheduler import EvaluatorFor, Scheduler
+from gtp_engine.analysis.settings import AnalysisSettings
+from gtp_engine.board import BLACK
+from gtp_engine.search import SearchConfig
+
+MISTAKE = 3.0  # points lost for BM[1]
+BLUNDER = 8.0  # points lost for BM[2]
+WORST_LISTED = 10
+
+
+class ReviewError(Exception):
+    """The game cannot be reviewed; the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class MoveReview:
+    number: int  # 1 for the first move
+    color: int
+    point: int
+    winrate: float  # Black's, after the move
+    score_lead: float  # Black's, after the move
+    points_lost: float  # by the mover, see the module docstring
+    best: str | None  # the search's best move in the position before, GTP vertex
+    best_lead: float | None  # Black's lead after that move, as the search saw it
+
+
+@dataclass(frozen=True)
+class Review:
+    record: sgf_io.GameRecord
+    visits: int
+    start_winrate: float  # Black's, position 0
+    start_lead: float
+    moves: list[MoveReview]
+
+    def worst(self, count: int = WORST_LISTED) -> list[MoveReview]:
+        return sorted((m for m in self.moves if m.points_lost > 0), key=lambda m: -m.points_lost)[:count]
+
+
+def analyse(record: sgf_io.GameRecord, evaluator_for: EvaluatorFor, search_config: SearchConfig, visits: int,
+            workers: int, progress: Callable[[int, int], None] = lambda done, total: None) -> Review:
+    """Searches every position of the record with `visits` visits; raises ReviewError."""
+    g = record.grid
+    letter = {BLACK: "B"}
+    fields: dict[str, Any] = {
+        "id": "review",
+        "moves": [[letter.get(c, "W"), coords.to_gtp(g, p)] for c, p in record.moves],
+        "initialStones": [[letter.get(c, "W"), coords.to_gtp(g, p)] for c, p in record.setup],
+        "rules": record.game_rules().to_katago(),
+        "komi": record.komi or 0.0,
+        "boardXSize": record.width,
+        "boardYSize": record.height,
+        "analyzeTurns": list(range(len(record.moves) + 1)),
+        "maxVisits": visits,
+    }
+    if record.first_player is not None:
+        fields["initialPlayer"] = letter.get(record.first_player, "W")
+    try:
+        query, _ = parse_query(fields, AnalysisSettings(report_as="BLACK"))
+    except QueryError as error:
+        raise ReviewError(f"{record.source}: {error}") from None
+
+    total = len(query.turns)
+    results: dict[int, dict[str, Any]] = {}
+    errors: list[str] = []
+    finished = threading.Condition()
+
+    def collect(response: dict[str, Any]) -> None:
+        with finished:
+            if "error" in response:
+                errors.append(response["error"])
+            elif response.get("isDuringSearch") is False:
+                results[response["turnNumber"]] = response
+                progress(len(results), total)
+            finished.notify_all()
+
+    scheduler = Scheduler(evaluator_for, search_config, collect, workers)
+    progress(0, total)
+    scheduler.submit(query)
+    with finished:
+        finished.wait_for(lambda: errors or len(results) == total)
+    scheduler.close(wait=False)
+    if errors:
+        raise ReviewError(f"{record.source}: {errors[0]}")
+    return _review(record, visits, results)
+
+
+def _review(record: sgf_io.GameRecord, visits: int, results: dict[int, dict[str, Any]]) -> Review:
+    def lead(t: int) -> float:
+        return results[t]["rootInfo"]["scoreLead"]
+
+    moves = []
+    for t, (color, point) in enumerate(record.moves, 1):
+        before = results[t - 1]
+        sign = 1.0 if color == BLACK else -1.0
+        best = before["moveInfos"][0] if before["moveInfos"] else None
+        moves.append(MoveReview(
+            number=t, color=color, point=point, winrate=results[t]["rootInfo"]["winrate"], score_lead=lead(t),
+            points_lost=sign * (lead(t - 1) - lead(t)), best=best["move"] if best else None,
+            best_lead=best["scoreLead"] if best else None,
+        ))
+    return Review(record, visits, results[0]["rootInfo"]["winrate"], lead(0), moves)
+
+
+# ---- writing -------------------------------------------------------------------------------------------------
+
+
+def _side(color: int) -> str:
+    return "Black" if color == BLACK else "White"
+
+
+def _lead_text(lead: float) -> str:
+    return f"{'B' if lead >= 0 else 'W'}+{abs(lead):.1f}"
+
+
+def move_comment(review: Review, move: MoveReview) -> str:
+    g = review.record.grid
+    played = coords.to_gtp(g, move.point)
+    lines = [f"Move {move.number} ({_side(move.color)} {played}): Black's winrate {100 * move.winrate:.1f}%, "
+             f"score {_lead_text(move.score_lead)}"]
+    if move.points_lost >= 0:
+        lines.append(f"{_side(move.color)} lost {move.points_lost:.1f} points")
+    else:
+        lines.append(f"{_side(move.color)} gained {-move.points_lost:.1f} points on the search's expectation")
+    if move.best is not None and move.best != played:
+        lines.append(f"Best was {move.best} (score {_lead_text(move.best_lead)})")
+    return "\n".join(lines)
+
+
+def root_comment(review: Review) -> str:
+    lines = [f"Reviewed by gtp_engine {gtp_engine.__version__}, {review.visits} visits per position. "
+             f"Black's winrate and score lead on every move (SBKV: Sabaki's winrate graph; V: score lead)."]
+    worst = review.worst()
+    if worst:
+        g = review.record.grid
+        lines.append("Worst moves:")
+        lines += [f"{i}. Move {m.number} ({_side(m.color)} {coords.to_gtp(g, m.point)}): lost {m.points_lost:.1f} "
+                  f"points" + (f", best was {m.best}" if m.best else "") for i, m in enumerate(worst, 1)]
+    else:
+        lines.append("No move lost points by the search's measure.")
+    return "\n".join(lines)
+
+
+def move_properties(review: Review, move: MoveReview) -> dict[str, str]:
+    properties = {"C": move_comment(review, move), "SBKV": f"{100 * move.winrate:.2f}",
+                  "V": f"{move.score_lead:.1f}"}
+    if move.points_lost >= BLUNDER:
+        properties["BM"] = "2"
+    elif move.points_lost >= MISTAKE:
+        properties["BM"] = "1"
+    return properties
+
+
+def annotated_sgf(data: bytes, review: Review) -> bytes:
+    root = {"C": root_comment(review), "SBKV": f"{100 * review.start_winrate:.2f}",
+            "V": f"{review.start_lead:.1f}"}
+    return sgf_io.annotate_main_line(data, review.record.source, root,
+                                     [move_properties(review, m) for m in review.moves])
+
+
+def plot(review: Review, path: str | Path) -> None:
+    """Black's winrate and score lead per move as a PNG; ImportError without matplotlib."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    numbers = [0] + [m.number for m in review.moves]
+    winrates = [100 * review.start_winrate] + [100 * m.winrate for m in review.moves]
+    leads = [review.start_lead] + [m.score_lead for m in review.moves]
+    figure, winrate_axis = pyplot.subplots(figsize=(8, 3.2), dpi=100)
+    winrate_axis.plot(numbers, winrates, color="black", linewidth=1.5, label="Black's winrate")
+    winrate_axis.axhline(50, color="grey", linewidth=0.5)
+    winrate_axis.set_ylim(0, 100)
+    winrate_axis.set_xlim(0, max(numbers) or 1)
+    winrate_axis.set_xlabel("move")
+    winrate_axis.set_ylabel("Black's winrate (%)")
+    lead_axis = winrate_axis.twinx()
+    lead_axis.plot(numbers, leads, color="tab:blue", linewidth=1.0, label="Black's score lead")
+    bound = max(5.0, max(abs(x) for x in leads))
+    lead_axis.set_ylim(-bound, bound)
+    lead_axis.set_ylabel("Black's score lead (points)", color="tab:blue")
+    for m in review.worst(5):
+        winrate_axis.annotate(str(m.number), (m.number, 100 * m.winrate), fontsize=7, color="tab:red",
+                              xytext=(0, 6), textcoords="offset points", ha="center")
+    record = review.record
+    title = f"{record.black or 'Black'} vs {record.white or 'White'}" + (f", {record.result}" if record.result else "")
+    winrate_axis.set_title(title, fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path)
+    pyplot.close(figure)
+
+
+class ProgressBar:
+    """A one-line progress bar on a terminal stream (stderr), redrawn in place."""
+
+    def __init__(self, stream: TextIO = sys.stderr, width: int = 30):
+        self.stream = stream
+        self.width = width
+        self._lock = threading.Lock()
+
+    def __call__(self, done: int, total: int) -> None:
+        filled = self.width * done // max(total, 1)
+        with self._lock:
+            self.stream.write(f"\rreview: [{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} positions")
+            if done == total:
+                self.stream.write("\n")
+            self.stream.flush()
+
+
+# ---- the command line ---------------------------------------------------------------------------------------
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gtp-engine review",
+        description="Analyses every position of a game and writes the SGF back with each move's winrate, score lead "
+                    "and points lost in its comment (SBKV for Sabaki's graph), the worst moves in the root comment.")
+    p.add_argument("game", metavar="GAME.sgf")
+    p.add_argument("-o", "--output", metavar="OUT.sgf", help="where to write the reviewed game "
+                                                             "(default: GAME-review.sgf beside the game)")
+    p.add_argument("--visits", type=int, default=200, metavar="N", help="visits per position (default: 200)")
+    p.add_argument("--plot", metavar="GRAPH.png", help="also draw Black's winrate and score lead per move "
+                                                       "(needs matplotlib: pip install 'gtp_engine[plot]')")
+    p.add_argument("--weights", metavar="FILE", help="ONNX network (default: the shipped one for the board size)")
+    p.add_argument("--threads", type=int, metavar="N", help="positions searched at once (default: the CPU count)")
+    p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
+    return p
+
+
+def main(argv: list[str], loader_class) -> None:
+    """gtp-engine review ARGS. loader_class: __main__.NetworkLoader (builds a Player per board size)."""
+    p = parser()
+    args = p.parse_args(argv)
+    log_lib.setup(args.log_level)
+    if args.visits < 1 or (args.threads is not None and args.threads < 1):
+        p.error("--visits and --threads take a positive integer")
+    if args.plot:
+        try:
+            import matplotlib  # noqa: F401 - checked before the analysis, not after it
+        except ImportError:
+            p.error("--plot needs matplotlib, which is not installed: pip install 'gtp_engine[plot]'")
+    try:
+        data = Path(args.game).read_bytes()
+        record = sgf_io.load_sgf(data, source=args.game)
+    except OSError as error:
+        p.error(f"cannot read {args.game}: {error.strerror}")
+    except sgf_io.SgfError as error:
+        p.error(str(error))
+    output = Path(args.output) if args.output else Path(args.game).with_name(Path(args.game).stem + "-review.sgf")
+    engine_config = config_lib.build({"weights": args.weights} if args.weights else {})
+    loader = loader_class(engine_config)
+
+    def evaluator_for(width: int, height: int):
+        return loader.get(width, height).evaluator
+
+    base = engine_config.player.analysis_search
+    try:
+        result = analyse(record, evaluator_for, base, args.visits, args.threads or os.cpu_count() or 1,
+                                ProgressBar(sys.stderr))
+        output.write_bytes(annotated_sgf(data, result))
+        if args.plot:
+            plot(result, args.plot)
+    except (ReviewError, OSError) as error:
+        sys.stderr.write(f"gtp-engine review: {error}\n")
+        sys.exit(1)
+    sys.stderr.write(f"reviewed game written to {output}" + (f", graph to {args.plot}" if args.plot else "") + "\n")
+    log_lib.flush()
+    os._exit(0)  # without waiting for onnxruntime threads

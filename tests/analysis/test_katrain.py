@@ -1,0 +1,147 @@
+"""KaTrain's own engine class (PyPI katrain, headless: no window, Kivy without arguments or log files) drives
+`gtp-engine analysis` through its custom engine command, exactly as a user who sets Settings -> Engine ->
+"Override Engine Command" does: analysis of a position, KaTrain's AIs choosing moves from our results, pondering
+stopped with terminate, and a query KaTrain gets an error for."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def katrain_modules(tmp_path_factory):
+    home = tmp_path_factory.mktemp("kivy-home")
+    os.environ.update({"KIVY_NO_ARGS": "1", "KIVY_NO_CONSOLELOG": "1", "KIVY_NO_FILELOG": "1",
+                       "KIVY_HOME": str(home), "KIVY_NO_WINDOW": "1"})
+    pytest.importorskip("katrain")  # the test extra installs it
+    try:
+        from katrain.core.ai import generate_ai_move
+        from katrain.core.base_katrain import KaTrainBase
+        from katrain.core.engine import KataGoEngine
+        from katrain.core.game import Game
+    except Exception as error:  # noqa: BLE001 - Kivy's native libraries may be missing on a bare machine
+        pytest.skip(f"KaTrain is installed but cannot be imported headless here: {error!r}")
+
+    return KaTrainBase, KataGoEngine, Game, generate_ai_move
+
+
+@pytest.fixture
+def katrain_engine(katrain_modules, tiny_onnx_model):
+    KaTrainBase, KataGoEngine, Game, _ = katrain_modules
+    katrain = KaTrainBase(force_package_config=True, debug_level=0)
+    import katrain as katrain_package
+
+    config_file = Path(katrain_package.__file__).parent / "KataGo" / "analysis_config.cfg"  # KaTrain's own
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    command = (f"PYTHONPATH={shlex.quote(path)} exec {shlex.quote(sys.executable)} -m gtp_engine analysis "
+               f"-model {shlex.quote(str(tiny_onnx_model))} -config {shlex.quote(str(config_file))} "
+               f"-override-config homeDataDir=~/.katrain")
+    config = {**katrain.config("engine"), "backend": "custom", "altcommand": command, "max_visits": 24,
+              "fast_visits": 8, "max_time": 60.0, "allow_recovery": False}
+    engine = KataGoEngine(katrain, config)
+    yield katrain, engine, Game
+    engine.shutdown(finish=False)
+
+
+def wait_for(condition, timeout: float = 120.0) -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, "KaTrain did not get there in time"
+        time.sleep(0.02)
+
+
+def new_game(katrain, engine, Game, size: int = 9):
+    return Game(katrain, engine, game_properties={"SZ": size, "KM": 7.5, "RU": "chinese"})
+
+
+def test_katrain_analyses_a_position(katrain_engine):
+    katrain, engine, Game = katrain_engine
+    from pysgf import Move
+
+    game = new_game(katrain, engine, Game)
+    for vertex in ("E5", "C3", "G7"):
+        game.play(Move.from_gtp(vertex, player=game.current_node.next_player))
+    node = game.current_node
+    wait_for(lambda: node.analysis_complete)
+    assert node.root_visits == 24
+    candidates = node.candidate_moves
+    assert candidates and all(c["move"] not in ("E5", "C3", "G7") for c in candidates)
+    assert {"visits", "winrate", "scoreLead", "prior", "pv", "order"} <= set(candidates[0])
+    assert len(node.ownership) == 81 and len(node.policy) == 82
+    assert node.score is not None and 0 <= node.winrate <= 1
+    # KaTrain computes the points each move lost from consecutive nodes' score leads.
+    wait_for(lambda: node.parent.analysis_complete)
+    assert node.points_lost is not None
+
+
+@pytest.mark.parametrize("mode", ["ai:default", "ai:scoreloss", "ai:p:weighted", "ai:p:rank", "ai:simple"])
+def test_katrain_ais_choose_moves_from_our_results(katrain_engine, mode):
+    katrain, engine, Game = katrain_engine
+    from katrain.core.ai import generate_ai_move
+
+    game = new_game(katrain, engine, Game)
+    for _ in range(2):
+        before = game.current_node
+        move, played = generate_ai_move(game, mode, katrain.config(f"ai/{mode}"))
+        assert move is not None and played is not None and played.parent is before
+        if mode == "ai:default":  # KaTrain's strongest AI plays the engine's best move
+            assert move.gtp() == before.candidate_moves[0]["move"]
+    assert len(game.current_node.nodes_from_root) == 3
+
+
+def test_katrain_pondering_is_stopped_with_terminate(katrain_engine):
+    katrain, engine, Game = katrain_engine
+    game = new_game(katrain, engine, Game)
+    engine.wait_to_finish()  # the root's ordinary analysis
+    node = game.current_node
+    node.analyze(engine, ponder=True)
+    wait_for(lambda: node.root_visits > 24)  # past the ordinary visits: the pondering query reports as it goes
+    visits = node.root_visits
+    engine.stop_pondering()
+    wait_for(engine.is_idle)  # the final result of the terminated query arrived
+    assert node.root_visits >= visits and node.analysis_complete
+
+
+def test_katrain_gets_an_error_for_an_illegal_move(katrain_engine):
+    katrain, engine, Game = katrain_engine
+    from pysgf import Move
+
+    game = new_game(katrain, engine, Game)
+    game.play(Move.from_gtp("E5", player="B"))
+    errors = []
+    engine.request_analysis(game.current_node, callback=lambda *a: None, error_callback=errors.append,
+                            next_move=Move.from_gtp("E5", player="W"))
+    wait_for(lambda: errors)
+    assert "Illegal move" in errors[0]["error"] and errors[0]["field"] == "moves"
+    engine.wait_to_finish()
+    assert engine.check_alive()  # the engine goes on
+
+
+def test_katrain_runs_us_as_its_katago_executable(katrain_modules, tiny_onnx_model, tmp_path):
+    """Settings -> Engine -> "KataGo executable" pointing at gtp-engine: KaTrain builds KataGo's own command line
+    (analysis -model M -config its analysis_config.cfg -override-config homeDataDir=...)."""
+    KaTrainBase, KataGoEngine, Game, _ = katrain_modules
+    katrain = KaTrainBase(force_package_config=True, debug_level=0)
+    executable = tmp_path / "gtp-engine"  # what the console script does, for this checkout
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    executable.write_text(f"#!/bin/sh\nPYTHONPATH={shlex.quote(path)} exec {shlex.quote(sys.executable)} "
+                          f"-m gtp_engine \"$@\"\n")
+    executable.chmod(0o755)
+    config = {**katrain.config("engine"), "backend": "local", "katago": str(executable),
+              "model": str(tiny_onnx_model), "max_visits": 16, "max_time": 60.0, "allow_recovery": False}
+    engine = KataGoEngine(katrain, config)
+    try:
+        assert engine.command[1:3] == ["analysis", "-model"] and "-config" in engine.command
+        game = new_game(katrain, engine, Game)
+        wait_for(lambda: game.current_node.analysis_complete)
+        assert game.current_node.root_visits == 16
+    finally:
+        engine.shutdown(finish=False)

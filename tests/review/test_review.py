@@ -1,0 +1,97 @@
+"""gtp-engine review on a real 9x9 game (OGS, dan players; tests/review/fixtures), over the real onnxruntime on the
+tiny test network: the reviewed SGF reads back with sgfmill, keeps the game, and comments every move."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sgfmill import sgf
+
+ROOT = Path(__file__).resolve().parents[2]
+GAME = Path(__file__).parent / "fixtures" / "ogs_20803642.sgf"
+
+
+def review(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    path = os.pathsep.join(filter(None, [*(env or {}).get("EXTRA_PATH", "").split(os.pathsep), str(ROOT),
+                                         os.environ.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, "-m", "gtp_engine", "review", *args], capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": path}, timeout=600)
+
+
+def main_line(game: sgf.Sgf_game) -> list:
+    return [node for node in game.get_main_sequence() if node.get_move()[0] is not None]
+
+
+def test_review_of_a_real_game(tiny_onnx_model, tmp_path):
+    out, graph = tmp_path / "reviewed.sgf", tmp_path / "graph.png"
+    args = [str(GAME), "-o", str(out), "--visits", "8", "--weights", str(tiny_onnx_model), "--threads", "2"]
+    if shutil.which("true") and _has_matplotlib():
+        args += ["--plot", str(graph)]
+    done = review(*args)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""  # the review talks on stderr only
+    assert "78/78 positions" in done.stderr
+
+    original = sgf.Sgf_game.from_bytes(GAME.read_bytes())
+    reviewed = sgf.Sgf_game.from_bytes(out.read_bytes())
+    moves = main_line(reviewed)
+    assert [n.get_move() for n in moves] == [n.get_move() for n in main_line(original)]
+    assert len(moves) == 77
+    for number, node in enumerate(moves, 1):
+        comment = node.get("C")
+        assert comment.startswith(f"Move {number} (") and "winrate" in comment and "points" in comment
+        assert 0 <= float(node.get("SBKV")) <= 100
+        float(node.get("V"))
+    root = reviewed.get_root()
+    assert root.get("C").startswith(original.get_root().get("C").strip())  # the game's own comment is kept
+    assert ("Worst moves:" in root.get("C") or "No move lost" in root.get("C"))
+    assert "8 visits per position" in root.get("C")
+    assert (root.get("PB"), root.get("RE"), root.get("KM")) == ("DreamingElephant", "B+3.5", 5.5)
+    if "--plot" in args:
+        assert graph.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _has_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def test_a_corrupt_game_is_refused_naming_the_file(tmp_path, tiny_onnx_model):
+    bad = tmp_path / "broken.sgf"
+    bad.write_text("(;GM[1]SZ[9];B[ee];W[ee])")
+    done = review(str(bad), "--weights", str(tiny_onnx_model), "--visits", "2")
+    assert done.returncode == 1 and "broken.sgf" in done.stderr and "Illegal move" in done.stderr
+    done = review(str(tmp_path / "missing.sgf"))
+    assert done.returncode == 2 and "missing.sgf" in done.stderr
+
+
+def test_plot_without_matplotlib_says_how_to_get_it(tmp_path):
+    fake = tmp_path / "fake" / "matplotlib"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('No module named matplotlib')\n")
+    done = review(str(GAME), "--plot", str(tmp_path / "g.png"), env={"EXTRA_PATH": str(fake.parent)})
+    assert done.returncode == 2 and "pip install 'gtp_engine[plot]'" in done.stderr
+    assert not (tmp_path / "g.png").exists()
+
+
+def test_points_lost_and_the_worst_moves_from_the_score_leads():
+    from gtp_engine import review as review_lib
+    from gtp_engine.sgf_io import load_sgf
+
+    record = load_sgf(b"(;GM[1]SZ[9]KM[7.5];B[ee];W[cc];B[gg];W[ff])")
+    leads = [-7.0, -6.0, 2.0, -3.0, 8.0]  # Black's view, positions 0..4
+    results = {t: {"rootInfo": {"scoreLead": lead, "winrate": 0.5}, "moveInfos": [{"move": "C3", "scoreLead": lead}]}
+               for t, lead in enumerate(leads)}
+    result = review_lib._review(record, 10, results)
+    assert [m.points_lost for m in result.moves] == [-1.0, 8.0, 5.0, 11.0]  # the mover's lead fell by this much
+    assert [m.number for m in result.worst()] == [4, 2, 3]
+    assert [review_lib.move_properties(result, m).get("BM") for m in result.moves] == [None, "2", "1", "2"]
+    assert "1. Move 4 (White F4): lost 11.0 points, best was C3" in review_lib.root_comment(result)
