@@ -33,6 +33,7 @@ class NetworkConfig:
     device: str = "auto"  # auto (the first of tensorrt, cuda, cpu that loads), cpu, cuda, tensorrt
     batch: int = 8  # leaves the search collects per network call
     threads: int | None = None  # CPU threads of the network (onnxruntime); None: onnxruntime's choice
+    precision: str = "fp32"  # fp32, int8 (the quantized sibling X.int8.onnx), auto (the sibling where one exists)
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,13 @@ def _device(value: Any) -> str:
     return text
 
 
+def _precision(value: Any) -> str:
+    text = _text(value).lower()
+    if text not in ("auto", "fp32", "int8"):
+        raise ValueError(f"expected auto, fp32 or int8, got {value!r}")
+    return text
+
+
 def _log_level(value: Any) -> str:
     text = _text(value).lower()
     if text not in ("debug", "info", "warning", "error"):
@@ -161,6 +169,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("batch", ("network", "batch"), _positive_int, "positions per network call (default: 8)", "N"),
     Option("threads", ("network", "threads"), _positive_int,
            "CPU threads for the network (default: onnxruntime's choice); the search itself runs in one", "N"),
+    Option("precision", ("network", "precision"), _precision,
+           "fp32; int8: the quantized sibling NAME.int8.onnx of the network; auto: that sibling where it exists "
+           "in the weights folder (default: fp32)", "P"),
     Option("lambda", ("rollout", "mix"), _weight,
            "weight of rollouts in a leaf's value: (1 - lambda) * value + lambda * rollout result "
            "(default: 0, no rollouts)", "LAMBDA"),

@@ -4,6 +4,7 @@
     python -m gtp_engine.training train --data data/go9 --out runs/go9-b6c64 --preset b6c64 --steps 20000
     python -m gtp_engine.training export runs/go9-b6c64/checkpoint.pt go9.onnx
     python -m gtp_engine.training import-onnx weights/9x9.onnx runs/9x9.pt
+    python -m gtp_engine.training quantize weights/9x9.onnx --calibration ../shared/data/go9_curated.tar.xz
     python -m gtp_engine.training selfplay --weights weights/9x9.onnx --out data/selfplay9-000 --games 64
     python -m gtp_engine.training loop --init runs/go9-b6c64-main/checkpoint.pt --out runs/loop9 --generations 20
     python -m gtp_engine.training gate runs/loop9/best.onnx weights/9x9.onnx --out runs/gate9 --max-games 200
@@ -35,6 +36,7 @@ from gtp_engine.training import rollout_train
 from gtp_engine.training import gating, import_onnx, loop, selfplay
 from gtp_engine.training.torch_evaluator import BACKENDS, open_evaluator
 from gtp_engine.training import dataset, export_onnx, policy_gradient, policy_play, sgf_ingest, train, value_net
+from gtp_engine.training import quantize
 
 _HELP = {
     "size": "board size of the games to keep",
@@ -259,9 +261,15 @@ def main(argv: list[str] | None = None) -> int:
                                  add_help=False)
     export.add_argument("arguments", nargs=argparse.REMAINDER)
 
+    shrink = commands.add_parser("quantize", help="fp32 ONNX -> int8 ONNX, calibrated on real games and checked "
+                                                  "against its source (quantize.py's options)", add_help=False)
+    shrink.add_argument("arguments", nargs=argparse.REMAINDER)
+
     args = parser.parse_args(argv)
     if args.command == "export":
         return export_onnx.main(args.arguments)
+    if args.command == "quantize":
+        return quantize.main(args.arguments)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("gtp_engine").setLevel(logging.INFO)  # the exporters' INFO chatter stays out
     if args.threads:
