@@ -7,8 +7,9 @@ it exists), or with --preset a randomly initialised preset, quantized here on ra
 depend on the weights). Each is evaluated as the engine does it: OnnxEvaluator behind a CachedEvaluator, with
 the batch size and thread count of the default EngineConfig. Each round searches for --seconds per network (from
 the empty board and from positions after random moves, a fresh tree each time), then runs the bare
-onnxruntime session for as long on the very batches that search sent it (inputs encoded beforehand), fp32 and
-int8 in turn. The best of --rounds rounds of each is kept, which filters out other load on a shared machine.
+onnxruntime session on the very batches that search sent it (inputs encoded beforehand), fp32 and int8 in ten
+turns of --seconds / 10 each. The best rate of each is kept, which filters out other load on a shared machine;
+int8/fp32 is the median ratio of neighbouring turns.
 
 Columns: session pos/s (InferenceSession.run alone), search visits/s, search/session (the share of the network's
 throughput the search keeps), and for int8 rows int8/fp32 (session speed-up).
@@ -45,6 +46,7 @@ from gtp_engine.network_evaluator import with_precision
 from gtp_engine.onnx_evaluator import OnnxEvaluator
 from gtp_engine.search import SearchConfig, Searcher, StopCondition
 
+SLICES = 10  # turns of fp32 and int8 session measurements per round
 SEARCH_TARGET = 0.90
 INT8_TARGET = 1.8
 LEELA_FACTOR = 2.5
@@ -196,17 +198,25 @@ def main(argv: list[str] | None = None) -> int:
             nets = {k: OnnxEvaluator(f, device="cpu", threads=args.threads) for k, f in files.items()}
             roots = [GameState(size)] + [opening(size, moves, rng) for moves in (size * size // 6, size * size // 3)]
             session, search = dict.fromkeys(nets, 0.0), dict.fromkeys(nets, 0.0)
+            slices: dict[str, list[float]] = {name: [] for name in nets}  # session rates, measured in turn
             for onnx in nets.values():
                 search_rate(onnx, config, roots[:1], 1.0, 20_000)  # warm-up: first-run allocations
             for _ in range(args.rounds):
+                inputs = {}
                 for name, onnx in nets.items():
                     rate, _, batches = search_rate(onnx, config, roots, args.seconds, 20_000)
                     search[name] = max(search[name], rate)
-                    inputs = [features.encode(b) for b in batches[:200]]
-                    session[name] = max(session[name], session_rate(onnx, inputs, args.seconds / 2))
+                    inputs[name] = [features.encode(b) for b in batches[:200]]
+                for _ in range(SLICES):  # short turns, so that both networks see the same load
+                    for name, onnx in nets.items():
+                        slices[name].append(session_rate(onnx, inputs[name], args.seconds / SLICES))
+            for name in nets:
+                session[name] = max(slices[name])
             for name, onnx in nets.items():
                 kept = search[name] / session[name]
-                speedup = session[name] / session["fp32"] if name != "fp32" else None
+                # int8/fp32: the median of the ratios of neighbouring turns, robust to load that comes and goes
+                speedup = float(np.median(np.array(slices[name]) / np.array(slices["fp32"]))) \
+                    if name != "fp32" else None
                 verdicts = [("search", kept >= SEARCH_TARGET)]
                 if speedup is not None:
                     verdicts.append(("int8", speedup >= INT8_TARGET))
@@ -217,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{search[name]:>15.0f} {kept:>14.2f} {'' if speedup is None else f'{speedup:.2f}':>9}  "
                       + ", ".join(f"{what} {'ok' if ok else 'BELOW'}" for what, ok in verdicts), flush=True)
         print(f"onnxruntime cpu, {args.threads or 'default'} threads, symmetry random, CachedEvaluator; search "
-              f"config: batch {config.batch_size}, virtual loss {config.virtual_loss}; targets: search/session >= "
+              f"config: batch {config.batch_size}, virtual loss {config.tree.virtual_loss}; targets: search/session >= "
               f"{SEARCH_TARGET}, int8/fp32 >= {INT8_TARGET}")
 
         binary = next((b for b in map(shutil.which, LEELA_PATHS) if b), None)

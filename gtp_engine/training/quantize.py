@@ -8,7 +8,7 @@ Terms:
   output channel, activations unsigned (the u8 x s8 product of VNNI; s8 activations ran at 1.2x fp32 against
   1.9x). The stem, the first block convolution, the heads, normalisation, masks and pooling stay in fp32.
   Measured on the shipped networks (held-out positions, top-1 agreement / value MAD): all 3x3 convolutions
-  0.96 / 0.011 on 9x9; without the stem 0.97 / 0.012 on 19x19 at 2.0x fp32; without the stem and the first
+  0.96 / 0.011 on 9x9; without the stem 0.969 / 0.014 on 19x19 at 2.0x fp32; without the stem and the first
   block convolution 0.978 / 0.012 at 1.9x; without the whole first block 0.981 / 0.009 at 1.75x.
 - calibration positions / held-out positions: positions of real games (an SGF folder or archive), replayed
   with the engine's own rules and features. Games are split by sgf_ingest.game_key, so no game gives
