@@ -149,6 +149,9 @@ def _config(config_type, args: argparse.Namespace, **extra):
 
 
 def main(argv: list[str] | None = None) -> int:
+    raw = sys.argv[1:] if argv is None else argv
+    if raw and raw[0] in ("export", "quantize"):  # their own parsers (argparse's REMAINDER would eat --help first)
+        return {"export": export_onnx.main, "quantize": quantize.main}[raw[0]](raw[1:])
     parser = argparse.ArgumentParser(prog="python -m gtp_engine.training", description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, help="torch and numpy threads (default: torch's choice)")
     commands = parser.add_subparsers(dest="command", required=True)

@@ -235,7 +235,8 @@ def default_out(source: str | os.PathLike) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m gtp_engine.training quantize",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("source", help="fp32 ONNX file written by export")
     parser.add_argument("out", nargs="?", help=f"int8 file to write (default: beside the source, *{INT8_SUFFIX})")
     parser.add_argument("--calibration", required=True, help="SGF folder or archive of real games")
