@@ -39,7 +39,7 @@ class NetworkConfig:
     value_weights: str | None = None  # a separate value network (ONNX); None: the value of `weights`
     device: str = "auto"  # auto (the first of tensorrt, cuda, cpu that loads), cpu, cuda, tensorrt
     threads: int | None = None  # CPU threads of the network (onnxruntime); None: onnxruntime's choice
-    precision: str = "fp32"  # fp32, int8 (the quantized sibling X.int8.onnx), auto (the sibling where one exists)
+    precision: str = "auto"  # auto (the quantized sibling X.int8.onnx where one exists), fp32, int8 (that sibling)
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ OPTIONS: tuple[Option, ...] = (
            "CPU threads for the network (default: onnxruntime's choice); the search itself runs in one", "N"),
     Option("precision", ("network", "precision"), _precision,
            "fp32; int8: the quantized sibling NAME.int8.onnx of the network; auto: that sibling where it exists "
-           "in the weights folder (default: fp32)", "P"),
+           "in the weights folder (default: auto)", "P"),
     Option("lambda", ("rollout", "mix"), _weight,
            "weight of rollouts in a leaf's value: (1 - lambda) * value + lambda * rollout result "
            "(default: 0, no rollouts)", "LAMBDA"),

@@ -59,7 +59,8 @@ def test_precision_picks_the_int8_sibling_of_a_network_in_the_weights_folder(tmp
     assert chosen(precision="auto") == "9x9.onnx"  # no sibling: fp32
     shutil.copy(tiny_int8_model, tmp_path / "9x9.int8.onnx")
     assert chosen(precision="auto") == chosen(precision="int8") == "9x9.int8.onnx"
-    assert chosen() == chosen(precision="fp32") == "9x9.onnx"  # the default
+    assert chosen() == "9x9.int8.onnx"  # the default is auto
+    assert chosen(precision="fp32") == "9x9.onnx"
     # A file named with --weights is used as given unless int8 is asked for.
     assert chosen(weights=str(tmp_path / "9x9.onnx"), precision="auto") == "9x9.onnx"
     assert chosen(weights=str(tmp_path / "9x9.onnx"), precision="int8") == "9x9.int8.onnx"
