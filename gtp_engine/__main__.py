@@ -24,6 +24,7 @@ from gtp_engine import log as log_lib
 from gtp_engine.config import ConfigError, EngineConfig
 from gtp_engine.game import Rules
 from gtp_engine.gtp import commands, protocol
+from gtp_engine.network_evaluator import ModelLoadError, with_precision
 from gtp_engine.rollout import RolloutPolicy
 
 log = logging.getLogger("gtp_engine")
@@ -111,6 +112,7 @@ class NetworkLoader:
         """(network file, rollout policy file or None without rollouts) for this size; NetworkUnavailable if none."""
         network, rollout = self.config.network, self.config.rollout
         path = self._file(network.weights, shipped_weights, width, height, "network", "give one with --weights FILE")
+        path = self._with_precision(path, explicit=network.weights is not None)
         if rollout.mix == 0:
             return path, None
         return path, self._file(rollout.weights, shipped_rollout, width, height, "rollout policy",
@@ -123,6 +125,16 @@ class NetworkLoader:
             raise commands.NetworkUnavailable(
                 f"no {what} for {width}x{height} boards in {', '.join(map(str, self._directories()))}; {hint}")
         return path
+
+    def _with_precision(self, path: Path, explicit: bool) -> Path:
+        """The file to load for network `path` at --precision: a file named on the command line is used as
+        given unless int8 is asked for; one found in the weights folder gives way to its int8 sibling under
+        auto (network_evaluator.with_precision)."""
+        precision = self.config.network.precision
+        try:
+            return with_precision(path, "fp32" if explicit and precision == "auto" else precision)
+        except ModelLoadError as error:
+            raise commands.NetworkUnavailable(str(error)) from None
 
     def prepare(self, width: int, height: int) -> None:
         try:
@@ -151,7 +163,8 @@ class NetworkLoader:
 
         network, rollout, seed = self.config.network, self.config.rollout, self.config.seed
         rollout_policy = RolloutPolicy.load(rollout_path) if rollout_path is not None else None
-        files = [path] + ([Path(network.value_weights)] if network.value_weights is not None else [])
+        value_weights = network.value_weights
+        files = [path] + ([self._with_precision(Path(value_weights), True)] if value_weights is not None else [])
         networks = [OnnxEvaluator(f, device=network.device, threads=network.threads or 0, seed=seed)
                     for f in files]
         caches = [CachedEvaluator(onnx, self.CACHE_POSITIONS) for onnx in networks]

@@ -39,6 +39,7 @@ class NetworkConfig:
     value_weights: str | None = None  # a separate value network (ONNX); None: the value of `weights`
     device: str = "auto"  # auto (the first of tensorrt, cuda, cpu that loads), cpu, cuda, tensorrt
     threads: int | None = None  # CPU threads of the network (onnxruntime); None: onnxruntime's choice
+    precision: str = "auto"  # auto (the quantized sibling X.int8.onnx where one exists), fp32, int8 (that sibling)
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,13 @@ def _device(value: Any) -> str:
     return text
 
 
+def _precision(value: Any) -> str:
+    text = _text(value).lower()
+    if text not in ("auto", "fp32", "int8"):
+        raise ValueError(f"expected auto, fp32 or int8, got {value!r}")
+    return text
+
+
 def _log_level(value: Any) -> str:
     text = _text(value).lower()
     if text not in ("debug", "info", "warning", "error"):
@@ -180,6 +188,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("device", ("network", "device"), _device, "auto, cpu, cuda or tensorrt (default: auto)", "DEVICE"),
     Option("threads", ("network", "threads"), _positive_int,
            "CPU threads for the network (default: onnxruntime's choice); the search itself runs in one", "N"),
+    Option("precision", ("network", "precision"), _precision,
+           "fp32; int8: the quantized sibling NAME.int8.onnx of the network; auto: that sibling where it exists "
+           "in the weights folder (default: auto)", "P"),
     Option("lambda", ("rollout", "mix"), _weight,
            "weight of rollouts in a leaf's value: (1 - lambda) * value + lambda * rollout result "
            "(default: 0, no rollouts)", "LAMBDA"),

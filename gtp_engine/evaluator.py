@@ -144,6 +144,8 @@ class CachedEvaluator:
                     self._entries.move_to_end(key)
                 while len(self._entries) > self.capacity:
                     self._entries.popitem(last=False)
+            if len(missing) == len(states):  # all new and distinct (the usual case in a search): as evaluated
+                return fresh
             for i, key in enumerate(keys):
                 if rows[i] is None:
                     rows[i] = new_rows[key]

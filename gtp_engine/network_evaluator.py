@@ -6,10 +6,14 @@ Terms:
   "global" [N, G]: policy logits [N, H*W + 1], (win, loss, draw) logits [N, 3], score [N], ownership [N, H, W].
   A subclass's forward(spatial, global_) computes them as float32 numpy arrays for at most max_batch
   positions; run() splits larger inputs into such chunks, and everything else is here too.
-- model info: what a network says about itself (features version, channels, accepted and trained sizes, preset)
-  and where it runs (provider: "cpu", "cuda", "tensorrt", "torch-cuda", ...).
+- model info: what a network says about itself (features version, channels, accepted and trained sizes, preset,
+  precision: fp32, or int8 for a quantized network) and where it runs (provider: "cpu", "cuda", "tensorrt",
+  "torch-cuda", ...).
 - symmetry mode: "random" (one random board symmetry per position and evaluation), "average" (the mean over all
   symmetries of the board, 8 or 4 times the work), "none", or a fixed symmetry number 0..7 (symmetry.py).
+- quantized sibling: the int8 version of a network file X.onnx, written by training/quantize.py as
+  X.int8.onnx (INT8_SUFFIX) beside it. Precision "auto" takes it where it exists, "fp32" never, "int8" always
+  (with_precision).
 - ModelLoadError: the one error for a network that cannot be used (missing, corrupt, built for other features,
   or for another board size); its message names the file and the reason.
 """
@@ -33,6 +37,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SYMMETRY_MODES = ("random", "average", "none")
+PRECISIONS = ("auto", "fp32", "int8")
+INT8_SUFFIX = ".int8.onnx"
 _INVERSE = np.array(symmetry.INVERSE)
 
 
@@ -43,6 +49,29 @@ class ModelLoadError(Exception):
         super().__init__(f"{path}: {reason}")
         self.path = str(path)
         self.reason = reason
+
+
+def is_int8_name(path: str | os.PathLike) -> bool:
+    return str(path).endswith(INT8_SUFFIX)
+
+
+def with_precision(path: str | os.PathLike, precision: str) -> Path:
+    """The file to load for network `path` at `precision` (see quantized sibling in the module docstring).
+
+    A path that already names an int8 file is kept; "int8" without a sibling is a ModelLoadError.
+    """
+    path = Path(path)
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    if precision == "fp32" or is_int8_name(path):
+        return path
+    sibling = path.with_name(path.name.removesuffix(".onnx") + INT8_SUFFIX)
+    if sibling.is_file():
+        return sibling
+    if precision == "int8":
+        raise ModelLoadError(sibling, f"no int8 version of {path.name} (write one with python -m "
+                                      f"gtp_engine.training quantize {path} --calibration GAMES)")
+    return path
 
 
 @dataclass(frozen=True)
@@ -59,10 +88,12 @@ class ModelInfo:
     trained_sizes: tuple[int, ...]
     provider: str
     metadata: dict
+    precision: str = "fp32"  # of the weights and activations: fp32, or int8 (quantized, training/quantize.py)
 
     def describe(self) -> str:
         sizes = "x, ".join(map(str, self.trained_sizes)) + "x" if self.trained_sizes else "no recorded sizes"
-        return f"{Path(self.path).name} ({self.preset}, features v{self.features_version}, trained on {sizes})"
+        return (f"{Path(self.path).name} ({self.preset}, {self.precision}, features v{self.features_version}, "
+                f"trained on {sizes})")
 
 
 class NetworkEvaluator:

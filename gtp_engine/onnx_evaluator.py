@@ -4,7 +4,8 @@ Terms:
 - model file: an .onnx written by gtp_engine.training.export_onnx, with the inputs, outputs and metadata of the
   network contract (training/model.py): inputs "spatial" [N, C, H, W] and "global" [N, G]; outputs "policy"
   logits [N, H*W + 1], "value" (win, loss, draw) logits [N, 3], "score" [N], "ownership" [N, H, W]; metadata
-  under METADATA_KEY, JSON with at least features_version, spatial_channels, global_features, min_size, max_size.
+  under METADATA_KEY, JSON with at least features_version, spatial_channels, global_features, min_size, max_size;
+  a quantized network (training/quantize.py) adds "precision": "int8" and its "quantization" record.
 - device: "cpu", "cuda", "tensorrt", or "auto" (TensorRT, else CUDA, else CPU: the first that actually loads).
   An explicit GPU device that does not load is an error, not a silent fallback.
 - symmetries, output conversion, size checks and ModelLoadError: network_evaluator.py, shared with the torch
@@ -24,7 +25,7 @@ import numpy as np
 import onnxruntime as ort
 
 from gtp_engine import features
-from gtp_engine.network_evaluator import ModelInfo, ModelLoadError, NetworkEvaluator
+from gtp_engine.network_evaluator import INT8_SUFFIX, ModelInfo, ModelLoadError, NetworkEvaluator, is_int8_name
 
 log = logging.getLogger(__name__)
 
@@ -99,9 +100,18 @@ def read_info(session: ort.InferenceSession, path: str | os.PathLike, provider: 
             trained_sizes=tuple(int(s) for s in meta.get("trained_sizes", ())),
             provider=provider,
             metadata=meta,
+            precision=str(meta.get("precision", "fp32")),
         )
     except (ValueError, KeyError, TypeError) as e:
         raise ModelLoadError(path, f"unreadable '{METADATA_KEY}' metadata ({type(e).__name__}: {e})") from None
+    if info.precision not in ("fp32", "int8"):
+        raise ModelLoadError(path, f"unknown precision {info.precision!r} in its metadata (fp32 or int8)")
+    if info.precision == "int8" and not isinstance(meta.get("quantization"), dict):
+        raise ModelLoadError(path, "int8 network without its 'quantization' record (source, calibration) in the "
+                                   "metadata (was it written by gtp_engine.training quantize?)")
+    if is_int8_name(path) and info.precision != "int8":
+        raise ModelLoadError(path, f"named as an int8 network (*{INT8_SUFFIX}) but its metadata says "
+                                   f"{info.precision}")
     if info.features_version != features.FEATURES_VERSION:
         raise ModelLoadError(path, f"network uses features version {info.features_version}, this engine computes "
                                    f"version {features.FEATURES_VERSION}")

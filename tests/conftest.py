@@ -38,3 +38,27 @@ def random_states():
         return states
 
     return make
+
+
+@pytest.fixture(scope="session")
+def tiny_int8_model(tiny_onnx_model):
+    """Path of tiny_onnx_model quantized to int8 (training/quantize.py) beside it as tiny.int8.onnx, calibrated
+    on 64 positions of random games; the agreement targets are not required of a random network."""
+    pytest.importorskip("onnx")
+    import numpy as np
+
+    from gtp_engine.game import GameState
+    from gtp_engine.training import quantize
+
+    rng = np.random.default_rng(5)
+    positions = []
+    for _ in range(64):
+        state = GameState(9)
+        for _ in range(int(rng.integers(0, 50))):
+            state.play(state.grid.from_flat(int(rng.choice(np.flatnonzero(state.legal_mask())))))
+            if state.is_over:
+                break
+        positions.append(state)
+    path = quantize.default_out(tiny_onnx_model)
+    quantize.quantize(tiny_onnx_model, path, positions, [], calibration_name="random games", require_targets=False)
+    return path

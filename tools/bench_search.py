@@ -1,18 +1,25 @@
-"""Benchmark the search: visits per second at the engine's default settings, beside the evaluator's own
-throughput at the same batch size, measured in the same run; and Leela Zero 0.17 on a network of the same size
-when it is installed.
+"""Benchmark the search: visits per second at the engine's default settings, beside the bare network's
+throughput at the same batch size, for the fp32 network and its int8 sibling, measured in the same run; and
+Leela Zero 0.17 on a network of the same size when it is installed.
 
-The network is a randomly initialised preset (speed does not depend on the weights), evaluated as the engine
-does it: OnnxEvaluator behind a CachedEvaluator, with the batch size and thread count of the default
-EngineConfig. Each round searches for --seconds (from the empty board and from positions after random moves, a
-fresh tree each time), then runs the evaluator alone for as long on the very batches that search sent it. The
-best of --rounds rounds of each is kept, which filters out other load on a shared machine.
+Networks: the shipped ones (weights/9x9.onnx, weights/default.onnx for 19x19, each with its NAME.int8.onnx where
+it exists), or with --preset a randomly initialised preset, quantized here on random positions (speed does not
+depend on the weights). Each is evaluated as the engine does it: OnnxEvaluator behind a CachedEvaluator, with
+the batch size and thread count of the default EngineConfig. Each round searches for --seconds per network (from
+the empty board and from positions after random moves, a fresh tree each time), then runs the bare
+onnxruntime session on the very batches that search sent it (inputs encoded beforehand), fp32 and int8 in ten
+turns of --seconds / 10 each. The best rate of each is kept, which filters out other load on a shared machine;
+int8/fp32 is the median ratio of neighbouring turns.
 
-Targets on 2 CPU cores: search >= 70% of the evaluator's throughput on 9x9 and >= 85% on 19x19; on 19x19 with a
-6x64 network at least twice Leela Zero's visits per second (it reached about 230-250 visits/s with -t 2).
+Columns: session pos/s (InferenceSession.run alone), search visits/s, search/session (the share of the network's
+throughput the search keeps), and for int8 rows int8/fp32 (session speed-up).
 
-    python -m tools.bench_search                           # b6c64, 9x9 and 19x19, Leela Zero if installed
+Targets on 2 CPU cores: search >= 0.90 of the session's throughput on 9x9 and 19x19; int8 session >= 1.8x
+fp32; on 19x19 with a 6x64 network at least 2.5x Leela Zero's visits per second.
+
+    python -m tools.bench_search                           # shipped networks, 9x9 and 19x19, Leela Zero if installed
     python -m tools.bench_search --sizes 9 --seconds 3 --rounds 2 --leela off
+    python -m tools.bench_search --preset b6c64            # random networks of a preset instead
 """
 
 from __future__ import annotations
@@ -30,15 +37,19 @@ from pathlib import Path
 
 import numpy as np
 
+from gtp_engine import features
+from gtp_engine.__main__ import shipped_weights
 from gtp_engine.config import EngineConfig
 from gtp_engine.evaluator import CachedEvaluator
 from gtp_engine.game import GameState
+from gtp_engine.network_evaluator import with_precision
 from gtp_engine.onnx_evaluator import OnnxEvaluator
 from gtp_engine.search import SearchConfig, Searcher, StopCondition
-from gtp_engine.training.export_onnx import export_random, random_positions
 
-TARGETS = {9: 0.70, 19: 0.85}
-LEELA_FACTOR = 2.0
+SLICES = 10  # turns of fp32 and int8 session measurements per round
+SEARCH_TARGET = 0.90
+INT8_TARGET = 1.8
+LEELA_FACTOR = 2.5
 LEELA_PATHS = ("leelaz", "/usr/lib/leelaz/bin/leelaz", "leela-zero")
 
 
@@ -56,13 +67,13 @@ class RecordingEvaluator:
         return self.inner.evaluate(states)
 
 
-def evaluator_rate(evaluator, batches: list[list[GameState]], seconds: float) -> float:
-    """Positions per second of evaluate() over `batches` in turn, for `seconds`."""
+def session_rate(onnx: OnnxEvaluator, inputs: list[tuple[np.ndarray, np.ndarray]], seconds: float) -> float:
+    """Positions per second of the bare onnxruntime session over encoded `inputs` in turn, for `seconds`."""
     positions, start, i = 0, time.perf_counter(), 0
     while time.perf_counter() - start < seconds:
-        batch = batches[i % len(batches)]
-        evaluator.evaluate(batch)
-        positions += len(batch)
+        spatial, global_ = inputs[i % len(inputs)]
+        onnx.forward(spatial, global_)
+        positions += len(spatial)
         i += 1
     return positions / (time.perf_counter() - start)
 
@@ -128,15 +139,47 @@ def leela_rate(binary: str, weights: Path, threads: int, visits: int) -> float |
     return float(match.group(2))
 
 
+def opening(size: int, moves: int, rng: np.random.Generator) -> GameState:
+    """A position after `moves` random legal moves."""
+    state = GameState(size)
+    for _ in range(moves):
+        state.play(state.grid.from_flat(int(rng.choice(np.flatnonzero(state.legal_mask())))))
+    return state
+
+
+def networks(args, size: int, folder: Path) -> dict[str, Path]:
+    """{"fp32": file, "int8": file} to measure on size x size boards (int8 missing where there is none)."""
+    if args.preset is None:
+        fp32 = shipped_weights(size, size)
+        if fp32 is None:
+            raise SystemExit(f"no shipped network for {size}x{size}")
+        found = {"fp32": fp32}
+        int8 = with_precision(fp32, "auto")
+        if int8 != fp32:
+            found["int8"] = int8
+        return found
+    from gtp_engine.training import quantize
+    from gtp_engine.training.export_onnx import export_random, random_positions
+
+    fp32 = folder / f"{args.preset}.onnx"
+    if not fp32.exists():
+        export_random(fp32, args.preset)
+        positions = random_positions(19, 256, np.random.default_rng(1))
+        quantize.quantize(fp32, quantize.default_out(fp32), positions, [], calibration_name="random positions",
+                          require_targets=False)
+    return {"fp32": fp32, "int8": quantize.default_out(fp32)}
+
+
 def main(argv: list[str] | None = None) -> int:
     defaults = EngineConfig()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--preset", default="b6c64", help="network preset (b6c64 is Leela Zero's 6x64 size)")
+    parser.add_argument("--preset", help="measure a random network of this preset (b6c64 is Leela Zero's 6x64 "
+                                         "size) instead of the shipped ones")
     parser.add_argument("--sizes", nargs="+", type=int, default=[9, 19])
     parser.add_argument("--batch", type=int, default=defaults.player.search.batch_size, help="leaves per network call")
     parser.add_argument("--threads", type=int, default=defaults.network.threads or 0,
                         help="onnxruntime threads (0: its choice)")
-    parser.add_argument("--seconds", type=float, default=6.0, help="search time per measurement")
+    parser.add_argument("--seconds", type=float, default=5.0, help="search time per measurement")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--leela", choices=["auto", "off"], default="auto",
                         help="compare with Leela Zero (--cpu-only) when installed")
@@ -146,51 +189,63 @@ def main(argv: list[str] | None = None) -> int:
 
     config = SearchConfig(batch_size=args.batch)
     rng = np.random.default_rng(0)
-    failures, ours_19 = 0, None
-    print(f"{'preset':7} {'size':>5} {'batch':>5} {'evaluator pos/s':>15} {'search visits/s':>15} {'ratio':>6} "
-          f"{'net evals/visit':>15}  target")
+    failures, ours_19 = 0, {}
+    print(f"{'network':22} {'size':>5} {'batch':>5} {'session pos/s':>13} {'search visits/s':>15} "
+          f"{'search/session':>14} {'int8/fp32':>9}  targets")
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / f"{args.preset}.onnx"
-        export_random(path, args.preset)
-        onnx = OnnxEvaluator(path, device="cpu", threads=args.threads)
         for size in args.sizes:
-            roots = [GameState(size)] + random_positions(size, 2, rng)
-            search_rate(onnx, config, roots[:1], 1.0, 20_000)  # warm-up: first-run allocations
-            evaluator, search, evals = 0.0, 0.0, 0.0
+            files = networks(args, size, Path(folder))
+            nets = {k: OnnxEvaluator(f, device="cpu", threads=args.threads) for k, f in files.items()}
+            roots = [GameState(size)] + [opening(size, moves, rng) for moves in (size * size // 6, size * size // 3)]
+            session, search = dict.fromkeys(nets, 0.0), dict.fromkeys(nets, 0.0)
+            slices: dict[str, list[float]] = {name: [] for name in nets}  # session rates, measured in turn
+            for onnx in nets.values():
+                search_rate(onnx, config, roots[:1], 1.0, 20_000)  # warm-up: first-run allocations
             for _ in range(args.rounds):
-                rate, per_visit, batches = search_rate(onnx, config, roots, args.seconds, 20_000)
-                if rate > search:
-                    search, evals = rate, per_visit
-                evaluator = max(evaluator, evaluator_rate(onnx, batches, args.seconds))
-            ratio = search / evaluator
-            target = TARGETS.get(size)
-            verdict = "" if target is None else ("ok" if ratio >= target else "BELOW")
-            failures += verdict == "BELOW"
-            if size == 19:
-                ours_19 = search
-            print(f"{args.preset:7} {size:>3}x{size:<2}{args.batch:>5} {evaluator:>15.0f} {search:>15.0f} "
-                  f"{ratio:>6.2f} {evals:>15.2f}  {'' if target is None else f'>= {target:.2f} '}{verdict}",
-                  flush=True)
-        print(f"onnxruntime {onnx.provider}, {args.threads or 'default'} threads, symmetry random, "
-              f"CachedEvaluator; search config: batch {config.batch_size}, virtual loss {config.virtual_loss}")
+                inputs = {}
+                for name, onnx in nets.items():
+                    rate, _, batches = search_rate(onnx, config, roots, args.seconds, 20_000)
+                    search[name] = max(search[name], rate)
+                    inputs[name] = [features.encode(b) for b in batches[:200]]
+                for _ in range(SLICES):  # short turns, so that both networks see the same load
+                    for name, onnx in nets.items():
+                        slices[name].append(session_rate(onnx, inputs[name], args.seconds / SLICES))
+            for name in nets:
+                session[name] = max(slices[name])
+            for name, onnx in nets.items():
+                kept = search[name] / session[name]
+                # int8/fp32: the median of the ratios of neighbouring turns, robust to load that comes and goes
+                speedup = float(np.median(np.array(slices[name]) / np.array(slices["fp32"]))) \
+                    if name != "fp32" else None
+                verdicts = [("search", kept >= SEARCH_TARGET)]
+                if speedup is not None:
+                    verdicts.append(("int8", speedup >= INT8_TARGET))
+                failures += sum(not ok for _, ok in verdicts)
+                if size == 19:
+                    ours_19[name] = search[name]
+                print(f"{Path(onnx.info.path).name:22} {size:>3}x{size:<2}{args.batch:>5} {session[name]:>13.0f} "
+                      f"{search[name]:>15.0f} {kept:>14.2f} {'' if speedup is None else f'{speedup:.2f}':>9}  "
+                      + ", ".join(f"{what} {'ok' if ok else 'BELOW'}" for what, ok in verdicts), flush=True)
+        print(f"onnxruntime cpu, {args.threads or 'default'} threads, symmetry random, CachedEvaluator; search "
+              f"config: batch {config.batch_size}, virtual loss {config.tree.virtual_loss}; targets: search/session >= "
+              f"{SEARCH_TARGET}, int8/fp32 >= {INT8_TARGET}")
 
         binary = next((b for b in map(shutil.which, LEELA_PATHS) if b), None)
-        if args.leela == "auto" and ours_19 is not None:
+        if args.leela == "auto" and ours_19:
             if binary is None:
                 print("leela-zero is not installed (apt-get install leela-zero): no comparison")
-            elif not args.preset.startswith("b6c64"):
-                print("the Leela Zero comparison needs --preset b6c64 (6 blocks x 64 channels)")
             else:
                 weights = Path(folder) / "leelaz_6x64.txt"
                 leela_weights(weights, blocks=6, channels=64)
                 leela = max((leela_rate(binary, weights, args.leela_threads, 1600) or 0.0)
                             for _ in range(max(1, args.rounds - 1)))
                 if leela:
-                    verdict = "ok" if ours_19 >= LEELA_FACTOR * leela else "BELOW"
-                    failures += verdict == "BELOW"
-                    print(f"leela-zero 0.17 --cpu-only -t {args.leela_threads}, random 6x64, 19x19: {leela:.0f} "
-                          f"visits/s; ours {ours_19:.0f} visits/s = {ours_19 / leela:.2f}x  "
-                          f"(target >= {LEELA_FACTOR:.0f}x) {verdict}")
+                    for name, ours in ours_19.items():
+                        verdict = "ok" if ours >= LEELA_FACTOR * leela else "BELOW"
+                        failures += verdict == "BELOW"
+                        print(f"leela-zero --cpu-only -t {args.leela_threads}, random 6x64, 19x19: {leela:.0f} "
+                              f"visits/s; ours ({name}) {ours:.0f} visits/s = {ours / leela:.2f}x  "
+                              f"(target >= {LEELA_FACTOR}x) {verdict}")
     print(f"{failures} measurements below target; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
           f"on {os.cpu_count()} CPUs (other work on the machine lowers every number)")
     return 0

@@ -4,6 +4,7 @@
     python -m gtp_engine.training train --data data/go9 --out runs/go9-b6c64 --preset b6c64 --steps 20000
     python -m gtp_engine.training export runs/go9-b6c64/checkpoint.pt go9.onnx
     python -m gtp_engine.training import-onnx weights/9x9.onnx runs/9x9.pt
+    python -m gtp_engine.training quantize weights/9x9.onnx --calibration ../shared/data/go9_curated.tar.xz
     python -m gtp_engine.training selfplay --weights weights/9x9.onnx --out data/selfplay9-000 --games 64
     python -m gtp_engine.training loop --init runs/go9-b6c64-main/checkpoint.pt --out runs/loop9 --generations 20
     python -m gtp_engine.training gate runs/loop9/best.onnx weights/9x9.onnx --out runs/gate9 --max-games 200
@@ -49,7 +50,8 @@ import torch
 from gtp_engine.config import ConfigError, read_toml
 from gtp_engine.network_evaluator import ModelLoadError
 from gtp_engine.training import checkpoint as checkpoint_lib
-from gtp_engine.training import dataset, export_onnx, gating, import_onnx, loop, runs, selfplay, sgf_ingest, train
+from gtp_engine.training import dataset, export_onnx, gating, import_onnx, loop, quantize, runs, selfplay, sgf_ingest
+from gtp_engine.training import train
 from gtp_engine.training.alphago import policy_gradient, policy_play, rollout_train, value_net
 from gtp_engine.training.torch_evaluator import BACKENDS
 
@@ -236,6 +238,10 @@ def _file_value(action: argparse.Action, value: Any) -> Any:
     return action.type(value) if action.type else str(value)
 
 
+# Commands that parse their own arguments (the main parser only lists them).
+_OWN_PARSERS = {"export": export_onnx.main, "quantize": quantize.main}
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """The command line, over the command's --config file where one is given; a bad file ends the program
     with status 2 and the reason, as a bad flag does."""
@@ -342,8 +348,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                  add_help=False)
     export.add_argument("arguments", nargs=argparse.REMAINDER)
 
+    shrink = commands.add_parser("quantize", help="fp32 ONNX -> int8 ONNX, calibrated on real games and checked "
+                                                  "against its source (quantize.py's options)", add_help=False)
+    shrink.add_argument("arguments", nargs=argparse.REMAINDER)
+
     for command, subparser in commands.choices.items():
-        if command != "export":
+        if command not in _OWN_PARSERS:
             subparser.add_argument("--config", metavar="FILE",
                                    help="TOML file of this command's flags (flags given here win over it)")
     config_file = _config_file_of(argv, commands.choices)
@@ -356,9 +366,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else list(argv))
-    if args.command == "export":
-        return export_onnx.main(args.arguments)
+    raw = sys.argv[1:] if argv is None else list(argv)
+    if raw and raw[0] in _OWN_PARSERS:  # their own parsers (argparse's REMAINDER would eat --help first)
+        return _OWN_PARSERS[raw[0]](raw[1:])
+    args = parse_args(raw)
+    if args.command in _OWN_PARSERS:  # after global flags such as --threads
+        return _OWN_PARSERS[args.command](args.arguments)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("gtp_engine").setLevel(logging.INFO)  # the exporters' INFO chatter stays out
     if args.threads:

@@ -71,6 +71,9 @@ def import_onnx(path: str | os.PathLike, size: int | None = None, calibration_ga
     except Exception as e:  # onnx raises several types for a missing or corrupt file
         raise OnnxImportError(path, f"not a readable ONNX file ({type(e).__name__}: {e})") from e
     metadata = _metadata(proto, path)
+    if metadata.get("precision", "fp32") != "fp32":
+        source = metadata.get("quantization", {}).get("source", "its fp32 source")
+        raise OnnxImportError(path, f"an {metadata['precision']} network cannot be trained further; import {source}")
     try:
         config = model_lib.ModelConfig.from_dict(metadata["config"])
     except (TypeError, ValueError, KeyError) as e:

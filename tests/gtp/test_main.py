@@ -45,3 +45,28 @@ def test_loader_builds_one_player_per_network_and_explains_failures(tmp_path, mo
     with pytest.raises(NetworkUnavailable, match="7x7.onnx"):
         loader.get(7, 7)
     loader.clear_cache()
+
+
+def test_precision_picks_the_int8_sibling_of_a_network_in_the_weights_folder(tmp_path, tiny_onnx_model,
+                                                                             tiny_int8_model):
+    def chosen(**options):
+        loader = main_module.NetworkLoader(config.build({"device": "cpu", "weights-dir": str(tmp_path), **options}))
+        return loader._paths(9, 9)[0].name
+
+    shutil.copy(tiny_onnx_model, tmp_path / "9x9.onnx")
+    with pytest.raises(NetworkUnavailable, match=r"9x9.int8.onnx: no int8 version of 9x9.onnx"):
+        chosen(precision="int8")
+    assert chosen(precision="auto") == "9x9.onnx"  # no sibling: fp32
+    shutil.copy(tiny_int8_model, tmp_path / "9x9.int8.onnx")
+    assert chosen(precision="auto") == chosen(precision="int8") == "9x9.int8.onnx"
+    assert chosen() == "9x9.int8.onnx"  # the default is auto
+    assert chosen(precision="fp32") == "9x9.onnx"
+    # A file named with --weights is used as given unless int8 is asked for.
+    assert chosen(weights=str(tmp_path / "9x9.onnx"), precision="auto") == "9x9.onnx"
+    assert chosen(weights=str(tmp_path / "9x9.onnx"), precision="int8") == "9x9.int8.onnx"
+    assert chosen(weights=str(tmp_path / "9x9.int8.onnx")) == "9x9.int8.onnx"
+    loader = main_module.NetworkLoader(config.build({"device": "cpu", "weights-dir": str(tmp_path),
+                                                     "precision": "auto"}))
+    loader.get(9, 9)
+    (_, networks, _), = [future.result() for future in loader._loads.values()]
+    assert networks[0].info.precision == "int8"

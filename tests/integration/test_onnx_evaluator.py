@@ -184,3 +184,19 @@ def test_an_explicit_gpu_device_that_does_not_load_is_refused(tiny_onnx_model):
     assert "no usable device for --device cuda" in refused(tiny_onnx_model, device="cuda")
     with pytest.raises(ValueError):
         OnnxEvaluator(tiny_onnx_model, device="gpu")
+
+
+def test_an_unknown_precision_is_refused(tmp_path, tiny_onnx_model):
+    path = rewrite_metadata(tiny_onnx_model, tmp_path / "half.onnx", precision="fp16")
+    assert "unknown precision 'fp16'" in refused(path, device="cpu")
+
+
+def test_an_int8_network_without_its_quantization_record_is_refused(tmp_path, tiny_onnx_model):
+    path = rewrite_metadata(tiny_onnx_model, tmp_path / "bare.onnx", precision="int8")
+    assert "int8 network without its 'quantization' record" in refused(path, device="cpu")
+
+
+def test_a_file_named_int8_must_say_int8(tmp_path, tiny_onnx_model):
+    path = tmp_path / "net.int8.onnx"
+    path.write_bytes(tiny_onnx_model.read_bytes())
+    assert "named as an int8 network (*.int8.onnx) but its metadata says fp32" in refused(path, device="cpu")
