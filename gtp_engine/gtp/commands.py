@@ -68,6 +68,7 @@ NAME = "gtp_engine"
 MIN_SIZE = 2
 PONDER_SECONDS = 600.0  # pondering stops by itself after this long, or after PONDER_VISIT_FACTOR x the move limit
 PONDER_VISIT_FACTOR = 20
+OVERHEAD_DECAY = 0.8  # per move, of the measured answer overhead kept for the next budgets
 NEUTRAL_OWNERSHIP = 0.5  # a liberty whose |ownership| is below this belongs to nobody (seki, dame)
 
 
@@ -112,6 +113,7 @@ class Session:
         self.options = play
         self.game = GameState(board_size, komi=komi, rules=rules)
         self.clock = Clock()
+        self._overhead = 0.0  # seconds per move of the engine's own work after its search (see _note_overhead)
         self._pondering = None  # the Player while it ponders
         players.prepare(board_size, board_size)
 
@@ -271,8 +273,10 @@ class Session:
             stream.start()
         choice = player.genmove(color, stop, on_snapshot=report, snapshot_interval=interval, cleanup=cleanup,
                                 move_filter=request.move_filter if request is not None else MoveFilter())
+        answered = time.monotonic()
+        self._note_overhead(answered - (player.searcher.stopped or answered))
         if keep:
-            self.clock.spend(color, time.monotonic() - started)
+            self.clock.spend(color, answered - started)
         if choice.resign:
             return "resign"
         point = choice.point
@@ -295,7 +299,7 @@ class Session:
         """What ends one move's search: the clock's budget within the flags' limits (see _limits_stop)."""
         game, search = self.game, self.search
         budget = self.clock.budget(color, game.grid.area, game.board.stone_count[BLACK] +
-                                   game.board.stone_count[WHITE], self.options.lag_buffer)
+                                   game.board.stone_count[WHITE], self.options.lag_buffer, self._overhead)
         if budget is None:
             return self._limits_stop(player, started, interrupt)
         seconds = [budget.minimum, budget.recommended, budget.maximum]
@@ -304,6 +308,11 @@ class Session:
         stop = StopCondition.for_budget(started, *seconds, interrupt=interrupt, visits=search.visits)
         stop.playouts = search.playouts
         return stop
+
+    def _note_overhead(self, seconds: float) -> None:
+        """Keeps the engine's time per move after its search (the answer's work) for the next budgets: the
+        longest recent one, decaying, so that one slow answer does not cut many moves short."""
+        self._overhead = max(seconds, OVERHEAD_DECAY * self._overhead)
 
     def _limits_stop(self, player, started: float, interrupt: threading.Event) -> StopCondition:
         """The flags' limits alone (--visits, --playouts, --time); without any, the Player's default visits."""
