@@ -157,7 +157,7 @@ def play_game(engine: Program, opponent: Program, spec: ClockSpec, komi: float, 
     game = GameState(spec.size, komi=komi)
     engine_color = BLACK if engine_black else WHITE
     letter = {BLACK: "b", WHITE: "w"}
-    result = None
+    result, on_time = None, False
     while not game.is_over and game.move_number < 3 * spec.size ** 2:
         color = game.to_play
         mover = engine if color == engine_color else opponent
@@ -182,7 +182,7 @@ def play_game(engine: Program, opponent: Program, spec: ClockSpec, komi: float, 
                                       "share": share, "lost": lost}) + "\n")
             if lost:
                 stats.time_losses += 1
-                result = 0.0
+                result, on_time = 0.0, True
                 break
         else:
             stats.opponent_seconds.append(spent)
@@ -198,6 +198,10 @@ def play_game(engine: Program, opponent: Program, spec: ClockSpec, komi: float, 
         result = 0.5 if text == "0" else float(text.startswith("B+") == engine_black)
     stats.games += 1
     stats.wins.append(result)
+    if log:
+        log.write(json.dumps({"clock": stats.name, "game": stats.games, "score": result,
+                              "on_time": on_time}) + "\n")
+        log.flush()
 
 
 def main(argv: list[str] | None = None) -> int:
