@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass
+from typing import Sequence
 
 KINDS = ("none", "absolute", "byoyomi", "canadian", "fischer")
 _CLOCK_RESOLUTION = 1e-6  # seconds; differences below this are rounding, not time
@@ -65,6 +67,64 @@ class TimeSettings:
         if stones == 0:
             return cls("none") if period_time > 0 else cls("absolute", main_time)
         return cls("canadian", main_time, period_time, stones=stones)
+
+    @classmethod
+    def from_time_settings(cls, args: Sequence[str]) -> TimeSettings:
+        """GTP time_settings M B S (see from_gtp); ValueError for a wrong count or bad numbers."""
+        if len(args) != 3:
+            raise ValueError(f"time_settings takes 3 numbers, not {len(args)}")
+        return cls.from_gtp(_seconds(args[0]), _seconds(args[1]), _count(args[2]))
+
+    @classmethod
+    def from_kgs(cls, args: Sequence[str]) -> TimeSettings:
+        """kgs-time_settings: none | absolute M | byoyomi M B P | canadian M B S; no overtime means absolute.
+
+        Raises ValueError for anything else (unknown kind, wrong count, bad or negative numbers)."""
+        kind = args[0].lower() if args else ""
+        if kind == "none" and len(args) == 1:
+            return cls("none")
+        if kind == "absolute" and len(args) == 2:
+            return cls("absolute", _seconds(args[1]))
+        if kind in ("byoyomi", "canadian") and len(args) == 4:
+            main, period, count = _seconds(args[1]), _seconds(args[2]), _count(args[3])
+            if count == 0 or period == 0:
+                return cls("absolute", main)
+            if kind == "byoyomi":
+                return cls("byoyomi", main, period, periods=count)
+            return cls("canadian", main, period, stones=count)
+        raise ValueError(f"not a kgs-time_settings: {' '.join(args)!r}")
+
+    @classmethod
+    def from_kata(cls, args: Sequence[str]) -> TimeSettings:
+        """kata-time_settings: the kgs kinds, fischer M INC and fischer-capped M INC LIMIT MAXMOVE (-1: no cap)."""
+        kind = args[0].lower() if args else ""
+        if kind == "fischer" and len(args) == 3:
+            return cls("fischer", _seconds(args[1]), increment=_seconds(args[2]))
+        if kind == "fischer-capped" and len(args) == 5:
+            limit, per_move = _number(args[3]), _number(args[4])
+            return cls("fischer", _seconds(args[1]), increment=_seconds(args[2]),
+                       main_time_limit=None if limit < 0 else limit, max_move_time=None if per_move < 0 else per_move)
+        return cls.from_kgs(args)
+
+
+def _number(text: str) -> float:
+    """A finite decimal number as GTP writes it (6.5, -3, 0); ValueError otherwise."""
+    if not re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)", text):
+        raise ValueError(f"not a number: {text!r}")
+    return float(text)
+
+
+def _seconds(text: str) -> float:
+    value = _number(text)
+    if value < 0:
+        raise ValueError(f"negative time: {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise ValueError(f"not a count: {text!r}")
+    return int(text)
 
 
 @dataclass

@@ -204,6 +204,13 @@ def play_game(engine: Program, opponent: Program, spec: ClockSpec, komi: float, 
         log.flush()
 
 
+def warm_up(engine: Program, size: int) -> None:
+    """Lets the engine load its network for this size before any clock runs, as a server's game setup does
+    (gtp2ogs starts the engine before the game; a network load is no move's time)."""
+    for command in (f"boardsize {size}", "clear_board", "time_settings 0 1 1", "time_left b 1 1", "reg_genmove b"):
+        engine.send(command)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clock", action="append", choices=sorted(CLOCKS), help="a clock to play (repeatable)")
@@ -223,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         opponent = Program(args.opponent, args.verbose)
         programs = [engine, opponent]
         for name in names:
+            warm_up(engine, CLOCKS[name].size)
             stats = ClockStats(name)
             for number in range(args.games):
                 play_game(engine, opponent, CLOCKS[name], args.komi, number % 2 == 0, stats, log)

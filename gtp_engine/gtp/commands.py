@@ -411,21 +411,19 @@ class Session:
     @command("time_settings")
     def time_settings(self, cmd: Command, stream: Stream) -> str:
         """Canadian byo-yomi; byo-yomi 0 means absolute time, stones 0 with byo-yomi > 0 means no limit."""
-        arity(cmd.args, 3)
-        self._set_clock(lambda: TimeSettings.from_gtp(_seconds(cmd.args[0]), _seconds(cmd.args[1]),
-                                                       parse_int(cmd.args[2])))
+        self._set_clock(lambda: TimeSettings.from_time_settings(cmd.args))
         return ""
 
     @command("kgs-time_settings")
     def kgs_time_settings(self, cmd: Command, stream: Stream) -> str:
         """none | absolute M | byoyomi M B P | canadian M B S; after byoyomi, time_left counts periods."""
-        self._set_clock(lambda: _kgs_settings(cmd.args))
+        self._set_clock(lambda: TimeSettings.from_kgs(cmd.args))
         return ""
 
     @command("kata-time_settings")
     def kata_time_settings(self, cmd: Command, stream: Stream) -> str:
         """The kgs-time_settings kinds, plus fischer M INC and fischer-capped M INC LIMIT MAXMOVE (-1: no cap)."""
-        self._set_clock(lambda: _kata_settings(cmd.args))
+        self._set_clock(lambda: TimeSettings.from_kata(cmd.args))
         return ""
 
     @command("kata-list_time_settings")
@@ -435,7 +433,7 @@ class Session:
     def _set_clock(self, settings: Callable[[], TimeSettings]) -> None:
         try:
             self.clock = Clock(settings())
-        except (ValueError, IndexError):
+        except ValueError:
             raise GtpError(SYNTAX_ERROR) from None
 
     @command("time_left")
@@ -645,41 +643,6 @@ def follow(player, game: GameState) -> None:
 def _same_start(a: GameState, b: GameState) -> bool:
     return (a.width, a.height, a.komi, a.rules, a.setup, a.handicap_stones) == \
         (b.width, b.height, b.komi, b.rules, b.setup, b.handicap_stones)
-
-
-def _seconds(text: str) -> float:
-    value = parse_float(text)
-    if value < 0:
-        raise GtpError(SYNTAX_ERROR)
-    return value
-
-
-def _kgs_settings(args: tuple[str, ...]) -> TimeSettings:
-    kind = args[0].lower() if args else ""
-    if kind == "none" and len(args) == 1:
-        return TimeSettings("none")
-    if kind == "absolute" and len(args) == 2:
-        return TimeSettings("absolute", _seconds(args[1]))
-    if kind in ("byoyomi", "canadian") and len(args) == 4:
-        main, period, count = _seconds(args[1]), _seconds(args[2]), parse_int(args[3])
-        if count == 0 or period == 0:
-            return TimeSettings("absolute", main)
-        if kind == "byoyomi":
-            return TimeSettings("byoyomi", main, period, periods=count)
-        return TimeSettings("canadian", main, period, stones=count)
-    raise GtpError(SYNTAX_ERROR)
-
-
-def _kata_settings(args: tuple[str, ...]) -> TimeSettings:
-    kind = args[0].lower() if args else ""
-    if kind == "fischer" and len(args) == 3:
-        return TimeSettings("fischer", _seconds(args[1]), increment=_seconds(args[2]))
-    if kind == "fischer-capped" and len(args) == 5:
-        limit, per_move = parse_float(args[3]), parse_float(args[4])
-        return TimeSettings("fischer", _seconds(args[1]), increment=_seconds(args[2]),
-                            main_time_limit=None if limit < 0 else limit,
-                            max_move_time=None if per_move < 0 else per_move)
-    return _kgs_settings(args)
 
 
 # ---- rules in KataGo's JSON form ------------------------------------------------------------------------

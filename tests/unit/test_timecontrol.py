@@ -176,3 +176,37 @@ def test_fischer_adds_increment_up_to_the_cap_and_spends_what_the_cap_would_wast
     b = budget(s, clock, 81, 10, lag_buffer=1.0)
     assert b.minimum == pytest.approx(10)  # 105 + 10 would be capped back to 105
     assert b.maximum <= 29
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["0", "1", "1"], TimeSettings("canadian", 0, 1, stones=1)),
+    (["1800", "0", "0"], TimeSettings("absolute", 1800)),
+    (["0", "1", "0"], TimeSettings("none")),
+    (["60.5", "10.5", "1"], TimeSettings("canadian", 60.5, 10.5, stones=1)),
+])
+def test_time_settings_parsing(args, expected):
+    assert TimeSettings.from_time_settings(args) == expected
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["none"], TimeSettings("none")),
+    (["absolute", "60"], TimeSettings("absolute", 60)),
+    (["byoyomi", "300", "30", "5"], TimeSettings("byoyomi", 300, 30, periods=5)),
+    (["BYOYOMI", "300", "0", "5"], TimeSettings("absolute", 300)),
+    (["canadian", "600", "300", "25"], TimeSettings("canadian", 600, 300, stones=25)),
+    (["fischer", "300", "5"], TimeSettings("fischer", 300, increment=5)),
+    (["fischer-capped", "600", "10", "1200", "-1"],
+     TimeSettings("fischer", 600, increment=10, main_time_limit=1200, max_move_time=None)),
+])
+def test_kata_time_settings_parsing_includes_the_kgs_kinds(args, expected):
+    assert TimeSettings.from_kata(args) == expected
+
+
+@pytest.mark.parametrize("args", [[], ["byoyomi", "300"], ["byoyomi", "300", "30", "-1"], ["absolute", "-5"],
+                                  ["absolute", "nan"], ["absolute", "1e3"], ["canadian", "1", "2", "3.5"],
+                                  ["sudden"], ["none", "1"], ["fischer", "300", "5"]])
+def test_bad_kgs_time_settings_are_value_errors(args):
+    with pytest.raises(ValueError):
+        TimeSettings.from_kgs(args)
+    with pytest.raises(ValueError):
+        TimeSettings.from_time_settings(args[:2])
