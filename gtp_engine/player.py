@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -66,10 +68,11 @@ class MoveChoice:
 
 
 class Player:
-    def __init__(self, evaluator: Evaluator, config: SearchConfig = SearchConfig(), game: GameState | None = None):
+    def __init__(self, evaluator: Evaluator, config: SearchConfig = SearchConfig(), game: GameState | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         self.evaluator = evaluator
         self.config = config
-        self.searcher = Searcher(evaluator, config)
+        self.searcher = Searcher(evaluator, config, clock)  # clock: what the search's deadlines are on
         self._game = game if game is not None else GameState()
         self._background: BackgroundSearch | None = None
         self._last: tuple[tuple, SearchResult] | None = None  # (position of a search, its result)

@@ -107,8 +107,9 @@ def command_names() -> list[str]:
 
 class Session:
     def __init__(self, players: PlayerSource, search: SearchOptions, play: PlayOptions, rules: Rules,
-                 board_size: int = 19, komi: float = 7.5):
+                 board_size: int = 19, komi: float = 7.5, now: Callable[[], float] = time.monotonic):
         self.players = players
+        self.now = now  # the clock of move times and deadlines: the Players' searchers must read the same one
         self.search = search
         self.options = play
         self.game = GameState(board_size, komi=komi, rules=rules)
@@ -263,7 +264,7 @@ class Session:
 
     def _generate(self, cmd: Command, stream: Stream, color: int, *, cleanup: bool = False, keep: bool = True,
                   request: analysis.Request | None = None) -> str:
-        started = cmd.received or time.monotonic()
+        started = cmd.received or self.now()
         player = self._player()
         stop = self._move_stop(player, color, started, stream.gogui_interrupted)
         report = interval = None
@@ -273,7 +274,7 @@ class Session:
             stream.start()
         choice = player.genmove(color, stop, on_snapshot=report, snapshot_interval=interval, cleanup=cleanup,
                                 move_filter=request.move_filter if request is not None else MoveFilter())
-        answered = time.monotonic()
+        answered = self.now()
         self._note_overhead(answered - (player.searcher.stopped or answered))
         if keep:
             self.clock.spend(color, answered - started)
@@ -330,7 +331,7 @@ class Session:
         limit = move_stop.visits or move_stop.playouts or player.config.default_visits
         interrupt = threading.Event()
         player.ponder(StopCondition(visits=PONDER_VISIT_FACTOR * limit,
-                                    deadline=time.monotonic() + PONDER_SECONDS, interrupt=interrupt))
+                                    deadline=self.now() + PONDER_SECONDS, interrupt=interrupt))
         self._pondering = player
 
         def watch_input() -> None:  # any input line stops pondering, also one that is no command
@@ -551,7 +552,7 @@ class Session:
         """A search of the position for the side to move, to the move limits but not the clock; plays nothing."""
         player = self._player()
         snapshots: list = []
-        player.analyze(self.game.to_play, self._limits_stop(player, time.monotonic(), stream.gogui_interrupted),
+        player.analyze(self.game.to_play, self._limits_stop(player, self.now(), stream.gogui_interrupted),
                        snapshots.append)
         return snapshots[-1]
 
