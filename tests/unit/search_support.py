@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
 from gtp_engine.board import BLACK, Board
-from gtp_engine.evaluator import EvaluationBatch
+from gtp_engine.evaluator import EvaluationBatch, UniformEvaluator
 from gtp_engine.game import GameState
 from gtp_engine.mcts import Node, Tree
 
@@ -139,4 +140,18 @@ class TimedEvaluator:
     def evaluate(self, states):
         self.calls += 1
         self.clock.advance(self.seconds(len(states)))
+        return self.inner.evaluate(states)
+
+
+class InterruptWatcher:
+    """An evaluator that counts its calls, and those begun after `interrupt` was set."""
+
+    def __init__(self, interrupt: threading.Event):
+        self.inner = UniformEvaluator()
+        self.interrupt = interrupt
+        self.calls = self.late_calls = 0
+
+    def evaluate(self, states):
+        self.calls += 1
+        self.late_calls += self.interrupt.is_set()
         return self.inner.evaluate(states)
