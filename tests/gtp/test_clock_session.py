@@ -19,8 +19,8 @@ from gtp_engine.evaluator import UniformEvaluator
 from gtp_engine.game import Rules
 from gtp_engine.gtp.commands import Session
 from gtp_engine.gtp.protocol import GtpError, Stream, parse
-from gtp_engine.player import Player
-from gtp_engine.search import SearchConfig
+from gtp_engine.player import Player, PlayerConfig
+from gtp_engine.search import ResignConfig, SearchConfig
 
 BATCH_SECONDS = 0.05  # what one network call takes on the fake clock
 EXPECTED_REPLY = "e5"  # the network's favourite move wherever it is legal
@@ -78,7 +78,8 @@ class Players:
 
     def __init__(self, clock: FakeClock):
         self.evaluator = TimedEvaluator(clock)
-        self.player = RecordingPlayer(self.evaluator, SearchConfig(seed=1, resign_threshold=None), clock=clock)
+        self.player = RecordingPlayer(self.evaluator, PlayerConfig(SearchConfig(seed=1), resign=ResignConfig(None)),
+                                      clock=clock)
 
     def prepare(self, width, height):
         pass
