@@ -23,6 +23,7 @@ from gtp_engine.player import Player, PlayerConfig
 from gtp_engine.search import ResignConfig, SearchConfig
 
 BATCH_SECONDS = 0.05  # what one network call takes on the fake clock
+STALL_SECONDS = 0.3
 EXPECTED_REPLY = "e5"  # the network's favourite move wherever it is legal
 
 
@@ -45,11 +46,15 @@ class TimedEvaluator(UniformEvaluator):
     def __init__(self, clock: FakeClock):
         self.clock = clock
         self.calls = 0
+        self.stall_after: float | None = None  # the first call from this time on takes STALL_SECONDS
 
     def evaluate(self, states):
         self.calls += 1
         if threading.current_thread() is threading.main_thread():
-            self.clock.advance(BATCH_SECONDS)
+            stall = self.stall_after is not None and self.clock() >= self.stall_after
+            if stall:
+                self.stall_after = None
+            self.clock.advance(STALL_SECONDS if stall else BATCH_SECONDS)
         batch = super().evaluate(states)
         for row, state in enumerate(states):  # White likes one reply: pondering can guess it
             if state.to_play != WHITE:
@@ -156,6 +161,24 @@ def test_one_second_per_move_as_ogs_simple_time():
     gtp = Controller()
     times = play_out(gtp, "time_settings 0 1 1", 5, "1 1")
     assert all(0.75 <= s <= 0.8 + 1e-9 for s in times)
+
+
+def test_a_late_answer_shortens_the_next_moves():
+    gtp = Controller()
+    rng = np.random.default_rng(0)
+    times = []
+    for move in range(4):
+        gtp("time_settings 0 1 1")
+        gtp("time_left b 1 1")
+        if move == 1:  # the machine stalls the search's last batch, after its last look at the clock
+            gtp.players.evaluator.stall_after = gtp.clock() + 0.8 - 2 * BATCH_SECONDS
+        _, seconds = gtp.timed("genmove b")
+        times.append(seconds)
+        opponent_move(gtp, rng)
+    late = times[1] - 0.8
+    assert late > 0.2
+    assert times[2] <= 0.8 - late + 1e-9  # the next move keeps the lateness back
+    assert times[2] < times[3] <= 0.8 + 1e-9  # and forgets it gradually
 
 
 def test_a_given_lag_buffer_is_kept_back_in_full():
