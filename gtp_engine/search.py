@@ -7,9 +7,10 @@ Terms:
   elapsed times and snapshot intervals are on it.
 - stop condition: visits, playouts, a deadline (seconds on the searcher's clock) and an interrupt Event; the
   search stops at the first one reached, and only between batches, so a deadline counts as reached once the
-  next batch would end past it (the batch time: the longest recent batch, decaying). A time budget becomes a
-  stop condition through StopCondition.for_budget; this module knows no game clock. Early stop: when the most visited move cannot be
-  overtaken within the playouts left, searching on cannot change the answer.
+  next batch would end past it (the batch time: the longest recent batch, decaying with time; at most half the
+  search's time to that deadline). A budget becomes a stop condition through StopCondition.for_budget; this module
+  knows no game clock. Early stop: when the most visited move cannot be overtaken within the playouts left,
+  searching on cannot change the answer.
 - tree reuse: a new search whose position follows from the last search's root by moves already in the tree
   starts from that subtree, with its visits. Under a move filter (mcts.MoveFilter, counted in plies from the
   root) a tree is kept only for the same position and the same filter.
@@ -106,7 +107,10 @@ class SearchConfig:
     seed: int | None = None  # random seed for noise and temperature
 
 
-BATCH_TIME_DECAY = 0.9  # per batch: the batch time forgets a slow batch (a page fault, a busy core) gradually
+# Seconds in which the batch time forgets half of a slow batch (a page fault, a core the machine gave away). By the
+# clock, not per batch: an estimate longer than the time left stops searches before any batch could lower it.
+BATCH_TIME_HALF_LIFE = 1.0
+MAX_BATCH_SHARE = 0.5  # of a search's time to a deadline, the most kept for its last batch
 
 
 @dataclass
@@ -176,12 +180,17 @@ class Searcher:
         self.evaluator = evaluator
         self.config = config
         self.clock = clock
-        self.batch_seconds = 0.0  # the time a batch takes: the longest recent one, decaying (BATCH_TIME_DECAY)
+        self._batch = (0.0, 0.0)  # (the longest recent batch's seconds, when): see batch_seconds()
         self.stopped: float | None = None  # when the last search stopped, on the clock (before its result is built)
         self.rng = np.random.default_rng(config.seed)
         self.tree: Tree | None = None
         self._tree_key: tuple | None = None  # _position_key of tree.root_state
         self._tree_filter = MoveFilter()  # the filter the tree grew under
+
+    def batch_seconds(self, now: float) -> float:
+        """What the next batch will take: the longest recent batch, forgotten by half every BATCH_TIME_HALF_LIFE."""
+        seconds, when = self._batch
+        return seconds * 0.5 ** (max(0.0, now - when) / BATCH_TIME_HALF_LIFE)
 
     def reset(self) -> None:
         """Forgets the tree (new game, undo, changed rules or komi)."""
@@ -218,7 +227,7 @@ class Searcher:
             began = clock()
             playouts += tree.run_batch(max(1, size))
             ended = clock()
-            self.batch_seconds = max(ended - began, BATCH_TIME_DECAY * self.batch_seconds)
+            self._batch = (max(ended - began, self.batch_seconds(ended)), ended)
             if ended >= next_snapshot:
                 on_snapshot(self._snapshot(tree, playouts, start, ownership_in_snapshots, cfg.choice))
                 next_snapshot = clock() + snapshot_interval
@@ -283,9 +292,13 @@ class Searcher:
         if stop.playouts is not None and playouts >= stop.playouts:
             return True
         now = self.clock()
-        done = now + self.batch_seconds  # when the next batch would end
-        if stop.deadline is not None and done >= stop.deadline:
-            if stop.max_deadline is None or done >= stop.max_deadline or self._settled(tree, cfg.choice):
+        batch = self.batch_seconds(now)
+
+        def reached(deadline: float) -> bool:  # the next batch would end past it; after a stall, half the time is kept
+            return now + min(batch, MAX_BATCH_SHARE * (deadline - start)) >= deadline
+
+        if stop.deadline is not None and reached(stop.deadline):
+            if stop.max_deadline is None or reached(stop.max_deadline) or self._settled(tree, cfg.choice):
                 return True
         return cfg.stop.early_stop and self._futile(tree, stop, playouts, start, now)
 

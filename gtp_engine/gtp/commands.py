@@ -111,7 +111,7 @@ class Session:
         self.options = play
         self.game = GameState(board_size, komi=komi, rules=rules)
         self.clock = Clock()
-        self._overhead = 0.0  # the engine's own seconds per move beyond its search's plan (see _note_overhead)
+        self._overhead = 0.0  # seconds per move of the engine's own work after its search (see _note_overhead)
         self._pondering = None  # the Player while it ponders
         players.prepare(board_size, board_size)
 
@@ -272,9 +272,7 @@ class Session:
         choice = player.genmove(self.game, color, stop, on_snapshot=report, snapshot_interval=interval, cleanup=cleanup,
                                 move_filter=request.move_filter if request is not None else MoveFilter())
         answered = self.now()
-        planned = stop.max_deadline if stop.max_deadline is not None else stop.deadline
-        self._note_overhead(max(answered - (player.searcher.stopped or answered),
-                                answered - planned if planned is not None else 0.0))
+        self._note_overhead(answered - (player.searcher.stopped or answered))
         if keep:
             self.clock.spend(color, answered - started)
         if choice.resign:
@@ -301,10 +299,9 @@ class Session:
         return stop
 
     def _note_overhead(self, seconds: float) -> None:
-        """Keeps the engine's own time per move beyond its plan for the next budgets: the answer's work after the
-        search, or how late the answer came after the search's last deadline (a batch slower than the ones
-        before, a process the machine did not run). The longest recent one, decaying, so that one slow answer
-        does not cut many moves short."""
+        """Keeps the engine's time per move after its search (the answer's work) for the next budgets: the longest
+        recent one, decaying, so that one slow answer does not cut many moves short. (A last batch slower than
+        the search expected is the search's batch time, not this.)"""
         self._overhead = max(seconds, OVERHEAD_DECAY * self._overhead)
 
     def _limits_stop(self, player, started: float, interrupt: threading.Event) -> StopCondition:

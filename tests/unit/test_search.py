@@ -108,8 +108,16 @@ def test_a_deadline_leaves_room_for_the_last_batch():
     start = clock()
     searcher.search(GameState(9), StopCondition(deadline=start + 1.0))
     assert 1.0 - 0.07 - 1e-9 <= clock() - start <= 1.0 + 1e-9
-    # A slow batch is remembered for the next search, decaying.
-    assert searcher.batch_seconds == pytest.approx(0.07)
+    # A slow batch is remembered for the next search, and forgotten by half each second on the clock, so that a
+    # stall longer than a budget cannot stop every later search before its first batch.
+    assert searcher.batch_seconds(clock()) == pytest.approx(0.07)
+    durations = iter([0.6] + [0.01] * 1000)
+    searcher.search(GameState(9), StopCondition(deadline=clock() + 1.0))  # a stall of 0.6 s
+    assert searcher.batch_seconds(clock()) == pytest.approx(0.6, abs=0.05)
+    clock.advance(2.0)  # the opponent's turn
+    start = clock()
+    result = searcher.search(GameState(9), StopCondition(deadline=start + 0.3))
+    assert result.snapshot.playouts > 1 and 0.3 - 0.16 <= clock() - start <= 0.3 + 1e-9
 
 
 @pytest.mark.parametrize("settled", [True, False])
