@@ -180,6 +180,7 @@ def play_game(engine: Program, opponent: Program, spec: ClockSpec, komi: float, 
             if log:
                 log.write(json.dumps({"clock": stats.name, "move": game.move_number, "seconds": round(spent, 4),
                                       "share": share, "lost": lost}) + "\n")
+                log.flush()  # a run stopped early keeps its moves
             if lost:
                 stats.time_losses += 1
                 result, on_time = 0.0, True
