@@ -27,7 +27,7 @@ import shlex
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gtp_engine import coords, match_stats
 from gtp_engine.board import BLACK, WHITE
@@ -219,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine", default=f"{shlex.quote(sys.executable)} -m gtp_engine")
     parser.add_argument("--opponent", default="gnugo --mode gtp --level 10 --chinese-rules")
     parser.add_argument("--komi", type=float, default=7.0)
+    parser.add_argument("--size", type=int, help="play every clock on this board size instead of its own")
     parser.add_argument("--log", help="append one JSON line per engine move to this file")
     parser.add_argument("--verbose", action="store_true", help="show the programs' stderr")
     args = parser.parse_args(argv)
@@ -231,10 +232,11 @@ def main(argv: list[str] | None = None) -> int:
         opponent = Program(args.opponent, args.verbose)
         programs = [engine, opponent]
         for name in names:
-            warm_up(engine, CLOCKS[name].size)
+            spec = CLOCKS[name] if args.size is None else replace(CLOCKS[name], size=args.size)
+            warm_up(engine, spec.size)
             stats = ClockStats(name)
             for number in range(args.games):
-                play_game(engine, opponent, CLOCKS[name], args.komi, number % 2 == 0, stats, log)
+                play_game(engine, opponent, spec, args.komi, number % 2 == 0, stats, log)
                 print(f"{name} game {number + 1}: score {stats.wins[-1]:g}, {len(stats.engine_seconds)} engine "
                       f"moves so far, time losses {stats.time_losses}", file=sys.stderr, flush=True)
             everything.append(stats)
