@@ -6,12 +6,17 @@ Terms:
   resets it, a move that overruns one loses it), canadian (main time, then `stones` moves to be played within each
   `period_time`), fischer (main time, plus `increment` after every move; capped Fischer never lets main time grow
   beyond `main_time_limit` and never spends more than `max_move_time` on one move).
+  TimeSettings.from_time_settings, from_kgs and from_kata read GTP's three time-settings commands.
 - clock: one colour's state: main time left, and once main time is over (overtime) the time left in the current
   period, the byo-yomi periods left or the Canadian stones left. GTP time_left is the truth; spend() only keeps an
   estimate between two time_left commands.
 - budget: (minimum, recommended, maximum) seconds for the next move. Spending less than the minimum wastes time
   that cannot be saved; the recommended time is the target; going over the maximum risks losing the game or a
-  byo-yomi period.
+  byo-yomi period. Per system: byo-yomi overtime spends the whole period; Canadian overtime shares the period's
+  time between its stones left; main time before overtime is spread over the moves left (KataGo's game-length
+  model) but gives each move at least MAIN_OVER_PERIOD periods' worth; absolute time is spread over the moves
+  left with a floor that keeps a reserve for long games; Fischer adds the reserve above one increment, spread
+  the same way, to each increment.
 - lag buffer, kept back: seconds kept back from every limit for the delay the clock sees and the engine does not
   (the round trip to the server, the controller's own work). The user who knows their delay gives it as the lag
   buffer, and that much is kept back from every limit (all of a limit shorter than it). Without one, the engine
