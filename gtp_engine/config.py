@@ -62,7 +62,7 @@ class SearchOptions:
 class PlayOptions:
     rules: str = "chinese"  # a rule set name, see game.Rules.named
     ponder: bool = False  # think on the opponent's time; any input stops it
-    lag_buffer: float = 1.0  # seconds kept back from every clock for transmission lag
+    lag_buffer: float | None = None  # seconds kept back from every limit for delay; None: timecontrol.kept_back
 
 
 @dataclass(frozen=True)
@@ -213,7 +213,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("seed", ("seed",), _seed, "random seed for reproducible play", "N"),
     Option("rules", ("play", "rules"), _text, "rule set: chinese, japanese, tromp-taylor, aga, ... (default: chinese)", "NAME"),
     Option("ponder", ("play", "ponder"), _bool, "think on the opponent's time: on or off (default: off)", "on|off"),
-    Option("lag-buffer", ("play", "lag_buffer"), _lag, "seconds kept back from the clock (default: 1)", "SECONDS"),
+    Option("lag-buffer", ("play", "lag_buffer"), _lag, "your delay, kept back from every limit (default: a fifth, at most 1)", "SECONDS"),
     Option("log-level", ("log_level",), _log_level, "debug, info, warning or error (default: warning)", "LEVEL"),
 )
 

@@ -38,7 +38,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -87,10 +89,11 @@ class PlayerConfig:
 
 
 class Player:
-    def __init__(self, evaluator: Evaluator, config: PlayerConfig = PlayerConfig()):
+    def __init__(self, evaluator: Evaluator, config: PlayerConfig = PlayerConfig(),
+                 clock: Callable[[], float] = time.monotonic):
         self.evaluator = evaluator
         self.config = config
-        self.searcher = Searcher(evaluator, config.search)
+        self.searcher = Searcher(evaluator, config.search, clock)  # clock: what the search's deadlines are on
         self._resign = ResignCounter(config.resign)
         self._background: BackgroundSearch | None = None
         self._last: tuple[tuple, SearchResult] | None = None  # (position of a search, its result)

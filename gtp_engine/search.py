@@ -3,10 +3,14 @@
 Terms:
 - visits: backups through the root, those kept from earlier searches included (tree reuse); playouts: backups
   made by this search alone.
-- stop condition: visits, playouts, a deadline (time.monotonic() seconds) and an interrupt Event; the search
-  stops at the first one reached, and only between batches. A time budget becomes a stop condition through
-  StopCondition.for_budget; this module never sees a clock. Early stop: when the most visited move cannot be
-  overtaken within the playouts left, searching on cannot change the answer.
+- clock: the function the Searcher reads time from (time.monotonic unless a test injects another); deadlines,
+  elapsed times and snapshot intervals are on it.
+- stop condition: visits, playouts, a deadline (seconds on the searcher's clock) and an interrupt Event; the
+  search stops at the first one reached, and only between batches, so a deadline counts as reached once the
+  next batch would end past it (the batch time: the longest recent batch, decaying with time; at most half the
+  search's time to that deadline). A budget becomes a stop condition through StopCondition.for_budget; this module
+  knows no game clock. Early stop: when the most visited move cannot be overtaken within the playouts left,
+  searching on cannot change the answer.
 - tree reuse: a new search whose position follows from the last search's root by moves already in the tree
   starts from that subtree, with its visits. Under a move filter (mcts.MoveFilter, counted in plies from the
   root) a tree is kept only for the same position and the same filter.
@@ -109,11 +113,17 @@ class SearchConfig:
     seed: int | None = None  # random seed for noise and temperature
 
 
+# Seconds in which the batch time forgets half of a slow batch (a page fault, a core the machine gave away). By the
+# clock, not per batch: an estimate longer than the time left stops searches before any batch could lower it.
+BATCH_TIME_HALF_LIFE = 1.0
+MAX_BATCH_SHARE = 0.5  # of a search's time to a deadline, the most kept for its last batch
+
+
 @dataclass
 class StopCondition:
     visits: int | None = None  # root visits, reused ones included
     playouts: int | None = None  # backups of this search
-    deadline: float | None = None  # time.monotonic() at which to stop
+    deadline: float | None = None  # when to stop, on the searcher's clock
     interrupt: threading.Event | None = None  # set by another thread: stop after the current batch
     max_deadline: float | None = None  # the search may run past deadline up to this while its choice is unsettled
     min_deadline: float | None = None  # no early stop before this: time not used here is lost (byo-yomi)
@@ -121,7 +131,7 @@ class StopCondition:
     @classmethod
     def for_budget(cls, start: float, minimum: float, recommended: float, maximum: float,
                    interrupt: threading.Event | None = None, visits: int | None = None) -> StopCondition:
-        """From a time budget in seconds (timecontrol.budget) counted from `start` (time.monotonic())."""
+        """From a time budget in seconds (timecontrol.budget) counted from `start` (on the searcher's clock)."""
         return cls(visits=visits, deadline=start + recommended, interrupt=interrupt,
                    max_deadline=start + maximum, min_deadline=start + minimum)
 
@@ -178,13 +188,22 @@ class Searcher:
     Not thread-safe: one search at a time (BackgroundSearch keeps to that when it owns the searcher).
     """
 
-    def __init__(self, evaluator: Evaluator, config: SearchConfig = SearchConfig()):
+    def __init__(self, evaluator: Evaluator, config: SearchConfig = SearchConfig(),
+                 clock: Callable[[], float] = time.monotonic):
         self.evaluator = evaluator
         self.config = config
+        self.clock = clock
+        self._batch = (0.0, 0.0)  # (the longest recent batch's seconds, when): see batch_seconds()
+        self.stopped: float | None = None  # when the last search stopped, on the clock (before its result is built)
         self.rng = np.random.default_rng(config.seed)
         self.tree: Tree | None = None
         self._tree_key: tuple | None = None  # _position_key of tree.root_state
         self._tree_filter = MoveFilter()  # the filter the tree grew under
+
+    def batch_seconds(self, now: float) -> float:
+        """What the next batch will take: the longest recent batch, forgotten by half every BATCH_TIME_HALF_LIFE."""
+        seconds, when = self._batch
+        return seconds * 0.5 ** (max(0.0, now - when) / BATCH_TIME_HALF_LIFE)
 
     def reset(self) -> None:
         """Forgets the tree (new game, undo, changed rules or komi)."""
@@ -202,7 +221,8 @@ class Searcher:
         on_snapshot gets a snapshot every snapshot_interval seconds (checked between batches) and a last one.
         config: this search's settings instead of the searcher's (analysis); the kept tree is reused alike.
         """
-        start = time.monotonic()
+        clock = self.clock
+        start = clock()
         cfg = config or self.config
         tree = self._tree_for(state, move_filter, cfg)
         if not stop.is_bounded and stop.interrupt is None:
@@ -217,10 +237,14 @@ class Searcher:
                 size = min(size, stop.playouts - playouts)
             if stop.visits is not None:
                 size = min(size, stop.visits - tree.root.visits)
+            began = clock()
             playouts += tree.run_batch(max(1, size))
-            if time.monotonic() >= next_snapshot:
+            ended = clock()
+            self._batch = (max(ended - began, self.batch_seconds(ended)), ended)
+            if ended >= next_snapshot:
                 on_snapshot(self._snapshot(tree, playouts, start, ownership_in_snapshots, cfg.choice))
-                next_snapshot = time.monotonic() + snapshot_interval
+                next_snapshot = clock() + snapshot_interval
+        self.stopped = clock()
         snapshot = self._snapshot(tree, playouts, start, True, cfg.choice)
         if on_snapshot:
             on_snapshot(snapshot if ownership_in_snapshots else replace(snapshot, ownership=None))
@@ -280,9 +304,14 @@ class Searcher:
             return True
         if stop.playouts is not None and playouts >= stop.playouts:
             return True
-        now = time.monotonic()
-        if stop.deadline is not None and now >= stop.deadline:
-            if stop.max_deadline is None or now >= stop.max_deadline or self._settled(tree, cfg.choice):
+        now = self.clock()
+        batch = self.batch_seconds(now)
+
+        def reached(deadline: float) -> bool:  # the next batch would end past it; after a stall, half the time is kept
+            return now + min(batch, MAX_BATCH_SHARE * (deadline - start)) >= deadline
+
+        if stop.deadline is not None and reached(stop.deadline):
+            if stop.max_deadline is None or reached(stop.max_deadline) or self._settled(tree, cfg.choice):
                 return True
         return cfg.stop.early_stop and self._futile(tree, stop, playouts, start, now)
 
@@ -327,7 +356,7 @@ class Searcher:
         moves = [self._move_info(tree, i, k, lcb, value) for k, i in enumerate([chosen] + visited)]
         return Snapshot(
             to_play=tree.root_state.to_play, visits=root.visits, playouts=playouts,
-            elapsed=time.monotonic() - start, winrate=_winrate(value), score_lead=score, moves=moves,
+            elapsed=self.clock() - start, winrate=_winrate(value), score_lead=score, moves=moves,
             ownership=tree.root_ownership() if with_ownership else None, utility=utility,
             score_stdev=tree.root_score_stdev(), raw_winrate=_winrate(root.net_v), raw_lead=root.net_s,
         )

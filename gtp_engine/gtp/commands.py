@@ -68,6 +68,7 @@ MIN_SIZE = 2
 PONDER_SECONDS = 600.0  # pondering stops by itself after this long, or after PONDER_VISIT_FACTOR x the move limit
 PONDER_VISIT_FACTOR = 20
 SEARCH_PARAMS = {"maxVisits": "visits", "maxPlayouts": "playouts", "maxTime": "time_per_move"}  # kata-set-param
+OVERHEAD_DECAY = 0.8  # per move, of the measured answer overhead kept for the next budgets
 
 
 class NetworkUnavailable(Exception):
@@ -105,12 +106,14 @@ def command_names() -> list[str]:
 
 class Session:
     def __init__(self, players: PlayerSource, search: SearchOptions, play: PlayOptions, rules: Rules,
-                 board_size: int = 19, komi: float = KOMI):
+                 board_size: int = 19, komi: float = KOMI, now: Callable[[], float] = time.monotonic):
         self.players = players
+        self.now = now  # the clock of move times and deadlines: the Players' searchers must read the same one
         self.search = search
         self.options = play
         self.game = GameState(board_size, komi=komi, rules=rules)
         self.clock = Clock()
+        self._overhead = 0.0  # seconds per move of the engine's own work after its search (see _note_overhead)
         self._pondering = None  # the Player while it ponders
         players.prepare(board_size, board_size)
 
@@ -260,7 +263,7 @@ class Session:
 
     def _generate(self, cmd: Command, stream: Stream, color: int, *, cleanup: bool = False, keep: bool = True,
                   request: analysis.Request | None = None) -> str:
-        started = cmd.received or time.monotonic()
+        started = cmd.received or self.now()
         player = self._player()
         stop = self._move_stop(player, color, started, stream.gogui_interrupted)
         report = interval = None
@@ -270,8 +273,10 @@ class Session:
             stream.start()
         choice = player.genmove(self.game, color, stop, on_snapshot=report, snapshot_interval=interval, cleanup=cleanup,
                                 move_filter=request.move_filter if request is not None else MoveFilter())
+        answered = self.now()
+        self._note_overhead(answered - (player.searcher.stopped or answered))
         if keep:
-            self.clock.spend(color, time.monotonic() - started)
+            self.clock.spend(color, answered - started)
         if choice.resign:
             return "resign"
         if not keep:
@@ -285,7 +290,7 @@ class Session:
         """What ends one move's search: the clock's budget within the flags' limits (see _limits_stop)."""
         game, search = self.game, self.search
         budget = self.clock.budget(color, game.grid.area, game.board.stone_count[BLACK] +
-                                   game.board.stone_count[WHITE], self.options.lag_buffer)
+                                   game.board.stone_count[WHITE], self.options.lag_buffer, self._overhead)
         if budget is None:
             return self._limits_stop(player, started, interrupt)
         seconds = [budget.minimum, budget.recommended, budget.maximum]
@@ -294,6 +299,12 @@ class Session:
         stop = StopCondition.for_budget(started, *seconds, interrupt=interrupt, visits=search.visits)
         stop.playouts = search.playouts
         return stop
+
+    def _note_overhead(self, seconds: float) -> None:
+        """Keeps the engine's time per move after its search (the answer's work) for the next budgets: the longest
+        recent one, decaying, so that one slow answer does not cut many moves short. (A last batch slower than
+        the search expected is the search's batch time, not this.)"""
+        self._overhead = max(seconds, OVERHEAD_DECAY * self._overhead)
 
     def _limits_stop(self, player, started: float, interrupt: threading.Event) -> StopCondition:
         """The flags' limits alone (--visits, --playouts, --time); without any, the Player's default visits."""
@@ -311,7 +322,7 @@ class Session:
         limit = move_stop.visits or move_stop.playouts or player.config.search.stop.default_visits
         interrupt = threading.Event()
         player.ponder(self.game, StopCondition(visits=PONDER_VISIT_FACTOR * limit,
-                                    deadline=time.monotonic() + PONDER_SECONDS, interrupt=interrupt))
+                                               deadline=self.now() + PONDER_SECONDS, interrupt=interrupt))
         self._pondering = player
 
         def watch_input() -> None:  # any input line stops pondering, also one that is no command
@@ -385,21 +396,19 @@ class Session:
     @command("time_settings")
     def time_settings(self, cmd: Command, stream: Stream) -> str:
         """Canadian byo-yomi; byo-yomi 0 means absolute time, stones 0 with byo-yomi > 0 means no limit."""
-        arity(cmd.args, 3)
-        self._set_clock(lambda: TimeSettings.from_gtp(_seconds(cmd.args[0]), _seconds(cmd.args[1]),
-                                                       parse_int(cmd.args[2])))
+        self._set_clock(lambda: TimeSettings.from_time_settings(cmd.args))
         return ""
 
     @command("kgs-time_settings")
     def kgs_time_settings(self, cmd: Command, stream: Stream) -> str:
         """none | absolute M | byoyomi M B P | canadian M B S; after byoyomi, time_left counts periods."""
-        self._set_clock(lambda: _kgs_settings(cmd.args))
+        self._set_clock(lambda: TimeSettings.from_kgs(cmd.args))
         return ""
 
     @command("kata-time_settings")
     def kata_time_settings(self, cmd: Command, stream: Stream) -> str:
         """The kgs-time_settings kinds, plus fischer M INC and fischer-capped M INC LIMIT MAXMOVE (-1: no cap)."""
-        self._set_clock(lambda: _kata_settings(cmd.args))
+        self._set_clock(lambda: TimeSettings.from_kata(cmd.args))
         return ""
 
     @command("kata-list_time_settings")
@@ -409,7 +418,7 @@ class Session:
     def _set_clock(self, settings: Callable[[], TimeSettings]) -> None:
         try:
             self.clock = Clock(settings())
-        except (ValueError, IndexError):
+        except ValueError:
             raise GtpError(SYNTAX_ERROR) from None
 
     @command("time_left")
@@ -580,7 +589,7 @@ class Session:
         """A search of the position for the side to move, to the move limits but not the clock; plays nothing."""
         player = self._player()
         snapshots: list = []
-        player.analyze(self.game, self.game.to_play, self._limits_stop(player, time.monotonic(), stream.gogui_interrupted),
+        player.analyze(self.game, self.game.to_play, self._limits_stop(player, self.now(), stream.gogui_interrupted),
                        snapshots.append)
         return snapshots[-1]
 
@@ -642,41 +651,6 @@ class Session:
             return self.players.get(self.game.width, self.game.height)
         except NetworkUnavailable as error:
             raise GtpError(f"no network loaded: {error}") from None
-
-
-def _seconds(text: str) -> float:
-    value = parse_float(text)
-    if value < 0:
-        raise GtpError(SYNTAX_ERROR)
-    return value
-
-
-def _kgs_settings(args: tuple[str, ...]) -> TimeSettings:
-    kind = args[0].lower() if args else ""
-    if kind == "none" and len(args) == 1:
-        return TimeSettings("none")
-    if kind == "absolute" and len(args) == 2:
-        return TimeSettings("absolute", _seconds(args[1]))
-    if kind in ("byoyomi", "canadian") and len(args) == 4:
-        main, period, count = _seconds(args[1]), _seconds(args[2]), parse_int(args[3])
-        if count == 0 or period == 0:
-            return TimeSettings("absolute", main)
-        if kind == "byoyomi":
-            return TimeSettings("byoyomi", main, period, periods=count)
-        return TimeSettings("canadian", main, period, stones=count)
-    raise GtpError(SYNTAX_ERROR)
-
-
-def _kata_settings(args: tuple[str, ...]) -> TimeSettings:
-    kind = args[0].lower() if args else ""
-    if kind == "fischer" and len(args) == 3:
-        return TimeSettings("fischer", _seconds(args[1]), increment=_seconds(args[2]))
-    if kind == "fischer-capped" and len(args) == 5:
-        limit, per_move = parse_float(args[3]), parse_float(args[4])
-        return TimeSettings("fischer", _seconds(args[1]), increment=_seconds(args[2]),
-                            main_time_limit=None if limit < 0 else limit,
-                            max_move_time=None if per_move < 0 else per_move)
-    return _kgs_settings(args)
 
 
 # ---- pictures ---------------------------------------------------------------------------------------------

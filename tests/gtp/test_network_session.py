@@ -17,6 +17,9 @@ from gtp_engine.game import GameState, format_result
 from gtp_engine.gtp.values import parse_color
 
 VERTEX = r"(?:[A-HJ-T](?:1[0-9]|[1-9])|pass)"
+# Seconds from the input that stops a search to the end of its answer: the stop comes within one batch; the bound
+# only catches a search that does not stop (pondering would run for minutes), and load alone cannot reach it.
+STOP_LATENCY = 10.0
 LZ_BLOCK = re.compile(rf"info move ({VERTEX}) visits (\d+) winrate (-?\d+) prior (\d+) lcb (-?\d+) order (\d+) "
                       rf"pv ((?:{VERTEX} ?)+)")
 KATA_BLOCK = re.compile(rf"info move ({VERTEX}) visits (\d+) edgeVisits (\d+) utility (-?\d+\.\d+) "
@@ -76,7 +79,7 @@ def test_lz_analyze_streams_integer_lines_until_any_input(engine, net_args):
     gtp.ok("boardsize 9")
     gtp.ok("play b e5")
     lines, latency = analysis_lines(gtp, "lz-analyze W 10", 1.0)
-    assert lines and latency < 1.0
+    assert lines and latency < STOP_LATENCY
     for line in lines:
         blocks = re.split(r" (?=info )", line)
         for k, block in enumerate(blocks):
@@ -88,7 +91,7 @@ def test_lz_analyze_streams_integer_lines_until_any_input(engine, net_args):
     assert gtp.response(10).text == "2"  # then the command that stopped it is answered
     # Lizzie's form: an interval and no colour; a bare empty line stops it too.
     lines, latency = analysis_lines(gtp, "17 lz-analyze 20", 0.5, stop="")
-    assert lines and latency < 1.0 and LZ_BLOCK.match(lines[-1])
+    assert lines and latency < STOP_LATENCY and LZ_BLOCK.match(lines[-1])
 
 
 def test_kata_analyze_writes_decimals_root_info_and_ownership(engine, net_args):
@@ -97,7 +100,7 @@ def test_kata_analyze_writes_decimals_root_info_and_ownership(engine, net_args):
     gtp.ok("play b d4")
     lines, latency = analysis_lines(gtp, "kata-analyze w interval 10 ownership true rootInfo true maxmoves 3", 0.8,
                                     stop="name")
-    assert latency < 1.0
+    assert latency < STOP_LATENCY
     assert gtp.response(10).text == "gtp_engine"
     line = lines[-1]
     info, _, ownership = line.partition(" ownership ")
@@ -233,7 +236,7 @@ def test_gogui_interrupt_ends_a_long_genmove_with_a_move(engine, net_args):
     gtp.send("# interrupt")
     sent = time.monotonic()
     reply = gtp.response(30)
-    assert time.monotonic() - sent < 2.0
+    assert time.monotonic() - sent < STOP_LATENCY
     assert reply.ok and re.fullmatch(VERTEX, reply.text)
 
 
@@ -251,7 +254,7 @@ def test_pondering_runs_between_moves_and_stops_on_any_input(engine, net_args):
     gtp.ok("boardsize 9")
     gtp.ok("genmove b")
     start = cpu_seconds(pid)
-    deadline = time.monotonic() + 5.0  # a loaded machine gives the engine less than a core
+    deadline = time.monotonic() + 60.0  # a loaded machine gives the engine less than a core: wait, bound nothing
     while cpu_seconds(pid) - start <= 0.25 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert cpu_seconds(pid) - start > 0.25  # thinking on the opponent's time
@@ -262,7 +265,7 @@ def test_pondering_runs_between_moves_and_stops_on_any_input(engine, net_args):
     assert cpu_seconds(pid) - start < 0.15
     gtp.ok("genmove w")
     sent = time.monotonic()
-    assert gtp.ok("name") == "gtp_engine" and time.monotonic() - sent < 1.0  # answered at once while pondering
+    assert gtp.ok("name") == "gtp_engine" and time.monotonic() - sent < STOP_LATENCY  # answered while pondering
 
 
 def test_sigterm_during_analysis_ends_the_process(engine, net_args):

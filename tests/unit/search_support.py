@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
 from gtp_engine.board import BLACK, Board
-from gtp_engine.evaluator import EvaluationBatch
+from gtp_engine.evaluator import EvaluationBatch, UniformEvaluator
 from gtp_engine.game import GameState
 from gtp_engine.mcts import Node, Tree
 
@@ -112,3 +113,45 @@ def _check_node(node: Node, is_root: bool, state: GameState | None = None) -> in
         if N[edge] > 0:
             assert edge in node.children
     return count
+
+
+class FakeClock:
+    """A clock for Searcher(clock=...) that moves only when told: timing tests that load cannot break."""
+
+    def __init__(self, now: float = 1000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class TimedEvaluator:
+    """Wraps an evaluator so that every call takes `seconds` (per call, or per call with n positions) on `clock`."""
+
+    def __init__(self, inner, clock: FakeClock, seconds=0.01):
+        self.inner = inner
+        self.clock = clock
+        self.seconds = seconds if callable(seconds) else (lambda n: seconds)
+        self.calls = 0
+
+    def evaluate(self, states):
+        self.calls += 1
+        self.clock.advance(self.seconds(len(states)))
+        return self.inner.evaluate(states)
+
+
+class InterruptWatcher:
+    """An evaluator that counts its calls, and those begun after `interrupt` was set."""
+
+    def __init__(self, interrupt: threading.Event):
+        self.inner = UniformEvaluator()
+        self.interrupt = interrupt
+        self.calls = self.late_calls = 0
+
+    def evaluate(self, states):
+        self.calls += 1
+        self.late_calls += self.interrupt.is_set()
+        return self.inner.evaluate(states)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
 import pytest
-from search_support import ScriptedEvaluator, check_tree, position
+from search_support import InterruptWatcher, ScriptedEvaluator, check_tree, position
 
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS, grid
@@ -282,14 +283,18 @@ def test_the_tree_is_reused_for_a_handed_position_that_follows_the_last_one():
 
 
 def test_ponder_stops_at_once_on_the_next_call_and_its_tree_is_reused():
-    player = Player(UniformEvaluator(), player_config(seed=0, batch_size=8))
+    interrupt = threading.Event()
+    evaluator = InterruptWatcher(interrupt)
+    player = Player(evaluator, player_config(seed=0, batch_size=8))
     game = GameState(9)
     game.play(player.genmove(game, BLACK, StopCondition(visits=50)).point, BLACK)
-    player.ponder(game)
-    time.sleep(0.3)
-    start = time.monotonic()
+    player.ponder(game, StopCondition(interrupt=interrupt))
+    calls = evaluator.calls
+    waited = time.monotonic() + 60  # the thread's progress, however slow the machine: no bound is asserted
+    while evaluator.calls < calls + 40 and time.monotonic() < waited:
+        time.sleep(0.01)
     player.stop_background()
-    assert time.monotonic() - start < 0.2
+    assert evaluator.late_calls <= 1  # stopped within the batch in flight
     check_tree(player.searcher.tree)
     pondered = player.searcher.tree.root
     edge = int(pondered.N.argmax())

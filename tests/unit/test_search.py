@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from search_support import ScriptedEvaluator, check_tree, position
+from search_support import FakeClock, InterruptWatcher, ScriptedEvaluator, TimedEvaluator, check_tree, position
 
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS, grid
@@ -80,11 +80,19 @@ def test_stops_at_the_playouts_and_visits_asked_for():
     assert searcher.tree.root.visits == 50 and result.snapshot.playouts == 13
 
 
+def timed_searcher(config: SearchConfig, inner=None, seconds=0.01) -> tuple[Searcher, FakeClock]:
+    """A searcher on a fake clock whose every network call takes `seconds`."""
+    clock = FakeClock()
+    return Searcher(TimedEvaluator(inner or UniformEvaluator(), clock, seconds), config, clock=clock), clock
+
+
 def test_deadline_and_interrupt():
-    searcher = Searcher(UniformEvaluator(), SearchConfig(stop=StopConfig(early_stop=False)))
-    start = time.monotonic()
-    searcher.search(GameState(9), StopCondition(deadline=start + 0.3))
-    assert 0.3 <= time.monotonic() - start < 1.0
+    searcher, clock = timed_searcher(SearchConfig(stop=StopConfig(early_stop=False)))
+    start = clock()
+    result = searcher.search(GameState(9), StopCondition(deadline=start + 0.3))
+    # Stopped before the deadline, by at most the batch that would have run past it.
+    assert 0.3 - 0.01 - 1e-9 <= clock() - start <= 0.3 + 1e-9
+    assert result.snapshot.elapsed == pytest.approx(clock() - start)
     interrupt = threading.Event()
     interrupt.set()
     result = Searcher(UniformEvaluator()).search(GameState(9), StopCondition(interrupt=interrupt))
@@ -92,25 +100,45 @@ def test_deadline_and_interrupt():
     assert result.choice.point != PASS or len(result.root_moves) == 1
 
 
+def test_a_deadline_leaves_room_for_the_last_batch():
+    # Batches take 0.07 s after a first quick one: the search stops when the next batch would end past the
+    # deadline, never after it.
+    durations = iter([0.001] + [0.07] * 1000)
+    searcher, clock = timed_searcher(SearchConfig(stop=StopConfig(early_stop=False)), seconds=lambda n: next(durations))
+    start = clock()
+    searcher.search(GameState(9), StopCondition(deadline=start + 1.0))
+    assert 1.0 - 0.07 - 1e-9 <= clock() - start <= 1.0 + 1e-9
+    # A slow batch is remembered for the next search, and forgotten by half each second on the clock, so that a
+    # stall longer than a budget cannot stop every later search before its first batch.
+    assert searcher.batch_seconds(clock()) == pytest.approx(0.07)
+    durations = iter([0.6] + [0.01] * 1000)
+    searcher.search(GameState(9), StopCondition(deadline=clock() + 1.0))  # a stall of 0.6 s
+    assert searcher.batch_seconds(clock()) == pytest.approx(0.6, abs=0.05)
+    clock.advance(2.0)  # the opponent's turn
+    start = clock()
+    result = searcher.search(GameState(9), StopCondition(deadline=start + 0.3))
+    assert result.snapshot.playouts > 1 and 0.3 - 0.16 <= clock() - start <= 0.3 + 1e-9
+
+
 @pytest.mark.parametrize("settled", [True, False])
 def test_a_time_budget_runs_to_the_recommended_time_and_on_to_the_maximum_while_unsettled(settled, monkeypatch):
-    searcher = Searcher(UniformEvaluator(), SearchConfig(stop=StopConfig(early_stop=False)))
+    searcher, clock = timed_searcher(SearchConfig(stop=StopConfig(early_stop=False)))
     monkeypatch.setattr(searcher, "_settled", lambda tree, choice: settled)
-    start = time.monotonic()
+    start = clock()
     searcher.search(GameState(9), StopCondition.for_budget(start, 0.0, 0.2, 0.5))
-    elapsed = time.monotonic() - start
-    assert (0.2 <= elapsed < 0.45) if settled else (0.5 <= elapsed < 0.9)
+    end = 0.2 if settled else 0.5
+    assert end - 0.01 - 1e-9 <= clock() - start <= end + 1e-9
 
 
 def test_no_early_stop_before_the_minimum_time():
     favour = [grid(5).point(2, 2)]
     times = []
     for minimum in (0.0, 0.45):
-        searcher = Searcher(ScriptedEvaluator(favour=favour), SearchConfig(seed=0))
-        start = time.monotonic()
+        searcher, clock = timed_searcher(SearchConfig(seed=0), ScriptedEvaluator(favour=favour))
+        start = clock()
         searcher.search(GameState(5), StopCondition.for_budget(start, minimum, 0.6, 0.6))
-        times.append(time.monotonic() - start)
-    assert times[0] < 0.45 <= times[1]
+        times.append(clock() - start)
+    assert times[0] < 0.45 - 1e-9 and 0.45 <= times[1] <= 0.6 + 1e-9
 
 
 def test_early_stop_once_the_best_move_cannot_be_caught():
@@ -400,18 +428,21 @@ def test_a_colour_takes_avoid_clauses_or_one_allow_clause():
         avoid(BLACK, [a1], 0)
 
 
-def test_background_search_stops_promptly_and_leaves_a_consistent_tree():
-    searcher = Searcher(UniformEvaluator(), SearchConfig(batch_size=8))
+def test_background_search_stops_within_a_batch_and_leaves_a_consistent_tree():
+    interrupt = threading.Event()
+    evaluator = InterruptWatcher(interrupt)
+    clock = FakeClock()
+    searcher = Searcher(TimedEvaluator(evaluator, clock, 0.01), SearchConfig(batch_size=8), clock=clock)
     snapshots = []
-    background = BackgroundSearch(searcher, GameState(9), StopCondition(interrupt=threading.Event()),
-                                  snapshots.append, 0.02)
-    time.sleep(0.3)
+    background = BackgroundSearch(searcher, GameState(9), StopCondition(interrupt=interrupt), snapshots.append, 0.02)
+    waited = time.monotonic() + 60  # the thread's progress, however slow the machine: no bound is asserted
+    while evaluator.calls < 20 and time.monotonic() < waited:
+        time.sleep(0.01)
     assert background.running
-    start = time.monotonic()
     result = background.stop()
-    assert time.monotonic() - start < 0.2
+    assert evaluator.late_calls <= 1  # the batch the interrupt may have caught starting, no other
     assert not background.running and result is not None and background.error is None
-    assert len(snapshots) >= 3
+    assert len(snapshots) >= 3  # every 0.02 s on the search's clock: every other batch
     check_tree(searcher.tree)
 
 

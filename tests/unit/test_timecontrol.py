@@ -13,6 +13,7 @@ from gtp_engine.timecontrol import (
     after_move,
     after_time_left,
     budget,
+    kept_back,
     start_clock,
 )
 
@@ -176,3 +177,108 @@ def test_fischer_adds_increment_up_to_the_cap_and_spends_what_the_cap_would_wast
     b = budget(s, clock, 81, 10, lag_buffer=1.0)
     assert b.minimum == pytest.approx(10)  # 105 + 10 would be capped back to 105
     assert b.maximum <= 29
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["0", "1", "1"], TimeSettings("canadian", 0, 1, stones=1)),
+    (["1800", "0", "0"], TimeSettings("absolute", 1800)),
+    (["0", "1", "0"], TimeSettings("none")),
+    (["60.5", "10.5", "1"], TimeSettings("canadian", 60.5, 10.5, stones=1)),
+])
+def test_time_settings_parsing(args, expected):
+    assert TimeSettings.from_time_settings(args) == expected
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["none"], TimeSettings("none")),
+    (["absolute", "60"], TimeSettings("absolute", 60)),
+    (["byoyomi", "300", "30", "5"], TimeSettings("byoyomi", 300, 30, periods=5)),
+    (["BYOYOMI", "300", "0", "5"], TimeSettings("absolute", 300)),
+    (["canadian", "600", "300", "25"], TimeSettings("canadian", 600, 300, stones=25)),
+    (["fischer", "300", "5"], TimeSettings("fischer", 300, increment=5)),
+    (["fischer-capped", "600", "10", "1200", "-1"],
+     TimeSettings("fischer", 600, increment=10, main_time_limit=1200, max_move_time=None)),
+])
+def test_kata_time_settings_parsing_includes_the_kgs_kinds(args, expected):
+    assert TimeSettings.from_kata(args) == expected
+
+
+@pytest.mark.parametrize("args", [[], ["byoyomi", "300"], ["byoyomi", "300", "30", "-1"], ["absolute", "-5"],
+                                  ["absolute", "nan"], ["absolute", "1e3"], ["canadian", "1", "2", "3.5"],
+                                  ["sudden"], ["none", "1"], ["fischer", "300", "5"]])
+def test_bad_kgs_time_settings_are_value_errors(args):
+    with pytest.raises(ValueError):
+        TimeSettings.from_kgs(args)
+    with pytest.raises(ValueError):
+        TimeSettings.from_time_settings(args[:2])
+
+
+# ---- the lag rule: what is kept back never eats a short period ------------------------------------------------
+
+lag_buffers = st.one_of(st.none(), st.floats(min_value=0.0, max_value=5.0, allow_nan=False))
+periods = st.floats(min_value=0.5, max_value=60.0, allow_nan=False)
+overheads = st.floats(min_value=0.0, max_value=0.05, allow_nan=False)
+
+
+def test_kept_back_is_a_fifth_up_to_a_second_by_default_and_the_users_delay_when_given():
+    assert [kept_back(t) for t in (0.5, 1.0, 2.0, 5.0, 30.0)] == pytest.approx([0.1, 0.2, 0.4, 1.0, 1.0])
+    assert [kept_back(t, 0.5) for t in (0.3, 1.0, 30.0)] == pytest.approx([0.3, 0.5, 0.5])
+
+
+@settings(max_examples=300, deadline=None)
+@given(situations(), lag_buffers, overheads)
+def test_no_budget_goes_over_the_hard_limit_less_what_is_kept_back(situation, lag, overhead):
+    s, clock, area, on_board, _ = situation
+    b = budget(s, clock, area, on_board, lag, overhead)
+    limit = hard_limit(s, clock)
+    assert 0 <= b.minimum <= b.recommended <= b.maximum
+    assert b.maximum <= max(0.0, limit - kept_back(limit, lag) - overhead) + 1e-9
+
+
+@settings(max_examples=200, deadline=None)
+@given(periods, st.integers(1, 5), areas, stones, overheads)
+def test_default_byoyomi_budget_spends_most_of_any_period(period, count, area, on_board, overhead):
+    s = TimeSettings("byoyomi", 0, period, periods=count)
+    b = budget(s, start_clock(s), area, on_board, None, overhead)
+    spent = max(0.8 * period, period - 1.0) - overhead  # a fifth of the period, at most 1 s, is kept back
+    assert b.minimum == b.maximum == pytest.approx(max(0.0, spent))
+    assert b.maximum >= 0.7 * period - overhead  # for periods of 0.5 s and more
+
+
+@settings(max_examples=200, deadline=None)
+@given(periods, st.integers(1, 25), areas, stones)
+def test_default_canadian_budget_shares_the_period_between_its_stones(period, stones_per_period, area, on_board):
+    s = TimeSettings("canadian", 0, period, stones=stones_per_period)
+    b = budget(s, start_clock(s), area, on_board)
+    usable = period - kept_back(period)
+    assert b.recommended == pytest.approx(usable / stones_per_period)
+    assert b.recommended > 0.5 * period / stones_per_period
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(["absolute", "fischer"]), st.floats(10.0, 3600.0), st.floats(0.0, 30.0),
+       st.sampled_from([9, 13, 19]), lag_buffers)
+def test_main_time_lasts_the_expected_game_and_beyond(kind, main, increment, size, lag):
+    """Every move spends its maximum (an unsettled search each time) for 1.5 times the expected game length:
+    main time is never used up, and moves spending their recommended time leave a reserve."""
+    s = TimeSettings(kind, main, increment=increment if kind == "fischer" else 0.0)
+    area = size * size
+    expected = int((0.7 * area + 20) / 2)  # our moves in a game of average length (KataGo's model: 0.5-0.95 x area)
+    for spend in ("maximum", "recommended"):
+        clock = start_clock(s)
+        for move in range(int(1.5 * expected)):
+            if move == expected and spend == "recommended" and kind == "absolute":
+                assert clock.main_left >= 0.1 * main  # a reserve for a longer game
+            b = budget(s, clock, area, min(2 * move, area), lag)
+            clock = after_move(s, clock, getattr(b, spend))
+            assert clock.main_left > 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.floats(0.0, 1800.0), periods, st.integers(1, 5), st.sampled_from([9, 19]))
+def test_main_time_before_byoyomi_is_spread_not_spent_at_once(main, period, count, size):
+    s = TimeSettings("byoyomi", main, period, periods=count)
+    b = budget(s, start_clock(s), size * size, 0)
+    assert b.recommended >= min(main + period - kept_back(main + period), 2.0 * period)  # more than overtime gives
+    assert b.maximum <= max(b.recommended, main + period)
+    assert b.recommended <= max(main / 5, 2.0 * period) + period  # never most of the main time on one move
