@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from gtp_engine import coords, match_stats
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.game import GameState
-from tools.match import GtpError, Program, normalized_result
+from gtp_engine.match import GtpError, Program, normalized_result
 
 
 @dataclass(frozen=True)
