@@ -181,7 +181,7 @@ class NetworkLoader:
         for player, _, caches in loaded:
             for cache in caches:
                 cache.clear()
-            player.reset(player.game)
+            player.reset()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -19,13 +19,14 @@ full 19x19 game and keeps play itself as cheap as the board's own play.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple, Sequence
 
 import numpy as np
 
 from gtp_engine.board import BLACK, EMPTY, WHITE, Board, IllegalMoveError, opponent
-from gtp_engine.coords import PASS, Grid, to_gtp
+from gtp_engine.coords import GTP_COLUMNS, PASS, Grid, to_gtp
 
 SCORINGS = ("area", "territory")
 KO_RULES = ("positional", "situational", "simple")
@@ -59,6 +60,48 @@ class Rules:
             raise ValueError(f"unknown rules {name!r}; known: {', '.join(sorted(RULE_SETS))}")
         return RULE_SETS[key]
 
+    # ---- KataGo's JSON form (kata-get-rules, kata-set-rules, the analysis engine's "rules") ----------------
+
+    def to_katago(self) -> dict:
+        """The rules as KataGo writes them: {"ko": "POSITIONAL", "scoring": "AREA", ...}."""
+        return {"ko": self.ko.upper(), "scoring": self.scoring.upper(), "suicide": self.suicide_allowed,
+                "tax": "NONE", "hasButton": False, "whiteHandicapBonus": self.white_handicap_bonus}
+
+    @staticmethod
+    def from_katago(value: str | dict) -> "Rules":
+        """A rule set name (KataGo's chinese-ogs and chinese-kgs included) or a KataGo rules object (a dict or
+        its JSON text); raises ValueError for what this engine cannot play."""
+        if isinstance(value, str):
+            text = value.strip()
+            if not text.startswith("{"):
+                return Rules.named(_KATAGO_NAMES.get(text.lower(), text))
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"not JSON: {error}") from None
+        if not isinstance(value, dict):
+            raise ValueError("expected a JSON object")
+        current = Rules()
+        fields = {"scoring": current.scoring, "ko": current.ko, "suicide_allowed": current.suicide_allowed,
+                  "white_handicap_bonus": current.white_handicap_bonus}
+        for key, item in value.items():
+            if key == "ko" and isinstance(item, str):
+                fields["ko"] = item.lower()
+            elif key == "scoring" and isinstance(item, str):
+                fields["scoring"] = item.lower()
+            elif key in ("suicide", "multiStoneSuicideLegal") and isinstance(item, bool):
+                fields["suicide_allowed"] = item
+            elif key == "whiteHandicapBonus" and isinstance(item, str):
+                fields["white_handicap_bonus"] = item.upper()
+            elif (key, item) in (("tax", "NONE"), ("hasButton", False)):
+                continue
+            else:
+                raise ValueError(f"unsupported rule {key}={item!r}")
+        named = [name for name, rules in RULE_SETS.items()
+                 if (rules.scoring, rules.ko, rules.suicide_allowed, rules.white_handicap_bonus) ==
+                 tuple(fields.values())]
+        return Rules(**fields, name=named[0] if named else "custom")
+
 
 RULE_SETS = {
     "chinese": Rules(),
@@ -69,6 +112,7 @@ RULE_SETS = {
     "korean": Rules("territory", "simple", False, "0", "korean"),
 }
 _RULE_ALIASES = {"cn": "chinese", "jp": "japanese", "tt": "tromp-taylor", "nz": "new-zealand", "ko": "korean"}
+_KATAGO_NAMES = {"chinese-ogs": "chinese", "chinese-kgs": "chinese"}
 
 
 class _UndoStart(NamedTuple):
@@ -245,6 +289,13 @@ class GameState:
         self._start = _UndoStart(self.board.copy(), self.to_play, self.consecutive_passes, self._max_stones,
                                  len(self.moves), len(self._history))
 
+    def with_to_play(self, color: int) -> "GameState":
+        """A copy of this position with `color` to move (GTP may ask either colour for a move or an analysis)."""
+        state = self.copy()
+        if color != state.to_play:
+            state.set_to_play(color)
+        return state
+
     def set_to_play(self, color: int) -> None:
         """Says who moves next outside the move sequence (SGF PL, a setup position); undo stops here like at setup."""
         self.to_play = color
@@ -386,6 +437,58 @@ def fixed_handicap_points(g: Grid, count: int) -> list[int]:
         9: corners + [left, right, bottom, top, center],
     }
     return [g.point(row, col) for row, col in layouts[count]]
+
+
+def free_handicap_points(g: Grid, count: int) -> list[int]:
+    """The engine's choice of `count` handicap points: the fixed layout where GTP defines one, otherwise points
+    far from each other (spread_points). Raises ValueError("invalid number of stones") outside 2 .. area - 1."""
+    if not 2 <= count < g.area:
+        raise ValueError("invalid number of stones")
+    try:
+        return fixed_handicap_points(g, count)
+    except ValueError:
+        return spread_points(g, count)
+
+
+def spread_points(g: Grid, count: int) -> list[int]:
+    """count points far from each other, for handicaps GTP gives no layout for: each next point is the one farthest
+    from those already chosen, points on the first two lines only once the others are used up."""
+    rows, cols = np.divmod(np.arange(g.area), g.width)
+    edge = np.minimum.reduce([rows, cols, g.height - 1 - rows, g.width - 1 - cols])
+    margin = 2 if min(g.width, g.height) >= 7 else 0
+    distance = np.full(g.area, 1e6)  # to the nearest chosen point
+    chosen: list[int] = []
+    for _ in range(count):
+        score = np.where(edge >= margin, distance, distance - 1e3)
+        score[chosen] = -np.inf
+        flat = int(np.argmax(score))
+        chosen.append(flat)
+        distance = np.minimum(distance, np.hypot(rows - rows[flat], cols - cols[flat]))
+    return [g.from_flat(i) for i in chosen]
+
+
+def diagram(game: GameState) -> str:
+    """The board with coordinates (X black, O white, the last move in parentheses) and status lines."""
+    g, board = game.grid, game.board
+    letters = "   " + " ".join(GTP_COLUMNS[:g.width])
+    last = game.moves[-1][1] if game.moves else PASS
+    lines = [letters]
+    for row in range(g.height):
+        cells = [{BLACK: "X", WHITE: "O"}.get(board.colors[g.point(row, col)], ".") for col in range(g.width)]
+        separators = [" "] * (g.width + 1)
+        if last != PASS and g.row_col(last)[0] == row:
+            col = g.row_col(last)[1]
+            separators[col], separators[col + 1] = "(", ")"
+        number = g.height - row
+        lines.append(f"{number:2d}" + "".join(map(str.__add__, separators, cells)) + separators[-1] + f"{number:2d}")
+    lines.append(letters)
+    to_play = "Black" if game.to_play == BLACK else "White"
+    lines.append(f"captured: Black (X) {board.captures[BLACK]}, White (O) {board.captures[WHITE]}; "
+                 f"komi {game.komi:g}; {game.rules.name} rules; move {game.move_number}; {to_play} to play")
+    if game.moves:
+        color, point = game.moves[-1]
+        lines.append(f"last move: {'B' if color == BLACK else 'W'} {to_gtp(g, point)}")
+    return "\n".join(lines)
 
 
 def format_result(score: float) -> str:

@@ -13,6 +13,7 @@ Terms (AlphaGo Zero / KataGo notation):
 - value v in [-1, 1]: expected result (+1 a win). score s: expected lead in points. utility u: what the search
   maximises, v plus a small bonus for score (score_utility * tanh(s / score_scale)), so that among won
   (or lost) lines the search prefers larger margins; winrates and leads are reported from V and S.
+- tree config (TreeConfig): the parameters of selection and of the utility below; every tree is built from one.
 - PUCT: an edge's score is Q + c * P * sqrt(sum N) / (1 + N) with Q = W / N, and
   c = c_puct + c_puct_log * ln((sum N + c_puct_base) / c_puct_base), growing slowly with visits (KataGo).
 - FPU (first play urgency): an unvisited edge's Q is the node's own network utility minus
@@ -111,6 +112,23 @@ class MoveFilter:
         return banned
 
 
+@dataclass(frozen=True)
+class TreeConfig:
+    """How a tree selects and what it maximises (see the module docstring); the defaults are the engine's."""
+
+    c_puct: float = 1.0  # exploration at the start of a search; values are on the [-1, 1] scale (KataGo's 1.0)
+    c_puct_log: float = 0.45  # growth of exploration with the log of a node's visits (KataGo)
+    c_puct_base: float = 500.0  # visits at which that growth reaches c_puct_log * ln 2
+    fpu_reduction: float = 0.25  # unvisited moves count as the parent's value minus this * sqrt(visited prior)
+    root_fpu_reduction: float = 0.1  # the same at the root, where wider search pays off
+    virtual_loss: float = 1.0  # lost visits a pending leaf adds to its path while its batch is evaluated
+    score_utility: float = 0.1  # weight of the score lead in what the search maximises (0: winrate only)
+    score_scale: float | None = None  # points for which tanh(lead / scale) saturates; None: sqrt(board area) / 2
+
+    def scale_for(self, area: int) -> float:
+        return self.score_scale if self.score_scale is not None else math.sqrt(area) / 2
+
+
 class Node:
     __slots__ = (
         "moves", "prior", "tried", "tried_prior", "stats", "N", "W", "W2", "V", "S", "nsum", "children",
@@ -197,17 +215,18 @@ class Tree:
     in between left to the caller. Everything else reads it.
     """
 
-    def __init__(self, evaluator: Evaluator, root_state: GameState, *, c_puct: float, c_puct_log: float,
-                 c_puct_base: float, fpu_reduction: float, root_fpu_reduction: float, virtual_loss: float,
-                 score_utility: float, score_scale: float, root: Node | None = None,
-                 move_filter: MoveFilter = MoveFilter()):
+    def __init__(self, evaluator: Evaluator, root_state: GameState, config: TreeConfig = TreeConfig(), *,
+                 root: Node | None = None, move_filter: MoveFilter = MoveFilter()):
+        """root_state: the tree's own copy (never changed); root: a kept subtree of an earlier tree for it."""
         self.evaluator = evaluator
         self.root_state = root_state
         self.root = root if root is not None else Node()
-        self.c_puct, self.c_puct_log, self.c_puct_base = c_puct, c_puct_log, c_puct_base
-        self.fpu_reduction, self.root_fpu_reduction = fpu_reduction, root_fpu_reduction
-        self.virtual_loss = virtual_loss
-        self.score_utility, self.score_scale = score_utility, score_scale
+        self.config = config
+        self.c_puct, self.c_puct_log, self.c_puct_base = config.c_puct, config.c_puct_log, config.c_puct_base
+        self.fpu_reduction, self.root_fpu_reduction = config.fpu_reduction, config.root_fpu_reduction
+        self.virtual_loss = config.virtual_loss
+        self.score_utility = config.score_utility
+        self.score_scale = config.scale_for(root_state.grid.area)
         g = root_state.grid
         self.area = g.area
         self._point_of_flat = np.append(g.point_of, PASS)

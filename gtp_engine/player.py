@@ -1,10 +1,14 @@
-"""Player: one game, a searcher and the rules for turning a search into a move; what GTP and self-play call.
+"""Player: turns a position it is handed into a move, with a searcher and the rules for the move; what GTP calls.
 
 Terms:
-- game: the GameState the controller sees; play, undo and genmove change it, searches work on copies.
+- position: a GameState the caller owns (the GTP Session's game record). The Player never changes it: searches
+  work on copies, genmove only says which move to play, and the Player keeps no game of its own. Tree reuse
+  and the last search's result are keyed on positions, so nothing has to follow the game.
 - dead stones: chains whose mean ownership (from the search, or the network when there was no search) is on
   the opponent's side. The score "by the count" is the game's score after removing them, per its rules; the
   "raw count" is the same with every stone alive (Tromp-Taylor under area scoring).
+- seki stones: living chains without a point of their own: every liberty is neutral (|ownership| below
+  NEUTRAL_OWNERSHIP) and touches a living opponent chain. final_status_list reads alive, dead and seki here.
 - neutral points: the points area counting gives to nobody: dame, seki liberties, empty regions touching both
   colours (and so the areas around dead stones), the whole board while it is empty.
 - own territory: an empty point that area counting gives to us (its empty region touches only our stones) and
@@ -35,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gtp_engine.board import BLACK, EMPTY, WHITE, IllegalMoveError, opponent
+from gtp_engine.board import BLACK, EMPTY, WHITE, opponent
 from gtp_engine.coords import PASS
 from gtp_engine.evaluator import Evaluator
 from gtp_engine.game import GameState
@@ -54,6 +58,7 @@ log = logging.getLogger(__name__)
 
 OWN_TERRITORY_OWNERSHIP = 0.8  # how sure the ownership must be before a point counts as our territory
 SETTLED_OWNERSHIP = 0.6  # how sure the ownership of every non-neutral point must be before we pass first
+NEUTRAL_OWNERSHIP = 0.5  # a liberty whose |ownership| is below this belongs to nobody (seki, dame)
 
 
 @dataclass(frozen=True)
@@ -66,47 +71,33 @@ class MoveChoice:
 
 
 class Player:
-    def __init__(self, evaluator: Evaluator, config: SearchConfig = SearchConfig(), game: GameState | None = None):
+    def __init__(self, evaluator: Evaluator, config: SearchConfig = SearchConfig()):
         self.evaluator = evaluator
         self.config = config
         self.searcher = Searcher(evaluator, config)
-        self._game = game if game is not None else GameState()
         self._background: BackgroundSearch | None = None
         self._last: tuple[tuple, SearchResult] | None = None  # (position of a search, its result)
         self._lock = threading.Lock()
 
-    @property
-    def game(self) -> GameState:
-        return self._game
-
-    def reset(self, game: GameState) -> None:
+    def reset(self) -> None:
+        """Forgets the search tree and the last result (clear_cache)."""
         self.stop_background()
-        self._game = game
         self.searcher.reset()
         self._last = None
 
-    def play(self, point: int, color: int) -> None:
-        """Plays a checked move; raises IllegalMoveError."""
-        self.stop_background()
-        self._game.play(point, color)
-
-    def undo(self) -> None:
-        self.stop_background()
-        self._game.undo()
-
     # ---- searching ------------------------------------------------------------------------------------
 
-    def genmove(self, color: int, stop: StopCondition, on_snapshot: SnapshotCallback | None = None,
+    def genmove(self, game: GameState, color: int, stop: StopCondition, on_snapshot: SnapshotCallback | None = None,
                 snapshot_interval: float | None = None, cleanup: bool = False,
                 move_filter: MoveFilter = MoveFilter()) -> MoveChoice:
-        """Searches for `color` (to play or not), applies the pass and resign rules and plays the move.
+        """The move for `color` (to play or not) in `game`: a search, then the pass and resign rules. Plays
+        nothing: the move is legal for `color` in `game` and the caller plays it.
 
         move_filter restricts the search (see mcts.MoveFilter) and the move: one its first ply permits, unless
         it permits no legal move.
         """
         self.stop_background()
-        game = self._game
-        state = _for_color(game, color)
+        state = game.with_to_play(color)
         dead_opponent = cleanup and bool(self._dead_stones_of(state, opponent(color), self._quick_ownership(state)))
         result = self._search(state, stop, on_snapshot, snapshot_interval, exclude=(PASS,) if dead_opponent else (),
                               move_filter=move_filter)
@@ -116,33 +107,30 @@ class Player:
             return MoveChoice(PASS, resign=True, winrate=choice.winrate, score_lead=choice.score_lead,
                               visits=snapshot.visits)
         point = self._apply_pass_rules(state, result, cleanup, dead_opponent, move_filter)
-        try:
-            game.play(point, color)
-        except IllegalMoveError:  # only when color was not to play and superko differs: passing is always legal
+        if not game.is_legal(point, color):  # the colour not to play, where superko differs: passing is legal
             log.warning("search chose an illegal move for the colour not to play; passing")
             point = PASS
-            game.play(point, color)
         info = next((m for m in snapshot.moves if m.point == point), choice)
         return MoveChoice(point, winrate=info.winrate, score_lead=info.score_lead, visits=snapshot.visits)
 
-    def analyze(self, color: int, stop: StopCondition, on_snapshot: SnapshotCallback,
+    def analyze(self, game: GameState, color: int, stop: StopCondition, on_snapshot: SnapshotCallback,
                 snapshot_interval: float | None = None, ownership: bool = False,
                 move_filter: MoveFilter = MoveFilter()) -> None:
-        """Searches for `color` until `stop` (an interrupt alone is enough), reporting snapshots; plays nothing."""
+        """Searches `game` for `color` until `stop` (an interrupt alone is enough), reporting snapshots."""
         self.stop_background()
-        self._search(_for_color(self._game, color), stop, on_snapshot, snapshot_interval, ownership=ownership,
+        self._search(game.with_to_play(color), stop, on_snapshot, snapshot_interval, ownership=ownership,
                      move_filter=move_filter)
 
-    def start_analysis(self, color: int, stop: StopCondition, on_snapshot: SnapshotCallback | None,
+    def start_analysis(self, game: GameState, color: int, stop: StopCondition, on_snapshot: SnapshotCallback | None,
                        snapshot_interval: float | None = None, ownership: bool = False) -> None:
         """Like analyze, in a background thread; any later call (or stop_background) ends it."""
         self.stop_background()
-        self._background = BackgroundSearch(self.searcher, _for_color(self._game, color), stop, on_snapshot,
+        self._background = BackgroundSearch(self.searcher, game.with_to_play(color), stop, on_snapshot,
                                             snapshot_interval, ownership)
 
-    def ponder(self, stop: StopCondition | None = None) -> None:
-        """Thinks on the opponent's time, for the side to move, until the next call (or `stop`)."""
-        self.start_analysis(self._game.to_play, stop or StopCondition(interrupt=threading.Event()), None)
+    def ponder(self, game: GameState, stop: StopCondition | None = None) -> None:
+        """Thinks on the opponent's time, for the side to move in `game`, until the next call (or `stop`)."""
+        self.start_analysis(game, game.to_play, stop or StopCondition(interrupt=threading.Event()), None)
 
     def stop_background(self) -> None:
         with self._lock:
@@ -152,23 +140,58 @@ class Player:
             if result is not None:
                 self._last = (_key(background.state), result)
 
-    def ownership(self) -> np.ndarray:
-        """Ownership of the current position, flat, Black's view (+1 Black's), from a search."""
+    # ---- judging a position -----------------------------------------------------------------------------
+
+    def policy(self, game: GameState, color: int) -> np.ndarray:
+        """The network's move probabilities for `color` in `game` (flat, pass last), 0 on illegal moves."""
         self.stop_background()
-        state = self._game
-        if self._last is not None and self._last[0] == _key(state):
+        state = game.with_to_play(color)
+        policy = self.evaluator.evaluate([state]).policy[0]
+        return np.where(state.legal_mask(), policy, 0.0)
+
+    def ownership(self, game: GameState) -> np.ndarray:
+        """Ownership of `game`'s position, flat, Black's view (+1 Black's), from a search."""
+        self.stop_background()
+        if self._last is not None and self._last[0] == _key(game):
             return self._last[1].snapshot.ownership
-        result = self._search(state.copy(), StopCondition(playouts=self.config.ownership_playouts))
+        result = self._search(game.copy(), StopCondition(playouts=self.config.ownership_playouts))
         return result.snapshot.ownership
 
-    def dead_stones(self) -> list[int]:
+    def dead_stones(self, game: GameState) -> list[int]:
         """Points of the stones the ownership judges dead, both colours, for final_status_list and final_score."""
-        ownership = self.ownership()
-        return self._dead_stones_of(self._game, BLACK, ownership) + self._dead_stones_of(self._game, WHITE, ownership)
+        ownership = self.ownership(game)
+        return self._dead_stones_of(game, BLACK, ownership) + self._dead_stones_of(game, WHITE, ownership)
 
-    def final_score(self) -> float:
+    def final_score(self, game: GameState) -> float:
         """The game's score (Black's view, per its rules) with the dead stones removed."""
-        return self._game.score(self.dead_stones())
+        return game.score(self.dead_stones(game))
+
+    def chain_statuses(self, game: GameState) -> dict[str, list[list[int]]]:
+        """Every chain of `game` as "alive" or "dead" by the same judgement as dead_stones; "seki" lists the
+        living chains in seki (see the module docstring). Chains as sorted points."""
+        dead = set(self.dead_stones(game))
+        ownership = self.ownership(game)  # the last search's: no second search
+        board, g = game.board, game.grid
+        chains: list[list[int]] = []
+        seen: set[int] = set()
+        for point in g.points:
+            if board.colors[point] in (BLACK, WHITE) and point not in seen:
+                chain = sorted(board.chain(point))
+                seen.update(chain)
+                chains.append(chain)
+        statuses: dict[str, list[list[int]]] = {"alive": [], "dead": [], "seki": []}
+        living = {p: board.colors[p] for chain in chains if chain[0] not in dead for p in chain}
+        for chain in chains:
+            if chain[0] in dead:
+                statuses["dead"].append(chain)
+                continue
+            statuses["alive"].append(chain)
+            enemy = opponent(board.colors[chain[0]])
+            liberties = board.chain_liberty_points(chain[0])
+            if liberties and all(abs(float(ownership[g.flat(lib)])) < NEUTRAL_OWNERSHIP
+                                 and any(living.get(n) == enemy for n in g.neighbors[lib]) for lib in liberties):
+                statuses["seki"].append(chain)
+        return statuses
 
     # ---- rules for the move -------------------------------------------------------------------------------
 
@@ -254,14 +277,6 @@ class Player:
         sign = 1 if me == BLACK else -1
         empty = np.frombuffer(state.board.colors, dtype=np.uint8)[state.grid.point_of] == EMPTY
         return empty & (state.area_ownership() == sign) & (sign * ownership >= OWN_TERRITORY_OWNERSHIP)
-
-
-def _for_color(game: GameState, color: int) -> GameState:
-    """A copy of the game with `color` to play (GTP may ask either colour for a move)."""
-    state = game.copy()
-    if color != state.to_play:
-        state.set_to_play(color)
-    return state
 
 
 def _key(state: GameState, move_filter: MoveFilter = MoveFilter()) -> tuple:

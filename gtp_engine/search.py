@@ -35,22 +35,15 @@ import numpy as np
 from gtp_engine.board import opponent
 from gtp_engine.evaluator import Evaluator
 from gtp_engine.game import GameState
-from gtp_engine.mcts import MoveFilter, Node, Tree
+from gtp_engine.mcts import MoveFilter, Node, Tree, TreeConfig
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class SearchConfig:
-    c_puct: float = 1.0  # exploration at the start of a search; values are on the [-1, 1] scale (KataGo's 1.0)
-    c_puct_log: float = 0.45  # growth of exploration with the log of a node's visits (KataGo)
-    c_puct_base: float = 500.0  # visits at which that growth reaches c_puct_log * ln 2
-    fpu_reduction: float = 0.25  # unvisited moves count as the parent's value minus this * sqrt(visited prior)
-    root_fpu_reduction: float = 0.1  # the same at the root, where wider search pays off
-    virtual_loss: float = 1.0  # lost visits a pending leaf adds to its path while its batch is evaluated
+    tree: TreeConfig = TreeConfig()  # selection and utility (mcts.py)
     batch_size: int = 8  # leaves per evaluator call
-    score_utility: float = 0.1  # weight of the score lead in what the search maximises (0: winrate only)
-    score_scale: float | None = None  # points for which tanh(lead / scale) saturates; None: sqrt(board area) / 2
     lcb: bool = True  # choose the move by lower confidence bound; False: by visits
     lcb_z: float = 3.0  # standard errors below the mean for the LCB (Leela Zero ~4, KataGo 5 with its own errors)
     lcb_min_visits_ratio: float = 0.1  # moves with fewer visits than this share of the most visited are not chosen
@@ -184,14 +177,7 @@ class Searcher:
         if self.config.reuse_tree and self.tree is not None and move_filter == self._tree_filter:
             if not move_filter or key == self._tree_key:
                 root = self._reusable_root(state, key)
-        cfg = self.config
-        scale = cfg.score_scale if cfg.score_scale is not None else math.sqrt(state.grid.area) / 2
-        self.tree = Tree(
-            self.evaluator, state.copy(), root=root, c_puct=cfg.c_puct, c_puct_log=cfg.c_puct_log,
-            c_puct_base=cfg.c_puct_base, fpu_reduction=cfg.fpu_reduction, root_fpu_reduction=cfg.root_fpu_reduction,
-            virtual_loss=cfg.virtual_loss, score_utility=cfg.score_utility, score_scale=scale,
-            move_filter=move_filter,
-        )
+        self.tree = Tree(self.evaluator, state.copy(), self.config.tree, root=root, move_filter=move_filter)
         self._tree_key = key
         self._tree_filter = move_filter
         return self.tree

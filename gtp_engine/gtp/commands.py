@@ -3,16 +3,14 @@
 Terms:
 - registry: command name -> handler, filled by the @command decorator below. list_commands and known_command
   read it, so a command is listed exactly when it is implemented.
-- Session: the game as the controller sees it (a GameState, the truth for every command), the clock, and the
-  engine's Player (search + network). The Player keeps its own copy of the game for tree reuse; _player() makes
-  it follow the Session's game (undo, play or reset) only when a command needs the network.
+- Session: the one owner of the game record (a GameState, the truth for every command), the clock and the
+  options; it hands its game to the engine's Player (search + network), which searches the position and
+  keeps no game of its own. Handlers only translate GTP into these calls and their answers back into GTP.
 - player source: hands out the Player for a board size. The network loads in the background, so commands that
   need none (the handshake, play, undo, boardsize, ...) answer at once, and those that do wait for the load or
   fail with "no network loaded: <why>".
-- dead stones: as the Player judges them (ownership from network and search); final_score and
+- dead and seki stones: as the Player judges them (ownership from network and search); final_score and
   final_status_list use the same judgement, so they never disagree.
-- seki stones: living chains without a point of their own: every liberty is neutral (ownership near 0) and
-  touches a living opponent chain.
 - pondering: after genmove (with --ponder on) the search goes on with the opponent to move, in a thread, until
   the next input line; the next command waits for it to stop before it touches the Player.
 """
@@ -32,7 +30,7 @@ import gtp_engine
 from gtp_engine import coords, sgf_io
 from gtp_engine.board import BLACK, WHITE, IllegalMoveError, opponent
 from gtp_engine.config import PlayOptions, SearchOptions
-from gtp_engine.game import RULE_SETS, GameState, Rules, fixed_handicap_points, format_result
+from gtp_engine.game import GameState, Rules, diagram, fixed_handicap_points, format_result, free_handicap_points
 from gtp_engine.gtp import analysis
 from gtp_engine.gtp.protocol import (
     BAD_VERTEX_LIST,
@@ -68,7 +66,6 @@ NAME = "gtp_engine"
 MIN_SIZE = 2
 PONDER_SECONDS = 600.0  # pondering stops by itself after this long, or after PONDER_VISIT_FACTOR x the move limit
 PONDER_VISIT_FACTOR = 20
-NEUTRAL_OWNERSHIP = 0.5  # a liberty whose |ownership| is below this belongs to nobody (seki, dame)
 
 
 class NetworkUnavailable(Exception):
@@ -189,7 +186,7 @@ class Session:
 
     @command("kata-get-rules")
     def kata_get_rules(self, cmd: Command, stream: Stream) -> str:
-        return rules_to_json(self.game.rules)
+        return json.dumps(self.game.rules.to_katago(), separators=(",", ":"))
 
     @command("kata-set-rules")
     def kata_set_rules(self, cmd: Command, stream: Stream) -> str:
@@ -197,7 +194,7 @@ class Session:
         if not cmd.args:
             raise GtpError(SYNTAX_ERROR)
         try:
-            rules = rules_from_text(cmd.arg_text)
+            rules = Rules.from_katago(cmd.arg_text)
             self.game = sgf_io.GameRecord.from_game(self.game).to_game(rules=rules)
         except (ValueError, sgf_io.SgfError) as error:
             raise GtpError(f"cannot use these rules: {error}") from None
@@ -269,27 +266,18 @@ class Session:
             report = analysis.reporter(request, self.game.grid, stream.line, self._priors(player, request))
             interval = request.interval or None
             stream.start()
-        choice = player.genmove(color, stop, on_snapshot=report, snapshot_interval=interval, cleanup=cleanup,
+        choice = player.genmove(self.game, color, stop, on_snapshot=report, snapshot_interval=interval, cleanup=cleanup,
                                 move_filter=request.move_filter if request is not None else MoveFilter())
         if keep:
             self.clock.spend(color, time.monotonic() - started)
         if choice.resign:
             return "resign"
-        point = choice.point
         if not keep:
-            player.undo()
-            return coords.to_gtp(self.game.grid, point)
-        try:
-            self.game.play(point, color)
-        except IllegalMoveError as error:  # a search bug must not reach the controller as an illegal move
-            log.error("the search chose an illegal move (%s); passing instead", error)
-            player.undo()
-            point = coords.PASS
-            self.game.play(point, color)
-            player.play(point, color)
+            return coords.to_gtp(self.game.grid, choice.point)
+        self.game.play(choice.point, color)  # legal: the Player checks its move against this game
         if self.options.ponder and not self.game.is_over:
             self._start_pondering(player, stop, stream.interrupted)
-        return coords.to_gtp(self.game.grid, point)
+        return coords.to_gtp(self.game.grid, choice.point)
 
     def _move_stop(self, player, color: int, started: float, interrupt: threading.Event) -> StopCondition:
         """What ends one move's search: the clock's budget within the flags' limits (see _limits_stop)."""
@@ -320,7 +308,7 @@ class Session:
         """Searches on for the opponent until any input arrives (or the ponder limits)."""
         limit = move_stop.visits or move_stop.playouts or player.config.default_visits
         interrupt = threading.Event()
-        player.ponder(StopCondition(visits=PONDER_VISIT_FACTOR * limit,
+        player.ponder(self.game, StopCondition(visits=PONDER_VISIT_FACTOR * limit,
                                     deadline=time.monotonic() + PONDER_SECONDS, interrupt=interrupt))
         self._pondering = player
 
@@ -366,13 +354,10 @@ class Session:
         arity(cmd.args, 1)
         count = parse_int(cmd.args[0])
         self._require_empty()
-        g = self.game.grid
-        if not 2 <= count < g.area:
-            raise GtpError(INVALID_NUMBER_OF_STONES)
         try:
-            points = fixed_handicap_points(g, count)
+            points = free_handicap_points(self.game.grid, count)
         except ValueError:
-            points = spread_points(g, count)
+            raise GtpError(INVALID_NUMBER_OF_STONES) from None
         return self._place_handicap(points)
 
     @command("set_free_handicap")
@@ -450,7 +435,7 @@ class Session:
         except GtpError as error:
             log.warning("final_score: %s", error)
             raise GtpError(CANNOT_SCORE) from None
-        return format_result(player.final_score())
+        return format_result(player.final_score(self.game))
 
     @command("final_status_list")
     def final_status_list(self, cmd: Command, stream: Stream) -> str:
@@ -458,8 +443,7 @@ class Session:
         status = cmd.args[0].lower()
         if status not in ("alive", "dead", "seki"):
             raise GtpError(SYNTAX_ERROR)
-        player = self._player()
-        chains = chain_statuses(self.game, set(player.dead_stones()), player.ownership())[status]
+        chains = self._player().chain_statuses(self.game)[status]
         g = self.game.grid
         return "\n".join(" ".join(coords.to_gtp(g, p) for p in chain) for chain in chains)
 
@@ -472,7 +456,7 @@ class Session:
         player = self._player()
         report = analysis.reporter(request, self.game.grid, stream.line, self._priors(player, request))
         stream.start()
-        player.analyze(request.color, StopCondition(interrupt=stream.interrupted), report,
+        player.analyze(self.game, request.color, StopCondition(interrupt=stream.interrupted), report,
                        request.interval or None, ownership=request.ownership, move_filter=request.move_filter)
         return ""
 
@@ -481,17 +465,10 @@ class Session:
         moves the request's filter leaves at the root."""
         if not request.min_moves:
             return None
-        state, policy = self._policy(player, request.color)
-        g = state.grid
-        return {g.from_flat(i): float(policy[i]) for i in np.flatnonzero(state.legal_mask())
+        policy = player.policy(self.game, request.color)
+        g = self.game.grid
+        return {g.from_flat(i): float(policy[i]) for i in np.flatnonzero(policy)
                 if request.move_filter.permits(request.color, g.from_flat(i), 1)}
-
-    def _policy(self, player, color: int) -> tuple[GameState, np.ndarray]:
-        """The network's move probabilities for `color` here (flat, pass last), 0 on illegal moves."""
-        state = self.game.copy()
-        state.to_play = color
-        policy = player.evaluator.evaluate([state]).policy[0]
-        return state, np.where(state.legal_mask(), policy, 0.0)
 
     @command("gogui-analyze_commands")
     def gogui_analyze_commands(self, cmd: Command, stream: Stream) -> str:
@@ -500,7 +477,7 @@ class Session:
     @command("gogui-ownership")
     def gogui_ownership(self, cmd: Command, stream: Stream) -> str:
         """Who owns each point (dboard: +1 Black, -1 White), rows from the top."""
-        ownership = self._player().ownership()
+        ownership = self._player().ownership(self.game)
         g = self.game.grid
         rows = ownership.reshape(g.height, g.width)
         return "\n" + "\n".join(" ".join(f"{v:.2f}" for v in row) for row in rows)
@@ -508,8 +485,8 @@ class Session:
     @command("gogui-policy")
     def gogui_policy(self, cmd: Command, stream: Stream) -> str:
         """The network's move probabilities for the side to move (gfx: shading and percentages)."""
-        state, policy = self._policy(self._player(), self.game.to_play)
-        g = state.grid
+        policy = self._player().policy(self.game, self.game.to_play)
+        g = self.game.grid
         top = float(policy[:-1].max()) or 1.0
         lines = [f"INFLUENCE {coords.to_gtp(g, g.from_flat(i))} {policy[i] / top:.3f}"
                  for i in np.flatnonzero(policy[:-1] >= 0.001 * top)]
@@ -544,7 +521,7 @@ class Session:
         """A search of the position for the side to move, to the move limits but not the clock; plays nothing."""
         player = self._player()
         snapshots: list = []
-        player.analyze(self.game.to_play, self._limits_stop(player, time.monotonic(), stream.gogui_interrupted),
+        player.analyze(self.game, self.game.to_play, self._limits_stop(player, time.monotonic(), stream.gogui_interrupted),
                        snapshots.append)
         return snapshots[-1]
 
@@ -601,41 +578,11 @@ class Session:
     # ---- the Player -------------------------------------------------------------------------------------
 
     def _player(self):
-        """The Player for this board size, made to follow the Session's game; GtpError when there is none."""
-        game = self.game
+        """The Player for this board size; GtpError when there is none."""
         try:
-            player = self.players.get(game.width, game.height)
+            return self.players.get(self.game.width, self.game.height)
         except NetworkUnavailable as error:
             raise GtpError(f"no network loaded: {error}") from None
-        follow(player, game)
-        return player
-
-
-def follow(player, game: GameState) -> None:
-    """Brings the Player's game to `game`: undo and play where only moves differ (keeps its tree), else reset."""
-    mine = player.game
-    if _same_start(mine, game):
-        common = 0
-        for a, b in zip(mine.moves, game.moves):
-            if a != b:
-                break
-            common += 1
-        try:
-            for _ in range(len(mine.moves) - common):
-                player.undo()
-            for color, point in game.moves[common:]:
-                player.play(point, color)
-        except (IllegalMoveError, IndexError) as error:
-            log.warning("player out of step (%s); resetting it", error)
-        mine = player.game
-        if mine.moves == game.moves and mine.to_play == game.to_play and mine.board == game.board:
-            return
-    player.reset(game.copy())
-
-
-def _same_start(a: GameState, b: GameState) -> bool:
-    return (a.width, a.height, a.komi, a.rules, a.setup, a.handicap_stones) == \
-        (b.width, b.height, b.komi, b.rules, b.setup, b.handicap_stones)
 
 
 def _seconds(text: str) -> float:
@@ -673,84 +620,7 @@ def _kata_settings(args: tuple[str, ...]) -> TimeSettings:
     return _kgs_settings(args)
 
 
-# ---- rules in KataGo's JSON form ------------------------------------------------------------------------
-
-_KATA_RULE_NAMES = {"chinese-ogs": "chinese", "chinese-kgs": "chinese"}
-
-
-def rules_to_json(rules: Rules) -> str:
-    return json.dumps({
-        "ko": rules.ko.upper(),
-        "scoring": rules.scoring.upper(),
-        "suicide": rules.suicide_allowed,
-        "tax": "NONE",
-        "hasButton": False,
-        "whiteHandicapBonus": rules.white_handicap_bonus,
-    }, separators=(",", ":"))
-
-
-def rules_from_text(text: str) -> Rules:
-    """A rule set name, or a JSON object with KataGo's keys; raises ValueError for what this engine cannot play."""
-    text = text.strip()
-    if not text.startswith("{"):
-        return Rules.named(_KATA_RULE_NAMES.get(text.lower(), text))
-    try:
-        fields = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"not JSON: {error}") from None
-    if not isinstance(fields, dict):
-        raise ValueError("expected a JSON object")
-    current = Rules()
-    values = {"scoring": current.scoring, "ko": current.ko, "suicide_allowed": current.suicide_allowed,
-              "white_handicap_bonus": current.white_handicap_bonus}
-    for key, value in fields.items():
-        if key == "ko" and isinstance(value, str):
-            values["ko"] = value.lower()
-        elif key == "scoring" and isinstance(value, str):
-            values["scoring"] = value.lower()
-        elif key in ("suicide", "multiStoneSuicideLegal") and isinstance(value, bool):
-            values["suicide_allowed"] = value
-        elif key == "whiteHandicapBonus" and isinstance(value, str):
-            values["white_handicap_bonus"] = value.upper()
-        elif (key, value) in (("tax", "NONE"), ("hasButton", False)):
-            continue
-        else:
-            raise ValueError(f"unsupported rule {key}={value!r}")
-    named = [name for name, rules in RULE_SETS.items()
-             if (rules.scoring, rules.ko, rules.suicide_allowed, rules.white_handicap_bonus) == tuple(values.values())]
-    return Rules(**values, name=named[0] if named else "custom")
-
-
-# ---- dead stones and board pictures ---------------------------------------------------------------------
-
-def chain_statuses(game: GameState, dead: set[int], ownership: np.ndarray) -> dict[str, list[list[int]]]:
-    """Every chain as alive or dead (dead: its stones are in `dead`); seki lists the alive chains in seki.
-
-    ownership: flat, Black's view. A chain is in seki when each of its liberties is neutral and touches a living
-    chain of the other colour.
-    """
-    board, g = game.board, game.grid
-    chains: list[list[int]] = []
-    seen: set[int] = set()
-    for point in g.points:
-        if board.colors[point] in (BLACK, WHITE) and point not in seen:
-            chain = sorted(board.chain(point))
-            seen.update(chain)
-            chains.append(chain)
-    statuses: dict[str, list[list[int]]] = {"alive": [], "dead": [], "seki": []}
-    living = {p: board.colors[p] for chain in chains if chain[0] not in dead for p in chain}
-    for chain in chains:
-        if chain[0] in dead:
-            statuses["dead"].append(chain)
-            continue
-        statuses["alive"].append(chain)
-        enemy = opponent(board.colors[chain[0]])
-        liberties = board.chain_liberty_points(chain[0])
-        if liberties and all(abs(float(ownership[g.flat(lib)])) < NEUTRAL_OWNERSHIP
-                             and any(living.get(n) == enemy for n in g.neighbors[lib]) for lib in liberties):
-            statuses["seki"].append(chain)
-    return statuses
-
+# ---- pictures ---------------------------------------------------------------------------------------------
 
 def summary(snapshot) -> str:
     """One line for people: the side to move's winrate and lead, and the search's size."""
@@ -770,44 +640,3 @@ GOGUI_ANALYZE_COMMANDS = (
     "string/Final Score/final_score",
     "none/Clear Cache/clear_cache",
 )
-
-
-def spread_points(g: coords.Grid, count: int) -> list[int]:
-    """count points far from each other, for handicaps GTP gives no layout for: each next point is the one farthest
-    from those already chosen, points on the first two lines only once the others are used up."""
-    rows, cols = np.divmod(np.arange(g.area), g.width)
-    edge = np.minimum.reduce([rows, cols, g.height - 1 - rows, g.width - 1 - cols])
-    margin = 2 if min(g.width, g.height) >= 7 else 0
-    distance = np.full(g.area, 1e6)  # to the nearest chosen point
-    chosen: list[int] = []
-    for _ in range(count):
-        score = np.where(edge >= margin, distance, distance - 1e3)
-        score[chosen] = -np.inf
-        flat = int(np.argmax(score))
-        chosen.append(flat)
-        distance = np.minimum(distance, np.hypot(rows - rows[flat], cols - cols[flat]))
-    return [g.from_flat(i) for i in chosen]
-
-
-def diagram(game: GameState) -> str:
-    """The board with coordinates (X black, O white, the last move in parentheses) and status lines."""
-    g, board = game.grid, game.board
-    letters = "   " + " ".join(coords.GTP_COLUMNS[:g.width])
-    last = game.moves[-1][1] if game.moves else coords.PASS
-    lines = [letters]
-    for row in range(g.height):
-        cells = [{BLACK: "X", WHITE: "O"}.get(board.colors[g.point(row, col)], ".") for col in range(g.width)]
-        separators = [" "] * (g.width + 1)
-        if last != coords.PASS and g.row_col(last)[0] == row:
-            col = g.row_col(last)[1]
-            separators[col], separators[col + 1] = "(", ")"
-        number = g.height - row
-        lines.append(f"{number:2d}" + "".join(map(str.__add__, separators, cells)) + separators[-1] + f"{number:2d}")
-    lines.append(letters)
-    to_play = "Black" if game.to_play == BLACK else "White"
-    lines.append(f"captured: Black (X) {board.captures[BLACK]}, White (O) {board.captures[WHITE]}; "
-                 f"komi {game.komi:g}; {game.rules.name} rules; move {game.move_number}; {to_play} to play")
-    if game.moves:
-        color, point = game.moves[-1]
-        lines.append(f"last move: {color_letter(color)} {coords.to_gtp(g, point)}")
-    return "\n".join(lines)

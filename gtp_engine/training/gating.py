@@ -170,11 +170,7 @@ class _Game:
         self.tree = self._new_tree()
 
     def _new_tree(self) -> Tree:
-        cfg, state = self.search, self.state
-        return Tree(self.networks[state.to_play], state.copy(), c_puct=cfg.c_puct, c_puct_log=cfg.c_puct_log,
-                    c_puct_base=cfg.c_puct_base, fpu_reduction=cfg.fpu_reduction,
-                    root_fpu_reduction=cfg.root_fpu_reduction, virtual_loss=cfg.virtual_loss,
-                    score_utility=cfg.score_utility, score_scale=math.sqrt(state.grid.area) / 2)
+        return Tree(self.networks[self.state.to_play], self.state.copy(), self.search.tree)
 
     @property
     def evaluator(self) -> Evaluator:

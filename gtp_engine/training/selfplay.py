@@ -262,12 +262,7 @@ class _SelfPlay:
 
     def _start_search(self, game: _Game, root) -> None:
         config = self.config
-        scale = self.search.score_scale or math.sqrt(self.area) / 2
-        s = self.search
-        game.tree = Tree(self.evaluator, game.state.copy(), root=root, c_puct=s.c_puct, c_puct_log=s.c_puct_log,
-                         c_puct_base=s.c_puct_base, fpu_reduction=s.fpu_reduction,
-                         root_fpu_reduction=s.root_fpu_reduction, virtual_loss=s.virtual_loss,
-                         score_utility=s.score_utility, score_scale=scale)
+        game.tree = Tree(self.evaluator, game.state.copy(), self.search.tree, root=root)
         game.full = bool(self.rng.random() < config.full_search_fraction)
         game.visits = config.full_visits if game.full else config.fast_visits
         game.noise_due = game.full and config.noise_fraction > 0

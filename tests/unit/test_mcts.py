@@ -12,14 +12,14 @@ from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS
 from gtp_engine.evaluator import EvaluationBatch, UniformEvaluator
 from gtp_engine.game import GameState
-from gtp_engine.mcts import OWNERSHIP_DEPTH, Node, Tree
+from gtp_engine.mcts import OWNERSHIP_DEPTH, Node, Tree, TreeConfig
 
 PARAMS = dict(c_puct=1.0, c_puct_log=0.45, c_puct_base=500.0, fpu_reduction=0.25, root_fpu_reduction=0.1,
               virtual_loss=1.0, score_utility=0.0, score_scale=5.0)
 
 
-def make_tree(state, evaluator=None, **overrides):
-    return Tree(evaluator or UniformEvaluator(), state, **{**PARAMS, **overrides})
+def make_tree(state, evaluator=None, root=None, **overrides):
+    return Tree(evaluator or UniformEvaluator(), state, TreeConfig(**{**PARAMS, **overrides}), root=root)
 
 
 def hand_built_node(prior, N, W, net_u):

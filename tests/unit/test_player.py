@@ -57,45 +57,43 @@ QUICK = StopCondition(visits=60)
 
 def test_resigns_when_lost_but_not_in_the_opening_nor_when_disabled():
     config = SearchConfig(resign_threshold=0.1, resign_after_moves=0, seed=0)
-    assert Player(ScriptedEvaluator(value=black_losing), config, GameState(5)).genmove(BLACK, QUICK).resign
+    assert Player(ScriptedEvaluator(value=black_losing), config).genmove(GameState(5), BLACK, QUICK).resign
     late = SearchConfig(resign_threshold=0.1, resign_after_moves=4, seed=0)
-    player = Player(ScriptedEvaluator(value=black_losing), late, GameState(5))
-    choice = player.genmove(BLACK, QUICK)
-    assert not choice.resign and player.game.moves == [(BLACK, choice.point)]
+    game = GameState(5)
+    choice = Player(ScriptedEvaluator(value=black_losing), late).genmove(game, BLACK, QUICK)
+    assert not choice.resign and game.moves == []  # the Player plays nothing: the caller owns the game
     never = SearchConfig(resign_threshold=None, resign_after_moves=0, seed=0)
-    assert not Player(ScriptedEvaluator(value=black_losing), never, GameState(5)).genmove(BLACK, QUICK).resign
-    assert not Player(ScriptedEvaluator(value=black_losing), config, GameState(5)).genmove(
-        BLACK, QUICK, cleanup=True).resign
-    assert Player(ScriptedEvaluator(value=black_losing), config, GameState(5)).genmove(WHITE, QUICK).resign is False
+    assert not Player(ScriptedEvaluator(value=black_losing), never).genmove(GameState(5), BLACK, QUICK).resign
+    assert not Player(ScriptedEvaluator(value=black_losing), config).genmove(
+        GameState(5), BLACK, QUICK, cleanup=True).resign
+    assert Player(ScriptedEvaluator(value=black_losing), config).genmove(GameState(5), WHITE, QUICK).resign is False
     # A policy-only player (1 visit, no visited move) resigns on the network's value.
-    assert Player(ScriptedEvaluator(value=black_losing), config, GameState(5)).genmove(BLACK, StopCondition(visits=1)).resign
+    assert Player(ScriptedEvaluator(value=black_losing), config).genmove(
+        GameState(5), BLACK, StopCondition(visits=1)).resign
 
 
 def test_passes_after_the_opponent_passed_when_passing_wins_by_the_count():
     # The network favours a move inside Black's own area; Black is ahead by 4.5 and White has passed.
-    player = Player(ScriptedEvaluator(favour=[BLACK_TERRITORY], ownership=split_ownership),
-                    SearchConfig(seed=0), after_white_pass(SPLIT, komi=0.5))
-    assert player.genmove(BLACK, QUICK).point == PASS
-    assert player.game.is_over
+    player = Player(ScriptedEvaluator(favour=[BLACK_TERRITORY], ownership=split_ownership), SearchConfig(seed=0))
+    assert player.genmove(after_white_pass(SPLIT, komi=0.5), BLACK, QUICK).point == PASS
 
 
 def test_never_passes_while_behind():
     # komi 10.5: Black is behind by 5.5. The network wants to pass; Black must play on, outside its own area.
     player = Player(ScriptedEvaluator(favour=[PASS], ownership=split_ownership),
-                    SearchConfig(seed=0, resign_threshold=None), after_white_pass(SPLIT, komi=10.5))
-    choice = player.genmove(BLACK, QUICK)
+                    SearchConfig(seed=0, resign_threshold=None))
+    choice = player.genmove(after_white_pass(SPLIT, komi=10.5), BLACK, QUICK)
     assert choice.point != PASS
     assert G.row_col(choice.point)[1] == WHITE_TERRITORY_COLUMN
 
 
 def test_does_not_fill_its_own_territory():
     # White has not passed. Ahead: pass rather than fill. Behind: play elsewhere rather than fill.
-    ahead = Player(ScriptedEvaluator(favour=[BLACK_TERRITORY], ownership=split_ownership), SearchConfig(seed=0),
-                   position(SPLIT, BLACK, komi=0.5))
-    assert ahead.genmove(BLACK, QUICK).point == PASS
+    ahead = Player(ScriptedEvaluator(favour=[BLACK_TERRITORY], ownership=split_ownership), SearchConfig(seed=0))
+    assert ahead.genmove(position(SPLIT, BLACK, komi=0.5), BLACK, QUICK).point == PASS
     behind = Player(ScriptedEvaluator(favour=[BLACK_TERRITORY], ownership=split_ownership),
-                    SearchConfig(seed=0, resign_threshold=None), position(SPLIT, BLACK, komi=10.5))
-    choice = behind.genmove(BLACK, QUICK)
+                    SearchConfig(seed=0, resign_threshold=None))
+    choice = behind.genmove(position(SPLIT, BLACK, komi=10.5), BLACK, QUICK)
     assert choice.point != PASS and G.row_col(choice.point)[1] == WHITE_TERRITORY_COLUMN
 
 
@@ -132,8 +130,8 @@ def test_never_passes_first_in_the_opening_whatever_the_network_says(rules, owne
     game = opening(moves, komi, rules)
     # The search itself wants to pass here: only the pass rules stand in the way.
     assert Searcher(evaluator, SearchConfig(seed=0)).search(game.copy(), QUICK).choice.point == PASS
-    player = Player(evaluator, SearchConfig(seed=0, resign_threshold=None), game)
-    assert player.genmove(game.to_play, QUICK).point != PASS
+    player = Player(evaluator, SearchConfig(seed=0, resign_threshold=None))
+    assert player.genmove(game, game.to_play, QUICK).point != PASS
 
 
 # Black has the left three columns, White the right column; the column between is dame (neutral).
@@ -160,101 +158,130 @@ class BlackLovesPass(ScriptedEvaluator):
 
 
 def test_passes_first_only_in_a_decided_and_settled_game():
-    def player(text, komi, ownership=split_ownership):
+    def genmove(text, komi, ownership=split_ownership):
         evaluator = BlackLovesPass(favour=[PASS], value=loves_pass, ownership=ownership)
-        return Player(evaluator, SearchConfig(seed=0, resign_threshold=None), position(text, BLACK, komi=komi))
+        return Player(evaluator, SearchConfig(seed=0, resign_threshold=None)).genmove(
+            position(text, BLACK, komi=komi), BLACK, QUICK)
 
     # Decided (15 to 10, no neutral point) and settled: pass.
-    assert player(SPLIT, 0.5).genmove(BLACK, QUICK).point == PASS
+    assert genmove(SPLIT, 0.5).point == PASS
     # Ahead by 4.5 on the count, but the 5 dame points could all go to White: fill one instead.
-    choice = player(DAME, 5.5).genmove(BLACK, QUICK)
+    choice = genmove(DAME, 5.5)
     assert choice.point != PASS and G.row_col(choice.point)[1] == 3
-    assert player(DAME, 0.5).genmove(BLACK, QUICK).point == PASS  # ahead by 9.5: the dame cannot matter
+    assert genmove(DAME, 0.5).point == PASS  # ahead by 9.5: the dame cannot matter
     # The count wins only once the dead white stone is off the board: capture it rather than pass first.
-    assert player(SPLIT_WITH_DEAD_STONE, 0.5).genmove(BLACK, QUICK).point != PASS
+    assert genmove(SPLIT_WITH_DEAD_STONE, 0.5).point != PASS
     # Unsure who owns the left column: not settled.
-    unsure = player(SPLIT, 0.5, lambda s: np.where(np.arange(25) % 5 == 0, 0.0, split_ownership(s)))
-    assert unsure.genmove(BLACK, QUICK).point != PASS
-    unsure.undo()
-    assert np.abs(unsure.ownership()[::5]).max() < 0.6  # (what the search made of it)
+    unsure_ownership = lambda s: np.where(np.arange(25) % 5 == 0, 0.0, split_ownership(s))  # noqa: E731
+    unsure = Player(BlackLovesPass(favour=[PASS], value=loves_pass, ownership=unsure_ownership),
+                    SearchConfig(seed=0, resign_threshold=None))
+    game = position(SPLIT, BLACK, komi=0.5)
+    assert unsure.genmove(game, BLACK, QUICK).point != PASS
+    assert np.abs(unsure.ownership(game)[::5]).max() < 0.6  # (what the search made of it)
 
 
 def test_dead_stones_are_judged_by_ownership():
-    player = Player(ScriptedEvaluator(ownership=split_ownership), SearchConfig(seed=0),
-                    position(SPLIT_WITH_DEAD_STONE, BLACK, komi=0.5))
-    assert player.dead_stones() == [G.point(1, 1)]
-    assert player.final_score() == pytest.approx(4.5)
-    assert np.all(np.sign(player.ownership()) == np.sign(split_ownership(player.game)))
+    player = Player(ScriptedEvaluator(ownership=split_ownership), SearchConfig(seed=0))
+    game = position(SPLIT_WITH_DEAD_STONE, BLACK, komi=0.5)
+    assert player.dead_stones(game) == [G.point(1, 1)]
+    assert player.final_score(game) == pytest.approx(4.5)
+    assert np.all(np.sign(player.ownership(game)) == np.sign(split_ownership(game)))
+    statuses = player.chain_statuses(game)
+    assert statuses["dead"] == [[G.point(1, 1)]] and statuses["seki"] == []
+    assert sorted(p for chain in statuses["alive"] for p in chain) == sorted(
+        G.point(row, col) for row in range(5) for col in (2, 3))
 
 
 def test_ownership_after_a_search_that_reused_all_its_visits():
     # Regression: gogui-winrate twice, then gogui-ownership: the second search makes no playout.
-    player = Player(ScriptedEvaluator(ownership=split_ownership), SearchConfig(seed=0),
-                    position(SPLIT_WITH_DEAD_STONE, BLACK, komi=0.5))
+    player = Player(ScriptedEvaluator(ownership=split_ownership), SearchConfig(seed=0))
+    game = position(SPLIT_WITH_DEAD_STONE, BLACK, komi=0.5)
     for _ in range(2):
-        player.analyze(BLACK, StopCondition(visits=40), lambda snapshot: None)
-        assert np.allclose(player.ownership(), split_ownership(player.game))
-    assert player.dead_stones() == [G.point(1, 1)]
+        player.analyze(game, BLACK, StopCondition(visits=40), lambda snapshot: None)
+        assert np.allclose(player.ownership(game), split_ownership(game))
+    assert player.dead_stones(game) == [G.point(1, 1)]
 
 
 def test_cleanup_captures_dead_stones_before_passing():
     evaluator = ScriptedEvaluator(favour=[PASS], ownership=split_ownership)
     # Normal play: White passed and Black wins once the dead stone is removed, so Black passes.
-    player = Player(evaluator, SearchConfig(seed=0), after_white_pass(SPLIT_WITH_DEAD_STONE, komi=0.5))
-    assert player.genmove(BLACK, QUICK).point == PASS
+    assert Player(evaluator, SearchConfig(seed=0)).genmove(
+        after_white_pass(SPLIT_WITH_DEAD_STONE, komi=0.5), BLACK, QUICK).point == PASS
     # Cleanup: the dead stone must be captured first, however much the network likes passing.
-    player = Player(evaluator, SearchConfig(seed=0), after_white_pass(SPLIT_WITH_DEAD_STONE, komi=0.5))
+    player = Player(evaluator, SearchConfig(seed=0))
+    game = after_white_pass(SPLIT_WITH_DEAD_STONE, komi=0.5)
     dead = G.point(1, 1)
     for _ in range(4):
-        if player.game.board.colors[dead] != WHITE:
+        if game.board.colors[dead] != WHITE:
             break
-        assert player.genmove(BLACK, QUICK, cleanup=True).point != PASS
-        player.play(PASS, WHITE)
-    assert player.game.board.colors[dead] != WHITE, "the dead stone is still on the board"
-    assert player.genmove(BLACK, QUICK, cleanup=True).point == PASS  # nothing left to clean up
+        choice = player.genmove(game, BLACK, QUICK, cleanup=True)
+        assert choice.point != PASS
+        game.play(choice.point, BLACK)
+        game.play(PASS, WHITE)
+    assert game.board.colors[dead] != WHITE, "the dead stone is still on the board"
+    assert player.genmove(game, BLACK, QUICK, cleanup=True).point == PASS  # nothing left to clean up
 
 
 def test_genmove_with_allow_plays_an_allowed_move_even_where_it_would_pass():
     allowed = [G.point(0, 4), G.point(4, 4)]  # White's area: the network hates these
     only = MoveFilter((MoveClause(BLACK, frozenset(allowed), 1, allow=True),))
     player = Player(ScriptedEvaluator(favour=[PASS, BLACK_TERRITORY], ownership=split_ownership),
-                    SearchConfig(seed=0), after_white_pass(SPLIT, komi=0.5))
-    assert player.genmove(BLACK, QUICK, move_filter=only).point in allowed
+                    SearchConfig(seed=0))
+    game = after_white_pass(SPLIT, komi=0.5)
+    assert player.genmove(game, BLACK, QUICK, move_filter=only).point in allowed
     # Without the filter Black passes here (it wins by the count after White's pass).
-    player.undo()
-    assert player.genmove(BLACK, QUICK).point == PASS
+    assert player.genmove(game, BLACK, QUICK).point == PASS
     # An avoid clause keeps the search and the pass rules off the favoured point.
     player = Player(ScriptedEvaluator(favour=[G.point(2, 4)], ownership=split_ownership),
-                    SearchConfig(seed=0, resign_threshold=None), position(SPLIT, BLACK, komi=10.5))
+                    SearchConfig(seed=0, resign_threshold=None))
     banned = MoveFilter((MoveClause(BLACK, frozenset([G.point(2, 4)]), 3, allow=False),))
-    assert player.genmove(BLACK, QUICK, move_filter=banned).point not in (G.point(2, 4), PASS)
+    assert player.genmove(position(SPLIT, BLACK, komi=10.5), BLACK, QUICK, move_filter=banned).point not in (
+        G.point(2, 4), PASS)
 
 
 def test_ownership_is_not_taken_from_a_filtered_search():
     # The filtered search of this position is not what final_score should read: ownership() searches afresh.
     evaluator = ScriptedEvaluator(ownership=split_ownership)
-    player = Player(evaluator, SearchConfig(seed=0), position(SPLIT, BLACK, komi=0.5))
+    player = Player(evaluator, SearchConfig(seed=0))
+    game = position(SPLIT, BLACK, komi=0.5)
     only = MoveFilter((MoveClause(BLACK, frozenset([G.point(0, 0)]), 1, allow=True),))
-    player.analyze(BLACK, StopCondition(visits=20), lambda snapshot: None, move_filter=only)
+    player.analyze(game, BLACK, StopCondition(visits=20), lambda snapshot: None, move_filter=only)
     calls = evaluator.calls
-    player.ownership()
+    player.ownership(game)
     assert evaluator.calls > calls + 1
 
 
 def test_genmove_for_the_colour_not_to_play():
-    player = Player(UniformEvaluator(), SearchConfig(seed=0), GameState(5))
-    choice = player.genmove(WHITE, QUICK)
-    assert player.game.moves == [(WHITE, choice.point)] and player.game.to_play == BLACK
-    player.genmove(BLACK, QUICK)
-    player.undo()
-    player.undo()
-    assert player.game.moves == []
+    player = Player(UniformEvaluator(), SearchConfig(seed=0))
+    game = GameState(5)
+    choice = player.genmove(game, WHITE, QUICK)
+    assert game.moves == [] and game.to_play == BLACK and game.is_legal(choice.point, WHITE)
+    game.play(choice.point, WHITE)
+    assert game.is_legal(player.genmove(game, BLACK, QUICK).point, BLACK)
+
+
+def test_the_tree_is_reused_for_a_handed_position_that_follows_the_last_one():
+    player = Player(UniformEvaluator(), SearchConfig(seed=0, early_stop=False))
+    game = GameState(5)
+    choice = player.genmove(game, BLACK, StopCondition(visits=60))
+    root = player.searcher.tree.root
+    game.play(choice.point, BLACK)
+    reply = int(root.children[root.moves.index(choice.point)].N.argmax())
+    reply_point = root.children[root.moves.index(choice.point)].moves[reply]
+    game.play(reply_point, WHITE)
+    kept = root.children[root.moves.index(choice.point)].children[reply].visits
+    assert player.genmove(game, BLACK, StopCondition(playouts=5)).visits == kept + 5
+    # An undo hands an earlier position: a fresh tree, and the game is the caller's alone.
+    game.undo()
+    game.undo()
+    assert player.genmove(game, BLACK, StopCondition(playouts=5)).visits == 5  # the root expansion is one
 
 
 def test_ponder_stops_at_once_on_the_next_call_and_its_tree_is_reused():
-    player = Player(UniformEvaluator(), SearchConfig(seed=0, batch_size=8), GameState(9))
-    player.genmove(BLACK, StopCondition(visits=50))
-    player.ponder()
+    player = Player(UniformEvaluator(), SearchConfig(seed=0, batch_size=8))
+    game = GameState(9)
+    game.play(player.genmove(game, BLACK, StopCondition(visits=50)).point, BLACK)
+    player.ponder(game)
     time.sleep(0.3)
     start = time.monotonic()
     player.stop_background()
@@ -264,22 +291,24 @@ def test_ponder_stops_at_once_on_the_next_call_and_its_tree_is_reused():
     edge = int(pondered.N.argmax())
     reply = pondered.children[edge]
     assert reply.visits > 1
-    player.ponder()
+    player.ponder(game)
     time.sleep(0.1)
-    player.play(pondered.moves[edge], WHITE)  # stops the second ponder too
+    game.play(pondered.moves[edge], WHITE)
+    player.stop_background()  # what the Session does before the next command
     kept = reply.visits
-    choice = player.genmove(BLACK, StopCondition(playouts=8))
+    choice = player.genmove(game, BLACK, StopCondition(playouts=8))
     assert choice.visits == kept + 8
 
 
 def test_plays_a_game_with_a_real_network(tiny_onnx_model):
     from gtp_engine.onnx_evaluator import OnnxEvaluator
 
-    player = Player(OnnxEvaluator(tiny_onnx_model, device="cpu"), SearchConfig(seed=0, resign_threshold=None),
-                    GameState(9))
+    player = Player(OnnxEvaluator(tiny_onnx_model, device="cpu"), SearchConfig(seed=0, resign_threshold=None))
+    game = GameState(9)
     for _ in range(6):
-        color = player.game.to_play
-        choice = player.genmove(color, StopCondition(visits=40))
-        assert not choice.resign and player.game.moves[-1] == (color, choice.point)
+        color = game.to_play
+        choice = player.genmove(game, color, StopCondition(visits=40))
+        assert not choice.resign
+        game.play(choice.point, color)
         check_tree(player.searcher.tree)
-    assert player.ownership().shape == (81,)
+    assert player.ownership(game).shape == (81,)
