@@ -1,7 +1,7 @@
 """Tuning the search's parameters for a network: SPSA at equal time per move, and the match that verifies it.
 
 Terms:
-- parameter: a SearchConfig field with a range and an SPSA step (SPECS). The candidate is a set of values for
+- parameter: a field of SearchConfig or of its tree config (mcts.TreeConfig) with a range and an SPSA step (SPECS). The candidate is a set of values for
   some of them; every other field keeps its default. The base is SearchConfig() with --set applied to both sides.
 - equal time: both sides of a game get the same CPU time per move, expressed as visits. The parameters of
   selection and choice (c_puct and its growth, FPU, LCB, score utility) change what a visit does, not what it
@@ -41,10 +41,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -54,7 +53,7 @@ from gtp_engine import match_stats
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.evaluator import EvaluationBatch, Evaluator
 from gtp_engine.game import GameState, Rules
-from gtp_engine.mcts import Tree
+from gtp_engine.mcts import Tree, TreeConfig
 from gtp_engine.search import SearchConfig, Searcher, StopCondition, choose_edge
 
 SETTINGS, JOURNAL = "settings.json", "journal.jsonl"
@@ -88,6 +87,7 @@ SPECS = {spec.name: spec for spec in (
     Spec("virtual_loss", 0.0, 5.0, 0.25, costly=True),
     Spec("batch_size", 1, 64, 2, integer=True, costly=True),
 )}
+_TREE_FIELDS = {f.name for f in fields(TreeConfig)}
 SPSA_DEFAULT = "c_puct,c_puct_log,fpu_reduction,root_fpu_reduction,lcb_z,lcb_min_visits_ratio,score_utility"
 
 
@@ -111,7 +111,15 @@ def parse_values(text: str) -> dict[str, float]:
 
 
 def make_config(base: SearchConfig, values: dict[str, float]) -> SearchConfig:
-    return replace(base, **{name: round(v) if SPECS[name].integer else float(v) for name, v in values.items()})
+    """`base` with `values`, each set where it lives: the tree's (mcts.TreeConfig) or the search's own."""
+    typed = {name: round(v) if SPECS[name].integer else float(v) for name, v in values.items()}
+    tree = {name: v for name, v in typed.items() if name in _TREE_FIELDS}
+    own = {name: v for name, v in typed.items() if name not in _TREE_FIELDS}
+    return replace(base, tree=replace(base.tree, **tree), **own)
+
+
+def value_of(config: SearchConfig, name: str) -> float:
+    return float(getattr(config.tree if name in _TREE_FIELDS else config, name))
 
 
 # ---- games -------------------------------------------------------------------------------------------
@@ -135,12 +143,7 @@ class Game:
         self.tree = self._new_tree()
 
     def _new_tree(self) -> Tree:
-        cfg, state = self.sides[self.state.to_play].config, self.state
-        scale = cfg.score_scale if cfg.score_scale is not None else math.sqrt(state.grid.area) / 2
-        return Tree(self.evaluator, state.copy(), c_puct=cfg.c_puct, c_puct_log=cfg.c_puct_log,
-                    c_puct_base=cfg.c_puct_base, fpu_reduction=cfg.fpu_reduction,
-                    root_fpu_reduction=cfg.root_fpu_reduction, virtual_loss=cfg.virtual_loss,
-                    score_utility=cfg.score_utility, score_scale=scale)
+        return Tree(self.evaluator, self.state.copy(), self.sides[self.state.to_play].config.tree)
 
     def wants(self) -> int:
         side = self.sides[self.state.to_play]
@@ -326,7 +329,7 @@ def spsa_params(text: str) -> list[str]:
 def run_spsa(args: argparse.Namespace, evaluator: Evaluator, base: SearchConfig) -> dict[str, float]:
     names = spsa_params(args.params)
     spsa = Spsa([SPECS[n] for n in names], args.pairs, args.r_end)
-    start_values = {n: float(getattr(base, n)) for n in names}
+    start_values = {n: value_of(base, n) for n in names}
     journal = Journal(args.out, {"command": "spsa", **_common_settings(args), "params": names,
                                  "pairs": args.pairs, "r_end": args.r_end, "start": start_values})
     theta = np.array(journal.lines[-1]["theta"]) if journal.lines else np.array([start_values[n] for n in names])
