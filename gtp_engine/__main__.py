@@ -25,7 +25,6 @@ from gtp_engine.config import ConfigError, EngineConfig
 from gtp_engine.game import Rules
 from gtp_engine.gtp import commands, protocol
 from gtp_engine.rollout import RolloutPolicy
-from gtp_engine.search import SearchConfig
 
 log = logging.getLogger("gtp_engine")
 
@@ -46,6 +45,9 @@ def parser() -> argparse.ArgumentParser:
     for option in config_lib.OPTIONS:
         p.add_argument(f"--{option.name}", dest=option.name, metavar=option.metavar, help=option.help,
                        default=argparse.SUPPRESS)
+    for option in config_lib.SEARCH_OPTIONS:  # listed once in the README rather than twice in --help
+        p.add_argument(f"--analysis-{option.name}", dest=f"analysis-{option.name}", metavar=option.metavar,
+                       help=argparse.SUPPRESS, default=argparse.SUPPRESS)
     return p
 
 
@@ -147,10 +149,10 @@ class NetworkLoader:
         from gtp_engine.onnx_evaluator import OnnxEvaluator  # imports onnxruntime: a second or two
         from gtp_engine.player import Player
 
-        network, rollout, search = self.config.network, self.config.rollout, self.config.search
+        network, rollout, seed = self.config.network, self.config.rollout, self.config.seed
         rollout_policy = RolloutPolicy.load(rollout_path) if rollout_path is not None else None
         files = [path] + ([Path(network.value_weights)] if network.value_weights is not None else [])
-        networks = [OnnxEvaluator(f, device=network.device, threads=network.threads or 0, seed=search.seed)
+        networks = [OnnxEvaluator(f, device=network.device, threads=network.threads or 0, seed=seed)
                     for f in files]
         caches = [CachedEvaluator(onnx, self.CACHE_POSITIONS) for onnx in networks]
         for onnx in networks:
@@ -158,9 +160,8 @@ class NetworkLoader:
         evaluator = caches[0]
         if len(caches) > 1 or rollout_policy is not None:
             evaluator = MixedEvaluator(caches[0], caches[1] if len(caches) > 1 else None, rollout_policy,
-                                       rollout.mix, rollout.count, seed=search.seed)
-        config = SearchConfig(batch_size=network.batch, resign_threshold=search.resign_threshold, seed=search.seed)
-        return Player(evaluator, config), networks, caches
+                                       rollout.mix, rollout.count, seed=seed)
+        return Player(evaluator, self.config.player), networks, caches
 
     def get(self, width: int, height: int):
         paths = self._paths(width, height)

@@ -3,7 +3,12 @@
 Terms:
 - option: one setting, named by its long flag ("--resign-threshold"); a config file uses the same names
   without the dashes as keys ("resign-threshold = 0.05", underscores also accepted). Flags win over the file.
-- EngineConfig: everything the composition root needs, grouped by the part that uses it.
+- search option: an option of the search itself (PUCT, stopping, move choice, noise: search.SearchConfig). It
+  sets the genmove search and, unless overridden, the analysis search too.
+- analysis override: a search option in the config file's [analysis] table (or a flag --analysis-NAME) sets it
+  for analysis alone (lz-analyze, kata-analyze, the gogui analysis commands), as KataGo keeps separate values.
+- EngineConfig: everything the composition root needs, grouped by the part that uses it; player is the
+  Player's own typed config (player.PlayerConfig), so every search setting is reachable from here.
 Nothing here reads flags or files by itself: load_file() and build() are called by __main__.
 """
 
@@ -14,6 +19,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
+
+from gtp_engine.player import PlayerConfig
 
 try:
     import tomllib
@@ -31,7 +38,6 @@ class NetworkConfig:
     weights_dir: str | None = None  # where networks named <W>x<H>.onnx / default.onnx are found; None: shipped ones
     value_weights: str | None = None  # a separate value network (ONNX); None: the value of `weights`
     device: str = "auto"  # auto (the first of tensorrt, cuda, cpu that loads), cpu, cuda, tensorrt
-    batch: int = 8  # leaves the search collects per network call
     threads: int | None = None  # CPU threads of the network (onnxruntime); None: onnxruntime's choice
 
 
@@ -44,11 +50,11 @@ class RolloutOptions:
 
 @dataclass(frozen=True)
 class SearchOptions:
+    """What ends one genmove's search (the Session turns them and the clock into a StopCondition)."""
+
     visits: int | None = None  # visits of the root per move, counting visits kept from earlier searches
     playouts: int | None = None  # new playouts per move
     time_per_move: float | None = None  # seconds; a cap per move, on top of what the game clock allows
-    resign_threshold: float = 0.05  # resign when the winrate stays below this; 0 never resigns
-    seed: int | None = None  # fixes the search's random choices (tests, reproducible matches)
 
 
 @dataclass(frozen=True)
@@ -63,7 +69,9 @@ class EngineConfig:
     network: NetworkConfig = field(default_factory=NetworkConfig)
     rollout: RolloutOptions = field(default_factory=RolloutOptions)
     search: SearchOptions = field(default_factory=SearchOptions)
+    player: PlayerConfig = field(default_factory=PlayerConfig)
     play: PlayOptions = field(default_factory=PlayOptions)
+    seed: int | None = None  # fixes every random choice: search, symmetries, rollouts (tests, reproducible matches)
     log_level: str = "warning"
 
 
@@ -98,6 +106,18 @@ def _seconds(value: Any) -> float:
 
 def _lag(value: Any) -> float:
     return _number(value, "seconds >= 0", lambda t: t >= 0)
+
+
+def _non_negative(value: Any) -> float:
+    return _number(value, "a number >= 0", lambda x: x >= 0)
+
+
+def _positive(value: Any) -> float:
+    return _number(value, "a number > 0", lambda x: x > 0)
+
+
+def _count(value: Any) -> int:
+    return _seed(value)  # an integer >= 0
 
 
 def _fraction(value: Any) -> float:
@@ -158,7 +178,6 @@ OPTIONS: tuple[Option, ...] = (
            "separate value network (ONNX; its policy is ignored), as in AlphaGo (default: the value of --weights)",
            "FILE"),
     Option("device", ("network", "device"), _device, "auto, cpu, cuda or tensorrt (default: auto)", "DEVICE"),
-    Option("batch", ("network", "batch"), _positive_int, "positions per network call (default: 8)", "N"),
     Option("threads", ("network", "threads"), _positive_int,
            "CPU threads for the network (default: onnxruntime's choice); the search itself runs in one", "N"),
     Option("lambda", ("rollout", "mix"), _weight,
@@ -171,19 +190,73 @@ OPTIONS: tuple[Option, ...] = (
     Option("visits", ("search", "visits"), _positive_int, "root visits per move, reused ones included", "N"),
     Option("playouts", ("search", "playouts"), _positive_int, "new playouts per move", "N"),
     Option("time", ("search", "time_per_move"), _seconds, "at most this many seconds per move", "SECONDS"),
-    Option("resign-threshold", ("search", "resign_threshold"), _fraction,
+    Option("resign-threshold", ("player", "resign", "winrate"), _fraction,
            "resign below this winrate, 0 never resigns (default: 0.05)", "P"),
-    Option("seed", ("search", "seed"), _seed, "random seed for reproducible play", "N"),
+    Option("resign-consecutive", ("player", "resign", "consecutive"), _positive_int,
+           "resign only after this many of its searches in a row below the threshold (default: 1)", "N"),
+    Option("resign-after-moves", ("player", "resign", "after_moves"), _count,
+           "no resignation before this move number (default: a quarter of the board's points)", "N"),
+    Option("ownership-playouts", ("player", "ownership_playouts"), _positive_int,
+           "playouts of the search that judges dead stones when no search covered the position (default: 100)",
+           "N"),
+    Option("seed", ("seed",), _seed, "random seed for reproducible play", "N"),
     Option("rules", ("play", "rules"), _text, "rule set: chinese, japanese, tromp-taylor, aga, ... (default: chinese)", "NAME"),
     Option("ponder", ("play", "ponder"), _bool, "think on the opponent's time: on or off (default: off)", "on|off"),
     Option("lag-buffer", ("play", "lag_buffer"), _lag, "seconds kept back from the clock (default: 1)", "SECONDS"),
     Option("log-level", ("log_level",), _log_level, "debug, info, warning or error (default: warning)", "LEVEL"),
 )
+
+_SEARCH = ("player", "search")  # where search options go; analysis overrides go to ("player", "analysis")
+SEARCH_OPTIONS: tuple[Option, ...] = (
+    Option("batch", _SEARCH + ("batch_size",), _positive_int, "leaves per network call (default: 8)", "N"),
+    Option("c-puct", _SEARCH + ("tree", "c_puct"), _non_negative,
+           "PUCT exploration at the start of a search (default: 1.0)", "C"),
+    Option("c-puct-log", _SEARCH + ("tree", "c_puct_log"), _non_negative,
+           "growth of exploration with the log of a node's visits (default: 0.45)", "C"),
+    Option("c-puct-base", _SEARCH + ("tree", "c_puct_base"), _positive,
+           "visits at which that growth reaches c-puct-log * ln 2 (default: 500)", "N"),
+    Option("fpu-reduction", _SEARCH + ("tree", "fpu_reduction"), _non_negative,
+           "first-play urgency reduction below the root (default: 0.25)", "X"),
+    Option("root-fpu-reduction", _SEARCH + ("tree", "root_fpu_reduction"), _non_negative,
+           "first-play urgency reduction at the root (default: 0.1)", "X"),
+    Option("virtual-loss", _SEARCH + ("tree", "virtual_loss"), _non_negative,
+           "lost visits a pending leaf adds to its path (default: 1)", "N"),
+    Option("score-utility", _SEARCH + ("tree", "score_utility"), _non_negative,
+           "weight of the score lead in what the search maximises, 0 winrate only (default: 0.1)", "W"),
+    Option("score-scale", _SEARCH + ("tree", "score_scale"), _positive,
+           "points at which the score's utility saturates (default: half the square root of the area)", "POINTS"),
+    Option("early-stop", _SEARCH + ("stop", "early_stop"), _bool,
+           "stop once the best move cannot be overtaken: on or off (default: on)", "on|off"),
+    Option("default-visits", _SEARCH + ("stop", "default_visits"), _positive_int,
+           "visits per move when nothing else limits a search (default: 800)", "N"),
+    Option("max-tree-visits", _SEARCH + ("stop", "max_tree_visits"), _positive_int,
+           "no search grows the tree past this many visits (memory; default: 200000)", "N"),
+    Option("reuse-tree", _SEARCH + ("reuse_tree",), _bool,
+           "keep the subtree of the moves played since the last search: on or off (default: on)", "on|off"),
+    Option("lcb", _SEARCH + ("choice", "lcb"), _bool,
+           "choose the move by lower confidence bound, off: by visits (default: on)", "on|off"),
+    Option("lcb-z", _SEARCH + ("choice", "lcb_z"), _positive,
+           "standard errors below the mean for the LCB (default: 3)", "Z"),
+    Option("lcb-min-visits-ratio", _SEARCH + ("choice", "lcb_min_visits_ratio"), _weight,
+           "moves with fewer visits than this share of the best's are not chosen by LCB (default: 0.1)", "P"),
+    Option("temperature", _SEARCH + ("choice", "temperature"), _non_negative,
+           "draw moves by visits ** (1 / T) in the first --temperature-moves moves, 0 never (default: 0)", "T"),
+    Option("temperature-moves", _SEARCH + ("choice", "temperature_moves"), _count,
+           "moves of the game played with the temperature (default: 0)", "N"),
+    Option("noise-fraction", _SEARCH + ("noise", "fraction"), _weight,
+           "weight of Dirichlet noise in the root's priors (default: 0)", "P"),
+    Option("noise-alpha-total", _SEARCH + ("noise", "alpha_total"), _positive,
+           "Dirichlet alpha times the number of legal moves (default: 10.83)", "A"),
+)
+ANALYSIS_TABLE = "analysis"
+OPTIONS = OPTIONS + SEARCH_OPTIONS
 _BY_KEY = {option.name: option for option in OPTIONS} | {option.name.replace("-", "_"): option for option in OPTIONS}
+_SEARCH_KEYS = {key: option for key, option in _BY_KEY.items() if option in SEARCH_OPTIONS}
 
 
 def load_file(path: str | Path) -> dict[str, Any]:
-    """Reads a TOML config file of option = value lines; raises ConfigError with the reason."""
+    """Reads a TOML config file of option = value lines and an optional [analysis] table of search options;
+    raises ConfigError with the reason."""
     try:
         with open(path, "rb") as file:
             values = tomllib.load(file)
@@ -191,32 +264,63 @@ def load_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {path}: {error.strerror}") from None
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"config file {path} is not valid TOML: {error}") from None
-    for key in values:
-        if key not in _BY_KEY:
+    for key, value in values.items():
+        if key == ANALYSIS_TABLE and isinstance(value, dict):
+            for name in value:
+                if name not in _SEARCH_KEYS:
+                    raise ConfigError(f"config file {path}: [analysis] takes search options only, not {name!r}")
+        elif key not in _BY_KEY:
             raise ConfigError(f"config file {path}: unknown option {key!r}")
     return values
 
 
 def build(*layers: Mapping[str, Any]) -> EngineConfig:
-    """Applies option layers (later ones win) to the defaults; raises ConfigError for a bad name or value."""
-    sections: dict[str, dict[str, Any]] = {"network": {}, "rollout": {}, "search": {}, "play": {}, "": {}}
+    """Applies option layers (later ones win) to the defaults; raises ConfigError for a bad name or value.
+
+    A layer maps option names to values; its "analysis" entry (a mapping of search options) holds the analysis
+    overrides, as do keys "analysis-NAME" (the flags)."""
+    values: dict[tuple[str, ...], Any] = {}
+    analysis: dict[tuple[str, ...], Any] = {}
     for layer in layers:
         for key, raw in layer.items():
+            if key == ANALYSIS_TABLE and isinstance(raw, Mapping):
+                for name, item in raw.items():
+                    option = _SEARCH_KEYS.get(name)
+                    if option is None:
+                        raise ConfigError(f"[analysis] takes search options only, not {name!r}")
+                    analysis[option.target[len(_SEARCH):]] = _parse(option, item, "analysis-")
+                continue
+            name = key.replace("_", "-")
+            if name.startswith("analysis-") and name[len("analysis-"):] in _SEARCH_KEYS:
+                option = _SEARCH_KEYS[name[len("analysis-"):]]
+                analysis[option.target[len(_SEARCH):]] = _parse(option, raw, "analysis-")
+                continue
             option = _BY_KEY.get(key)
             if option is None:
                 raise ConfigError(f"unknown option {key!r}")
-            try:
-                value = option.parse(raw)
-            except ValueError as error:
-                raise ConfigError(f"--{option.name}: {error}") from None
-            section, name = (option.target[0], option.target[1]) if len(option.target) == 2 else ("", option.target[0])
-            sections[section][name] = value
-    return dataclasses.replace(
-        EngineConfig(
-            network=NetworkConfig(**sections["network"]),
-            rollout=RolloutOptions(**sections["rollout"]),
-            search=SearchOptions(**sections["search"]),
-            play=PlayOptions(**sections["play"]),
-        ),
-        **sections[""],
-    )
+            values[option.target] = _parse(option, raw)
+    engine = EngineConfig()
+    for target, value in values.items():
+        engine = _replaced(engine, target, value)
+    player = engine.player
+    search = dataclasses.replace(player.search, seed=engine.seed)
+    player = dataclasses.replace(player, search=search)
+    if analysis:
+        overridden = search
+        for target, value in analysis.items():
+            overridden = _replaced(overridden, target, value)
+        player = dataclasses.replace(player, analysis=overridden)
+    return dataclasses.replace(engine, player=player)
+
+
+def _parse(option: Option, raw: Any, prefix: str = "") -> Any:
+    try:
+        return option.parse(raw)
+    except ValueError as error:
+        raise ConfigError(f"--{prefix}{option.name}: {error}") from None
+
+
+def _replaced(config: Any, target: tuple[str, ...], value: Any) -> Any:
+    """`config` (a frozen dataclass) with the field at the path `target` set to `value`."""
+    head, *rest = target
+    return dataclasses.replace(config, **{head: _replaced(getattr(config, head), tuple(rest), value) if rest else value})

@@ -11,6 +11,10 @@ Terms:
   undo never goes back past them.
 - score: Black's points minus White's points, komi and handicap bonus included; positive means Black leads.
 - dead stones: a set of points whose stones the players agree are captured; scoring removes them first.
+- handicap layout: GTP's fixed points (fixed_handicap_points), or for other counts and boards points spread far
+  apart (free_handicap_points); place_handicap puts them on the board as setup stones.
+- diagram: the board as text for people (showboard), X black, O white, the last move in parentheses.
+- KataGo's rules form: Rules.to_katago / Rules.from_katago, the JSON object of kata-get-rules / kata-set-rules.
 
 A GameState owns its board and plays on it in place; copy() copies it (what the search does once per new node).
 Undo replays the moves since the last setup stones from a saved board: it costs a fraction of a millisecond on a

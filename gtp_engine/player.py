@@ -27,7 +27,10 @@ Terms:
   In cleanup (kgs-genmove_cleanup) the opponent's dead stones must be captured first: no pass while any
   remain, and no resignation.
 - resignation: when the chosen move's winrate (the network's for the root when the move has no visits, as in a
-  1-visit search) is below config.resign_threshold, after resign_after_moves moves.
+  1-visit search) has been below config.resign.winrate for resign.consecutive genmoves in a row of that colour,
+  from move resign.after_moves on (search.ResignCounter).
+- search settings: genmove, pondering and scoring search with config.search; analysis (lz-/kata-analyze, the
+  gogui analysis commands) with config.analysis, as KataGo keeps separate settings for the two.
 - background search: pondering or analysis in a thread; every other call stops it first.
 """
 
@@ -46,7 +49,8 @@ from gtp_engine.game import GameState
 from gtp_engine.mcts import MoveFilter
 from gtp_engine.search import (
     BackgroundSearch,
-    MoveInfo,
+    ResignConfig,
+    ResignCounter,
     SearchConfig,
     Searcher,
     SearchResult,
@@ -70,11 +74,24 @@ class MoveChoice:
     visits: int = 0  # of the root
 
 
+@dataclass(frozen=True)
+class PlayerConfig:
+    search: SearchConfig = SearchConfig()  # genmove, pondering, scoring
+    analysis: SearchConfig | None = None  # lz-/kata-analyze and gogui analysis; None: the same as search
+    resign: ResignConfig = ResignConfig()
+    ownership_playouts: int = 100  # playouts for an ownership estimate when no search has covered the position
+
+    @property
+    def analysis_search(self) -> SearchConfig:
+        return self.analysis if self.analysis is not None else self.search
+
+
 class Player:
-    def __init__(self, evaluator: Evaluator, config: SearchConfig = SearchConfig()):
+    def __init__(self, evaluator: Evaluator, config: PlayerConfig = PlayerConfig()):
         self.evaluator = evaluator
         self.config = config
-        self.searcher = Searcher(evaluator, config)
+        self.searcher = Searcher(evaluator, config.search)
+        self._resign = ResignCounter(config.resign)
         self._background: BackgroundSearch | None = None
         self._last: tuple[tuple, SearchResult] | None = None  # (position of a search, its result)
         self._lock = threading.Lock()
@@ -83,6 +100,7 @@ class Player:
         """Forgets the search tree and the last result (clear_cache)."""
         self.stop_background()
         self.searcher.reset()
+        self._resign = ResignCounter(self.config.resign)
         self._last = None
 
     # ---- searching ------------------------------------------------------------------------------------
@@ -103,7 +121,7 @@ class Player:
                               move_filter=move_filter)
         choice = result.choice
         snapshot = result.snapshot
-        if not cleanup and self._should_resign(state, choice):
+        if not cleanup and self._resign.update(color, choice.winrate, state.move_number, state.grid.area):
             return MoveChoice(PASS, resign=True, winrate=choice.winrate, score_lead=choice.score_lead,
                               visits=snapshot.visits)
         point = self._apply_pass_rules(state, result, cleanup, dead_opponent, move_filter)
@@ -119,18 +137,24 @@ class Player:
         """Searches `game` for `color` until `stop` (an interrupt alone is enough), reporting snapshots."""
         self.stop_background()
         self._search(game.with_to_play(color), stop, on_snapshot, snapshot_interval, ownership=ownership,
-                     move_filter=move_filter)
+                     move_filter=move_filter, config=self.config.analysis_search)
 
     def start_analysis(self, game: GameState, color: int, stop: StopCondition, on_snapshot: SnapshotCallback | None,
                        snapshot_interval: float | None = None, ownership: bool = False) -> None:
         """Like analyze, in a background thread; any later call (or stop_background) ends it."""
-        self.stop_background()
-        self._background = BackgroundSearch(self.searcher, game.with_to_play(color), stop, on_snapshot,
-                                            snapshot_interval, ownership)
+        self._start_background(game.with_to_play(color), stop, on_snapshot, snapshot_interval, ownership,
+                               self.config.analysis_search)
 
     def ponder(self, game: GameState, stop: StopCondition | None = None) -> None:
-        """Thinks on the opponent's time, for the side to move in `game`, until the next call (or `stop`)."""
-        self.start_analysis(game, game.to_play, stop or StopCondition(interrupt=threading.Event()), None)
+        """Thinks on the opponent's time, for the side to move in `game`, until the next call (or `stop`), with
+        the genmove settings: the next genmove reuses the tree."""
+        self._start_background(game.copy(), stop or StopCondition(interrupt=threading.Event()), None, None, False,
+                               self.config.search)
+
+    def _start_background(self, state: GameState, stop: StopCondition, on_snapshot: SnapshotCallback | None,
+                          interval: float | None, ownership: bool, config: SearchConfig) -> None:
+        self.stop_background()
+        self._background = BackgroundSearch(self.searcher, state, stop, on_snapshot, interval, ownership, config)
 
     def stop_background(self) -> None:
         with self._lock:
@@ -196,9 +220,10 @@ class Player:
     # ---- rules for the move -------------------------------------------------------------------------------
 
     def _search(self, state: GameState, stop: StopCondition, on_snapshot=None, interval=None, exclude=(),
-                ownership: bool = False, move_filter: MoveFilter = MoveFilter()) -> SearchResult:
+                ownership: bool = False, move_filter: MoveFilter = MoveFilter(),
+                config: SearchConfig | None = None) -> SearchResult:
         result = self.searcher.search(state, stop, on_snapshot, interval, exclude, ownership_in_snapshots=ownership,
-                                      move_filter=move_filter)
+                                      move_filter=move_filter, config=config)
         self._last = (_key(state, move_filter), result)
         return result
 
@@ -208,16 +233,6 @@ class Player:
             return self._last[1].snapshot.ownership
         sign = 1.0 if state.to_play == BLACK else -1.0
         return sign * self.evaluator.evaluate([state]).ownership[0].astype(np.float64)
-
-    def _should_resign(self, state: GameState, choice: MoveInfo) -> bool:
-        threshold = self.config.resign_threshold
-        if not threshold:
-            return False
-        after = self.config.resign_after_moves
-        if after is None:
-            after = state.grid.area // 4
-        # An unvisited choice (a 1-visit, policy-only search) carries the root's network winrate.
-        return state.move_number >= after and choice.winrate < threshold
 
     def _apply_pass_rules(self, state: GameState, result: SearchResult, cleanup: bool, dead_opponent: bool,
                           move_filter: MoveFilter) -> int:

@@ -17,7 +17,15 @@ Terms:
 - LCB: lower confidence bound of a move's utility, Q - lcb_z * standard error; the move is chosen by LCB among
   moves with at least lcb_min_visits_ratio of the most visited move's visits (Leela Zero 0.17).
 - noise, temperature: self-play exploration. Dirichlet noise mixes into the root priors; with a temperature T,
-  the move is drawn with probability proportional to visits ** (1 / T) for the first temperature_moves moves.
+  the move is drawn with probability proportional to visits ** (1 / T) for the first temperature_moves moves,
+  never a pass.
+- config: SearchConfig, by concern: tree (mcts.TreeConfig: PUCT, FPU, virtual loss, utility), stop (StopConfig),
+  choice (ChoiceConfig: LCB, temperature), noise (NoiseConfig); ResignConfig is the players' resignation rule.
+- move pickers: choose_edge (LCB or visits), draw_edge (by visits with a temperature), pick_edge (the two by
+  move number), add_noise, ResignCounter. They are the one place where a move is chosen from a tree: the
+  Searcher (genmove, analysis), self-play and gating all use them.
+- round runner: run_round grows many trees at once (self-play games, gate matches): each gathers its leaves,
+  the trees that share an evaluator send theirs in one call, each finishes its batch.
 - background search: pondering and analysis in a thread; stop() interrupts it within one batch and joins.
 """
 
@@ -32,32 +40,66 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from gtp_engine.board import opponent
-from gtp_engine.evaluator import Evaluator
+from gtp_engine.board import BLACK, WHITE, opponent
+from gtp_engine.coords import PASS
+from gtp_engine.evaluator import EvaluationBatch, Evaluator
 from gtp_engine.game import GameState
-from gtp_engine.mcts import MoveFilter, Node, Tree, TreeConfig
+from gtp_engine.mcts import MoveFilter, Node, PendingBatch, Tree, TreeConfig
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class SearchConfig:
-    tree: TreeConfig = TreeConfig()  # selection and utility (mcts.py)
-    batch_size: int = 8  # leaves per evaluator call
+class StopConfig:
+    """When a search ends beyond its StopCondition."""
+
+    early_stop: bool = True  # stop once the most visited move cannot be overtaken
+    default_visits: int = 800  # visits when a stop condition sets no limit at all (no visits, playouts or time)
+    max_tree_visits: int = 200_000  # no search grows the tree past this (memory: a 19x19 node takes ~3 kB)
+
+
+@dataclass(frozen=True)
+class ChoiceConfig:
+    """How the move is chosen from the root's statistics (pick_edge)."""
+
     lcb: bool = True  # choose the move by lower confidence bound; False: by visits
     lcb_z: float = 3.0  # standard errors below the mean for the LCB (Leela Zero ~4, KataGo 5 with its own errors)
     lcb_min_visits_ratio: float = 0.1  # moves with fewer visits than this share of the most visited are not chosen
-    early_stop: bool = True  # stop once the most visited move cannot be overtaken
+    temperature: float = 0.0  # draw by visits ** (1 / temperature) (never a pass); 0 picks the best move
+    temperature_moves: int = 0  # moves of the game (by move number) played with the temperature
+
+
+@dataclass(frozen=True)
+class NoiseConfig:
+    """Self-play exploration: Dirichlet noise mixed into the root's priors (add_noise)."""
+
+    fraction: float = 0.0  # weight of the noise (self-play: 0.25; play: 0)
+    alpha_total: float = 10.83  # Dirichlet alpha times the number of legal moves (0.03 on 19x19, KataGo)
+
+
+@dataclass(frozen=True)
+class ResignConfig:
+    """When a player gives up (a ResignCounter keeps the count)."""
+
+    winrate: float | None = 0.05  # resign when the search's winrate is below this; None or 0: never
+    consecutive: int = 1  # searches in a row of the same player below it
+    after_moves: int | None = None  # no resignation before this move number; None: a quarter of the area
+
+    def __post_init__(self) -> None:
+        if self.consecutive < 1:
+            raise ValueError("consecutive must be at least 1")
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Everything a Searcher needs, by concern."""
+
+    tree: TreeConfig = TreeConfig()  # selection and utility (mcts.py)
+    stop: StopConfig = StopConfig()
+    choice: ChoiceConfig = ChoiceConfig()
+    noise: NoiseConfig = NoiseConfig()
+    batch_size: int = 8  # leaves per evaluator call
     reuse_tree: bool = True  # keep the subtree of the moves played since the last search
-    noise_fraction: float = 0.0  # weight of Dirichlet noise in the root priors (self-play: 0.25; play: 0)
-    noise_alpha_total: float = 10.83  # Dirichlet alpha times the number of legal moves (0.03 on 19x19, KataGo)
-    temperature: float = 0.0  # self-play: pick by visits ** (1 / temperature); 0 picks the best move
-    temperature_moves: int = 0  # moves of the game played with the temperature
-    resign_threshold: float | None = 0.05  # resign when the best move's winrate is below this; None or 0: never
-    resign_after_moves: int | None = None  # no resignation before this move number; None: a quarter of the area
-    default_visits: int = 800  # visits when a stop condition sets no limit at all (no visits, playouts or time)
-    max_tree_visits: int = 200_000  # no search grows the tree past this (memory: a 19x19 node takes ~3 kB)
-    ownership_playouts: int = 100  # playouts for an ownership estimate when no search has covered the position
     seed: int | None = None  # random seed for noise and temperature
 
 
@@ -138,23 +180,25 @@ class Searcher:
 
     def search(self, state: GameState, stop: StopCondition, on_snapshot: SnapshotCallback | None = None,
                snapshot_interval: float | None = None, exclude: Sequence[int] = (),
-               ownership_in_snapshots: bool = False, move_filter: MoveFilter = MoveFilter()) -> SearchResult:
+               ownership_in_snapshots: bool = False, move_filter: MoveFilter = MoveFilter(),
+               config: SearchConfig | None = None) -> SearchResult:
         """Searches `state` (for its to_play) until `stop`; never plays a move.
 
         exclude: root moves not to search or choose unless nothing else is legal (cleanup: PASS).
         move_filter: moves not to search near the root (analysis: avoid / allow).
         on_snapshot gets a snapshot every snapshot_interval seconds (checked between batches) and a last one.
+        config: this search's settings instead of the searcher's (analysis); the kept tree is reused alike.
         """
         start = time.monotonic()
-        cfg = self.config
-        tree = self._tree_for(state, move_filter)
+        cfg = config or self.config
+        tree = self._tree_for(state, move_filter, cfg)
         if not stop.is_bounded and stop.interrupt is None:
-            stop = replace(stop, visits=cfg.default_visits)
+            stop = replace(stop, visits=cfg.stop.default_visits)
         playouts = 0 if tree.root.is_expanded else tree.run_batch(1)
-        self._prepare_root(tree, state, exclude)
+        self._prepare_root(tree, exclude, cfg)
         next_snapshot = start + snapshot_interval if on_snapshot and snapshot_interval is not None else math.inf
         batch_size = max(1, cfg.batch_size)
-        while not self._should_stop(tree, stop, playouts, start):
+        while not self._should_stop(tree, stop, playouts, start, cfg):
             size = batch_size
             if stop.playouts is not None:
                 size = min(size, stop.playouts - playouts)
@@ -162,22 +206,22 @@ class Searcher:
                 size = min(size, stop.visits - tree.root.visits)
             playouts += tree.run_batch(max(1, size))
             if time.monotonic() >= next_snapshot:
-                on_snapshot(self._snapshot(tree, playouts, start, ownership_in_snapshots))
+                on_snapshot(self._snapshot(tree, playouts, start, ownership_in_snapshots, cfg.choice))
                 next_snapshot = time.monotonic() + snapshot_interval
-        snapshot = self._snapshot(tree, playouts, start, True)
+        snapshot = self._snapshot(tree, playouts, start, True, cfg.choice)
         if on_snapshot:
             on_snapshot(snapshot if ownership_in_snapshots else replace(snapshot, ownership=None))
-        return SearchResult(self._choose(tree, state, snapshot), snapshot, list(tree.root.moves))
+        return SearchResult(self._choose(tree, state, snapshot, cfg.choice), snapshot, list(tree.root.moves))
 
     # ---- tree reuse -----------------------------------------------------------------------------------
 
-    def _tree_for(self, state: GameState, move_filter: MoveFilter) -> Tree:
+    def _tree_for(self, state: GameState, move_filter: MoveFilter, cfg: SearchConfig) -> Tree:
         key = _position_key(state)
         root = None
-        if self.config.reuse_tree and self.tree is not None and move_filter == self._tree_filter:
+        if cfg.reuse_tree and self.tree is not None and move_filter == self._tree_filter:
             if not move_filter or key == self._tree_key:
                 root = self._reusable_root(state, key)
-        self.tree = Tree(self.evaluator, state.copy(), self.config.tree, root=root, move_filter=move_filter)
+        self.tree = Tree(self.evaluator, state.copy(), cfg.tree, root=root, move_filter=move_filter)
         self._tree_key = key
         self._tree_filter = move_filter
         return self.tree
@@ -205,39 +249,34 @@ class Searcher:
             return None
         return node
 
-    def _prepare_root(self, tree: Tree, state: GameState, exclude: Sequence[int]) -> None:
-        cfg = self.config
+    def _prepare_root(self, tree: Tree, exclude: Sequence[int], cfg: SearchConfig) -> None:
         root = tree.root
         tree.root_excluded = None
         if exclude:
             excluded = np.array([p in exclude for p in root.moves])
             tree.root_excluded = excluded if excluded.any() and not excluded.all() else None
-        tree.root_prior = None
-        if cfg.noise_fraction > 0 and len(root.moves) > 1:
-            alpha = cfg.noise_alpha_total / len(root.moves)
-            noise = self.rng.dirichlet(np.full(len(root.moves), alpha))
-            tree.root_prior = (1 - cfg.noise_fraction) * root.prior + cfg.noise_fraction * noise
+        add_noise(tree, cfg.noise, self.rng)
 
     # ---- stopping -------------------------------------------------------------------------------------
 
-    def _should_stop(self, tree: Tree, stop: StopCondition, playouts: int, start: float) -> bool:
+    def _should_stop(self, tree: Tree, stop: StopCondition, playouts: int, start: float, cfg: SearchConfig) -> bool:
         if stop.interrupt is not None and stop.interrupt.is_set():
             return True
         visits = tree.root.visits
-        if visits >= self.config.max_tree_visits or (stop.visits is not None and visits >= stop.visits):
+        if visits >= cfg.stop.max_tree_visits or (stop.visits is not None and visits >= stop.visits):
             return True
         if stop.playouts is not None and playouts >= stop.playouts:
             return True
         now = time.monotonic()
         if stop.deadline is not None and now >= stop.deadline:
-            if stop.max_deadline is None or now >= stop.max_deadline or self._settled(tree):
+            if stop.max_deadline is None or now >= stop.max_deadline or self._settled(tree, cfg.choice):
                 return True
-        return self.config.early_stop and self._futile(tree, stop, playouts, start, now)
+        return cfg.stop.early_stop and self._futile(tree, stop, playouts, start, now)
 
-    def _settled(self, tree: Tree) -> bool:
+    @staticmethod
+    def _settled(tree: Tree, choice: ChoiceConfig) -> bool:
         """Whether the move the search would choose is also the most visited one."""
-        root = tree.root
-        return choose_edge(tree, self.config) == int(root.N.argmax())
+        return choose_edge(tree, choice) == int(tree.root.N.argmax())
 
     def _futile(self, tree: Tree, stop: StopCondition, playouts: int, start: float, now: float) -> bool:
         """Whether no move can catch up with the most visited one in the playouts left."""
@@ -264,11 +303,12 @@ class Searcher:
 
     # ---- results --------------------------------------------------------------------------------------
 
-    def _snapshot(self, tree: Tree, playouts: int, start: float, with_ownership: bool) -> Snapshot:
+    def _snapshot(self, tree: Tree, playouts: int, start: float, with_ownership: bool,
+                  choice: ChoiceConfig) -> Snapshot:
         root = tree.root
         value, _, score = tree.root_value()
-        lcb = _lcb(root, self.config.lcb_z)
-        chosen = choose_edge(tree, self.config)
+        lcb = _lcb(root, choice.lcb_z)
+        chosen = choose_edge(tree, choice)
         visited = [i for i in np.flatnonzero(root.N > 0).tolist() if i != chosen]
         visited.sort(key=lambda i: (-root.N[i], -root.prior[i]))
         moves = [self._move_info(tree, i, k, lcb, value) for k, i in enumerate([chosen] + visited)]
@@ -287,14 +327,10 @@ class Searcher:
             lcb=_winrate(root.V[edge] / n - (root.W[edge] / n - lcb[edge])) if n else 0.0, order=order, pv=tree.principal_variation(edge),
         )
 
-    def _choose(self, tree: Tree, state: GameState, snapshot: Snapshot) -> MoveInfo:
-        cfg = self.config
-        moves = snapshot.moves
-        if cfg.temperature > 0 and state.move_number < cfg.temperature_moves and len(moves) > 1:
-            visits = np.array([m.visits for m in moves], dtype=np.float64)
-            weights = (visits / visits.max()) ** (1.0 / cfg.temperature)
-            return moves[int(self.rng.choice(len(moves), p=weights / weights.sum()))]
-        return moves[0]
+    def _choose(self, tree: Tree, state: GameState, snapshot: Snapshot, choice: ChoiceConfig) -> MoveInfo:
+        """The snapshot's move for pick_edge's choice (moves[0] is choose_edge's)."""
+        point = tree.root.moves[pick_edge(tree, choice, state.move_number, self.rng)]
+        return next((m for m in snapshot.moves if m.point == point), snapshot.moves[0])
 
 
 class BackgroundSearch:
@@ -302,7 +338,7 @@ class BackgroundSearch:
 
     def __init__(self, searcher: Searcher, state: GameState, stop: StopCondition,
                  on_snapshot: SnapshotCallback | None = None, snapshot_interval: float | None = None,
-                 ownership_in_snapshots: bool = False):
+                 ownership_in_snapshots: bool = False, config: SearchConfig | None = None):
         self.interrupt = stop.interrupt or threading.Event()
         self.state = state.copy()  # the position searched
         self.result: SearchResult | None = None
@@ -310,15 +346,15 @@ class BackgroundSearch:
         stop = replace(stop, interrupt=self.interrupt)
         self._thread = threading.Thread(
             target=self._run, args=(searcher, self.state, stop, on_snapshot, snapshot_interval,
-                                    ownership_in_snapshots),
+                                    ownership_in_snapshots, config),
             name="background-search", daemon=True,
         )
         self._thread.start()
 
-    def _run(self, searcher, state, stop, on_snapshot, interval, with_ownership) -> None:
+    def _run(self, searcher, state, stop, on_snapshot, interval, with_ownership, config) -> None:
         try:
             self.result = searcher.search(state, stop, on_snapshot, interval,
-                                          ownership_in_snapshots=with_ownership)
+                                          ownership_in_snapshots=with_ownership, config=config)
         except BaseException as error:  # reported by stop(); a thread has nobody else to tell
             log.exception("background search failed")
             self.error = error
@@ -365,7 +401,10 @@ def _lcb(node: Node, z: float) -> np.ndarray:
     return np.where(N > 0, bound, -np.inf)
 
 
-def choose_edge(tree: Tree, config: SearchConfig) -> int:
+# ---- move pickers: the one place where a move is chosen from a tree (genmove, analysis, self-play, gating) --
+
+
+def choose_edge(tree: Tree, choice: ChoiceConfig) -> int:
     """The root edge to play: the best LCB among well-visited moves, or the most visited; respects exclusions."""
     root = tree.root
     N = root.N.copy()
@@ -374,8 +413,97 @@ def choose_edge(tree: Tree, config: SearchConfig) -> int:
     most = int(N.argmax())
     if N[most] <= 0:  # nothing visited yet: the first move by prior that may be chosen
         return 0 if tree.root_excluded is None else int(np.argmin(tree.root_excluded))
-    if not config.lcb:
+    if not choice.lcb:
         return most
-    eligible = N >= max(1.0, config.lcb_min_visits_ratio * N[most])
-    lcb = np.where(eligible, _lcb(root, config.lcb_z), -np.inf)
+    eligible = N >= max(1.0, choice.lcb_min_visits_ratio * N[most])
+    lcb = np.where(eligible, _lcb(root, choice.lcb_z), -np.inf)
     return int(lcb.argmax())
+
+
+def draw_edge(tree: Tree, temperature: float, rng: np.random.Generator) -> int | None:
+    """A root edge drawn with probability proportional to visits ** (1 / temperature), never a pass (a drawn pass
+    gives the game away for nothing) nor an excluded edge; None when no other edge has visits."""
+    root = tree.root
+    visits = root.N[: len(root.moves)].astype(np.float64)
+    drawable = np.where(np.array(root.moves) == PASS, 0.0, visits)
+    if tree.root_excluded is not None:
+        drawable[tree.root_excluded] = 0.0
+    if not drawable.sum() > 0:
+        return None
+    weights = drawable if temperature == 1.0 else (drawable / drawable.max()) ** (1.0 / temperature)
+    return int(rng.choice(len(weights), p=weights / weights.sum()))
+
+
+def pick_edge(tree: Tree, choice: ChoiceConfig, move_number: int, rng: np.random.Generator) -> int:
+    """The root edge to play at `move_number`: drawn with the temperature in the first temperature_moves moves
+    (draw_edge), otherwise choose_edge's."""
+    if choice.temperature > 0 and move_number < choice.temperature_moves:
+        edge = draw_edge(tree, choice.temperature, rng)
+        if edge is not None:
+            return edge
+    return choose_edge(tree, choice)
+
+
+def add_noise(tree: Tree, noise: NoiseConfig, rng: np.random.Generator) -> None:
+    """Mixes Dirichlet noise into the expanded root's priors for selection (tree.root_prior); none without it."""
+    root = tree.root
+    tree.root_prior = None
+    if noise.fraction > 0 and len(root.moves) > 1:
+        dirichlet = rng.dirichlet(np.full(len(root.moves), noise.alpha_total / len(root.moves)))
+        tree.root_prior = (1 - noise.fraction) * root.prior + noise.fraction * dirichlet
+
+
+class ResignCounter:
+    """Per colour, the searches in a row whose winrate was below ResignConfig.winrate; says when to resign."""
+
+    def __init__(self, config: ResignConfig):
+        self.config = config
+        self.below = {BLACK: 0, WHITE: 0}
+
+    def update(self, color: int, winrate: float, move_number: int, area: int) -> bool:
+        """Counts one search of `color` (winrate: its own) at `move_number`; True when it should resign now."""
+        cfg = self.config
+        after = cfg.after_moves if cfg.after_moves is not None else area // 4
+        low = bool(cfg.winrate) and winrate < cfg.winrate and move_number >= after
+        self.below[color] = self.below[color] + 1 if low else 0
+        return self.below[color] >= cfg.consecutive
+
+
+# ---- the round runner: many trees, one evaluator call per evaluator (self-play, gating) -----------------------
+
+
+def run_round(trees: Sequence[Tree], leaves: Sequence[int]) -> tuple[int, int]:
+    """One round over many trees: each gathers up to leaves[i] leaves (mcts.Tree.gather), the positions of all
+    trees that share an evaluator go to it in ONE call, and every tree finishes its batch. Returns (positions
+    evaluated, evaluator calls). If anything fails, the trees not yet finished abandon their batches."""
+    pending: list[PendingBatch] = []
+    unfinished: set[int] = set()
+    evaluations = calls = 0
+    try:
+        for i, (tree, size) in enumerate(zip(trees, leaves)):
+            pending.append(tree.gather(max(1, size)))
+            unfinished.add(i)
+        groups: dict[int, list[int]] = {}  # id(evaluator) -> indices of its trees, in order
+        for i, tree in enumerate(trees):
+            groups.setdefault(id(tree.evaluator), []).append(i)
+        for members in groups.values():
+            states = [state for i in members for state in pending[i].states]
+            batch = trees[members[0]].evaluator.evaluate(states) if states else None
+            evaluations += len(states)
+            calls += 1 if states else 0
+            start = 0
+            for i in members:
+                count = len(pending[i].states)
+                unfinished.discard(i)  # finish() abandons its own batch when it fails
+                trees[i].finish(pending[i], _rows(batch, start, start + count) if count else None)
+                start += count
+    except BaseException:
+        for i in unfinished:
+            trees[i].abandon(pending[i])
+        raise
+    return evaluations, calls
+
+
+def _rows(batch: EvaluationBatch, start: int, stop: int) -> EvaluationBatch:
+    return EvaluationBatch(batch.policy[start:stop], batch.value[start:stop], batch.score[start:stop],
+                           batch.ownership[start:stop])

@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", default="b6c64", help="network preset (b6c64 is Leela Zero's 6x64 size)")
     parser.add_argument("--sizes", nargs="+", type=int, default=[9, 19])
-    parser.add_argument("--batch", type=int, default=defaults.network.batch, help="leaves per network call")
+    parser.add_argument("--batch", type=int, default=defaults.player.search.batch_size, help="leaves per network call")
     parser.add_argument("--threads", type=int, default=defaults.network.threads or 0,
                         help="onnxruntime threads (0: its choice)")
     parser.add_argument("--seconds", type=float, default=6.0, help="search time per measurement")

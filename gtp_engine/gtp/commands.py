@@ -298,7 +298,7 @@ class Session:
         search = self.search
         visits = search.visits
         if visits is None and search.playouts is None and search.time_per_move is None:
-            visits = player.config.default_visits
+            visits = player.config.search.stop.default_visits
         deadline = None if search.time_per_move is None else started + search.time_per_move
         return StopCondition(visits=visits, playouts=search.playouts, deadline=deadline, interrupt=interrupt)
 
@@ -306,7 +306,7 @@ class Session:
 
     def _start_pondering(self, player, move_stop: StopCondition, input_arrived: threading.Event) -> None:
         """Searches on for the opponent until any input arrives (or the ponder limits)."""
-        limit = move_stop.visits or move_stop.playouts or player.config.default_visits
+        limit = move_stop.visits or move_stop.playouts or player.config.search.stop.default_visits
         interrupt = threading.Event()
         player.ponder(self.game, StopCondition(visits=PONDER_VISIT_FACTOR * limit,
                                     deadline=time.monotonic() + PONDER_SECONDS, interrupt=interrupt))
@@ -339,23 +339,19 @@ class Session:
 
     @command("fixed_handicap")
     def fixed_handicap(self, cmd: Command, stream: Stream) -> str:
-        arity(cmd.args, 1)
-        count = parse_int(cmd.args[0])
-        self._require_empty()
-        try:
-            points = fixed_handicap_points(self.game.grid, count)
-        except ValueError:
-            raise GtpError(INVALID_NUMBER_OF_STONES) from None
-        return self._place_handicap(points)
+        return self._handicap(cmd, fixed_handicap_points)
 
     @command("place_free_handicap")
     def place_free_handicap(self, cmd: Command, stream: Stream) -> str:
         """The fixed layout where GTP defines one; otherwise stones spread over the board from the 3-3 points in."""
+        return self._handicap(cmd, free_handicap_points)
+
+    def _handicap(self, cmd: Command, layout: Callable[[coords.Grid, int], list[int]]) -> str:
         arity(cmd.args, 1)
         count = parse_int(cmd.args[0])
         self._require_empty()
         try:
-            points = free_handicap_points(self.game.grid, count)
+            points = layout(self.game.grid, count)
         except ValueError:
             raise GtpError(INVALID_NUMBER_OF_STONES) from None
         return self._place_handicap(points)

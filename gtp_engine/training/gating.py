@@ -2,12 +2,13 @@
 
 Terms:
 - gate match: games between the candidate and the best at equal visits per move, colours alternating (the
-  candidate has Black in games 0, 2, 4, ...). parallel_games games advance together: each round gathers a few
-  leaves from every game's search tree (mcts.Tree.gather), evaluates those of each network in one call, and
-  finishes them, so the evaluator sees batches of about parallel_games * leaves_per_game positions.
+  candidate has Black in games 0, 2, 4, ...). parallel_games games advance together: each round
+  (search.run_round) gathers a few leaves from every game's search tree, evaluates those of each network in one
+  call, and finishes them, so the evaluator sees batches of about parallel_games * leaves_per_game positions.
 - game: from the empty board; every move is a fresh search of `visits` playouts by the mover's network (no tree
   reuse, so both sides spend exactly the same effort). The first opening_moves moves are drawn with probability
-  proportional to the visits, so that the games differ; later moves are search.choose_edge's (LCB) choice. A
+  proportional to the visits (never a pass), so that the games differ; later moves are the search's (LCB)
+  choice: both through search.pick_edge, as in self-play. A
   game ends at two passes and is scored by area counting of the board as it stands (Tromp-Taylor: what the
   search itself scores at its terminal nodes), or when the mover's winrate has stayed below resign_winrate
   for resign_consecutive of its moves (it resigns), or at max_moves (scored by area as it stands).
@@ -36,17 +37,17 @@ from tqdm import tqdm
 
 from gtp_engine import match_stats, sgf_io
 from gtp_engine.board import BLACK, WHITE
-from gtp_engine.evaluator import EvaluationBatch, Evaluator
+from gtp_engine.evaluator import Evaluator
 from gtp_engine.game import GameState, Rules, format_result
-from gtp_engine.mcts import Tree
-from gtp_engine.search import SearchConfig, choose_edge
+from gtp_engine.mcts import Tree, TreeConfig
+from gtp_engine.search import ChoiceConfig, ResignConfig, ResignCounter, pick_edge, run_round
 from gtp_engine.training.files import replacing
 
 log = logging.getLogger(__name__)
 
 GAMES = "games.jsonl"
 RESULT = "result.json"
-_SEARCH = SearchConfig()  # tree parameters: the engine's defaults, as in self-play
+_TREE = TreeConfig()  # tree parameters: the engine's defaults, as in self-play
 
 
 @dataclass(frozen=True)
@@ -163,14 +164,15 @@ class _Game:
         black, white = (candidate, best) if self.candidate_black else (best, candidate)
         self.networks = {BLACK: black, WHITE: white}
         self.state = GameState(config.size, komi=config.komi, rules=Rules.named(config.rules))
-        self.config, self.search = config, _SEARCH
+        self.config = config
+        self.choice = ChoiceConfig(temperature=1.0, temperature_moves=config.opening_moves)
         self.rng = np.random.default_rng([config.seed, index])
-        self.low_moves = {BLACK: 0, WHITE: 0}  # per colour: consecutive moves below resign_winrate
+        self.resign = ResignCounter(ResignConfig(config.resign_winrate, max(1, config.resign_consecutive), 0))
         self.result: str | None = None
         self.tree = self._new_tree()
 
     def _new_tree(self) -> Tree:
-        return Tree(self.networks[self.state.to_play], self.state.copy(), self.search.tree)
+        return Tree(self.networks[self.state.to_play], self.state.copy(), _TREE)
 
     @property
     def evaluator(self) -> Evaluator:
@@ -185,17 +187,10 @@ class _Game:
         tree, state, config = self.tree, self.state, self.config
         color = state.to_play
         winrate = (tree.root_value()[0] + 1.0) / 2.0
-        self.low_moves[color] = self.low_moves[color] + 1 if winrate < config.resign_winrate else 0
-        if self.low_moves[color] >= max(1, config.resign_consecutive):
+        if self.resign.update(color, winrate, state.move_number, state.grid.area):
             self.result = f"{'W' if color == BLACK else 'B'}+R"
             return
-        root = tree.root
-        visits = root.N[: len(root.moves)]
-        if state.move_number < config.opening_moves and visits.sum() > 0:
-            edge = int(self.rng.choice(len(visits), p=visits / visits.sum()))
-        else:
-            edge = choose_edge(tree, self.search)
-        state.play(root.moves[edge])
+        state.play(tree.root.moves[pick_edge(tree, self.choice, state.move_number, self.rng)])
         max_moves = config.max_moves or 2 * state.grid.area
         if state.is_over or state.move_number >= max_moves:
             self.result = format_result(state.area_score())
@@ -263,36 +258,12 @@ def play_match(candidate: Evaluator, best: Evaluator, config: GateConfig, out: s
 
 
 def _advance(games: list[_Game]) -> None:
-    """One round: every game gathers leaves, each network evaluates its games' leaves in one call, every game
-    finishes its batch and, when its search is complete, moves."""
-    pending = [(game, game.tree.gather(game.wants())) for game in games]
-    by_network: dict[int, list] = {}
-    for game, batch in pending:
-        by_network.setdefault(id(game.evaluator), []).append((game, batch))
-    finished: set[int] = set()
-    try:
-        for group in by_network.values():
-            states = [s for _, batch in group for s in batch.states]
-            evaluation = group[0][0].evaluator.evaluate(states) if states else None
-            start = 0
-            for game, batch in group:
-                count = len(batch.states)
-                game.tree.finish(batch, _rows(evaluation, start, start + count) if count else None)
-                finished.add(id(game))
-                start += count
-    except BaseException:
-        for game, batch in pending:
-            if id(game) not in finished:
-                game.tree.abandon(batch)
-        raise
+    """One round (search.run_round: each network evaluates its games' leaves in one call); then every game whose
+    search is complete moves."""
+    run_round([game.tree for game in games], [game.wants() for game in games])
     for game in games:
         if game.tree.root.visits >= game.config.visits:
             game.move()
-
-
-def _rows(batch: EvaluationBatch, start: int, end: int) -> EvaluationBatch:
-    return EvaluationBatch(policy=batch.policy[start:end], value=batch.value[start:end],
-                       score=batch.score[start:end], ownership=batch.ownership[start:end])
 
 
 def _read_games(path: Path) -> list[dict]:

@@ -2,26 +2,27 @@
 training shards (dataset.py) with soft policy targets.
 
 Terms:
-- round: every game in progress selects up to leaves_per_game leaves of its own search tree under virtual loss
-  (mcts.Tree.gather); the positions of all games go to the evaluator in ONE call; each tree then expands and
-  backs up its share (Tree.finish). parallel_games sets how many games share a round, and so the batch size.
+- round: search.run_round over the trees of every game in progress: each selects up to leaves_per_game leaves
+  under virtual loss, the positions of all games go to the evaluator in ONE call, and each tree expands and
+  backs up its share. parallel_games sets how many games share a round, and so the batch size.
 - search: the tree of the position to move, grown round by round until its root has the visits of its kind
   (kept visits included); then the move is played and the subtree under it becomes the next search's tree
-  (tree reuse). Tree parameters (c_puct, FPU, virtual loss, score utility) are search.SearchConfig's defaults.
+  (tree reuse). Tree parameters (c_puct, FPU, virtual loss, score utility) are mcts.TreeConfig's defaults.
 - playout cap randomization (KataGo): each search is full with probability full_search_fraction (full_visits,
   Dirichlet noise at the root, and its visit distribution becomes a policy target) or else fast (fast_visits,
   no noise, no policy target: its sample trains value, score and ownership only, policy_mask False).
 - noise: Dirichlet(alpha) mixed into the root priors with weight noise_fraction, alpha = noise_alpha_total /
-  the number of legal moves (KataGo: 10.83 = 0.03 * 361, whatever the board size).
-- move choice: the first temperature_moves moves of a game are drawn in proportion to the root's visits
-  (temperature 1; never a pass); later moves are the search's choice (search.choose_edge: LCB among well-visited moves).
+  the number of legal moves (KataGo: 10.83 = 0.03 * 361, whatever the board size): search.add_noise.
+- move choice (search.pick_edge): the first temperature_moves moves of a game are drawn in proportion to the
+  root's visits (temperature 1; never a pass); later moves are the search's choice (LCB among well-visited moves).
 - policy target: the root's visits per move divided by their sum, flat order, pass last; it sums to 1. With
   prune_policy_target (the default) the visits are first pruned (prune_visits): the noise and the virtual loss
   send visits to moves that the network's own prior would not have searched, and a network taught those
   visits learns to spread its policy over whatever moves noise might pick (measured: a policy entropy of 2.23
   nats after one generation, against 1.68 for the network that played the games).
 - winrate of a search: (root value + 1) / 2 for the player to move. Resignation: a player resigns when its
-  winrate stays below resign_winrate for resign_consecutive of its searches in a row. A share no_resign_fraction
+  winrate stays below resign_winrate for resign_consecutive of its searches in a row (search.ResignCounter).
+  A share no_resign_fraction
   of games (evenly spread over game numbers) never resigns. In such a game the first player that would have
   resigned is noted; if that player goes on to win, the game counts as a false resignation.
 - ending: "passes" (two passes in a row: the final position is counted exactly by area, as game.py scores it,
@@ -50,11 +51,10 @@ from tqdm import tqdm
 
 from gtp_engine import features, sgf_io
 from gtp_engine.board import BLACK, WHITE, opponent
-from gtp_engine.coords import PASS
-from gtp_engine.evaluator import EvaluationBatch, Evaluator
+from gtp_engine.evaluator import Evaluator
 from gtp_engine.game import GameState, Rules, format_result
-from gtp_engine.mcts import PendingBatch, Tree
-from gtp_engine.search import SearchConfig, choose_edge
+from gtp_engine.mcts import Tree, TreeConfig
+from gtp_engine.search import ChoiceConfig, NoiseConfig, ResignConfig, ResignCounter, add_noise, pick_edge, run_round
 from gtp_engine.training import dataset, sgf_ingest
 from gtp_engine.training.files import replacing
 
@@ -165,7 +165,7 @@ class _Game:
     full: bool = False  # the current search is a full one
     visits: int = 0  # root visits the current search stops at
     noise_due: bool = False  # a full search whose root gets its noise once expanded
-    below: dict[int, int] = field(default_factory=lambda: {BLACK: 0, WHITE: 0})  # searches in a row below resign
+    resign: ResignCounter | None = None
     would_resign: int | None = None  # the colour that would have resigned first (no-resign games)
     winner: int | None = None  # set by a resignation
     ending: str | None = None
@@ -182,7 +182,10 @@ class _SelfPlay:
     def __init__(self, evaluator: Evaluator, config: SelfPlayConfig, out: Path):
         self.evaluator, self.config, self.out = evaluator, config, out
         self.rng = np.random.default_rng(config.seed)
-        self.search = SearchConfig()
+        self.tree_config = TreeConfig()
+        self.noise = NoiseConfig(config.noise_fraction, config.noise_alpha_total)
+        self.choice = ChoiceConfig(temperature=1.0, temperature_moves=config.temperature_limit)
+        self.resign = ResignConfig(config.resign_winrate, config.resign_consecutive, after_moves=0)
         self.rules = Rules.named(config.rules)
         self.area = config.size * config.size
         self.writer = dataset.ShardWriter(out, config.size, config.size, config.shard_samples)
@@ -230,24 +233,10 @@ class _SelfPlay:
 
     def _round(self, playing: list[_Game]) -> None:
         """One gather from every game's tree, one evaluator call, one finish per tree."""
-        pending: list[PendingBatch] = []
-        try:
-            for game in playing:
-                wanted = game.visits - game.tree.root.visits
-                pending.append(game.tree.gather(max(1, min(self.config.leaves_per_game, wanted))))
-            states = [s for p in pending for s in p.states]
-            batch = self.evaluator.evaluate(states) if states else None
-        except BaseException:
-            for game, p in zip(playing, pending):
-                game.tree.abandon(p)
-            raise
-        self.report.evaluations += len(states)
-        self.report.evaluator_calls += 1 if states else 0
-        start = 0
-        for game, p in zip(playing, pending):
-            stop = start + len(p.states)
-            game.tree.finish(p, _rows(batch, start, stop) if stop > start else None)
-            start = stop
+        wanted = [min(self.config.leaves_per_game, game.visits - game.tree.root.visits) for game in playing]
+        evaluations, calls = run_round([game.tree for game in playing], wanted)
+        self.report.evaluations += evaluations
+        self.report.evaluator_calls += calls
 
     # ---- one game -----------------------------------------------------------------------------------------
 
@@ -256,26 +245,23 @@ class _SelfPlay:
         fraction = config.no_resign_fraction
         # Evenly spread: exactly floor(n * fraction) of the first n games play without resignation.
         no_resign = math.floor((number + 1) * fraction) > math.floor(number * fraction)
-        game = _Game(number, GameState(config.size, komi=config.komi, rules=self.rules), no_resign)
+        game = _Game(number, GameState(config.size, komi=config.komi, rules=self.rules), no_resign,
+                     resign=ResignCounter(self.resign))
         self._start_search(game, root=None)
         return game
 
     def _start_search(self, game: _Game, root) -> None:
         config = self.config
-        game.tree = Tree(self.evaluator, game.state.copy(), self.search.tree, root=root)
+        game.tree = Tree(self.evaluator, game.state.copy(), self.tree_config, root=root)
         game.full = bool(self.rng.random() < config.full_search_fraction)
         game.visits = config.full_visits if game.full else config.fast_visits
         game.noise_due = game.full and config.noise_fraction > 0
         self._noise(game)
 
     def _noise(self, game: _Game) -> None:
-        root = game.tree.root
-        if not game.noise_due or not root.is_expanded:
-            return
-        game.noise_due = False
-        if len(root.moves) > 1:
-            noise = self.rng.dirichlet(np.full(len(root.moves), self.config.noise_alpha_total / len(root.moves)))
-            game.tree.root_prior = (1 - self.config.noise_fraction) * root.prior + self.config.noise_fraction * noise
+        if game.noise_due and game.tree.root.is_expanded:
+            game.noise_due = False
+            add_noise(game.tree, self.noise, self.rng)
 
     def _advance(self, game: _Game) -> None:
         """After a round: noise for a newly expanded root; the move (and the next search) once a search is done.
@@ -292,8 +278,7 @@ class _SelfPlay:
         color = state.to_play
         root_value = tree.root_value()[0]
         winrate = (root_value + 1.0) / 2.0
-        game.below[color] = game.below[color] + 1 if winrate < config.resign_winrate else 0
-        if game.below[color] >= config.resign_consecutive:
+        if game.resign.update(color, winrate, state.move_number, self.area):
             if not game.no_resign:
                 game.winner, game.ending = opponent(color), "resign"
                 return
@@ -301,12 +286,7 @@ class _SelfPlay:
                 game.would_resign = color
 
         visits = root.N[: len(root.moves)]
-        # Opening moves are drawn by visits, pass excepted: a drawn pass gives the game away for nothing.
-        drawable = np.where(np.array(root.moves) == PASS, 0.0, visits)
-        if state.move_number < config.temperature_limit and drawable.sum() > 0:
-            edge = int(self.rng.choice(len(drawable), p=drawable / drawable.sum()))
-        else:
-            edge = choose_edge(tree, self.search)
+        edge = pick_edge(tree, self.choice, state.move_number, self.rng)
         point = root.moves[edge]
 
         self.unencoded.append((game, state.copy()))
@@ -413,11 +393,6 @@ def prune_visits(visits: np.ndarray, q: np.ndarray, prior: np.ndarray, explorati
     kept[kept <= 1] = 0.0
     kept[best] = visits[best]
     return kept
-
-
-def _rows(batch: EvaluationBatch, start: int, stop: int) -> EvaluationBatch:
-    return EvaluationBatch(batch.policy[start:stop], batch.value[start:stop], batch.score[start:stop],
-                           batch.ownership[start:stop])
 
 
 def play(evaluator: Evaluator, games: int, config: SelfPlayConfig, out: str | Path, *,

@@ -1,5 +1,7 @@
 """Configuration: option layers, validation messages, config files."""
 
+import dataclasses
+
 import pytest
 
 from gtp_engine import config
@@ -45,3 +47,49 @@ def test_config_file_keys_match_the_flags(tmp_path):
         config.load_file(path)
     with pytest.raises(ConfigError, match="cannot read"):
         config.load_file(tmp_path / "missing.toml")
+
+
+def leaf_paths(config, prefix=()):
+    """The paths of every non-dataclass field below a frozen dataclass."""
+    paths = []
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if dataclasses.is_dataclass(value):
+            paths += leaf_paths(value, prefix + (field.name,))
+        else:
+            paths.append(prefix + (field.name,))
+    return paths
+
+
+def test_every_search_and_player_setting_has_an_option():
+    targets = {option.target for option in config.OPTIONS}
+    player = config.EngineConfig().player
+    wanted = {("player",) + path for path in leaf_paths(player)} - {("player", "analysis")}
+    wanted -= {("player", "search", "seed")}  # the engine's one --seed
+    assert wanted - targets == set()
+    assert ("seed",) in targets
+
+
+def test_search_options_set_genmove_and_analysis_and_the_analysis_table_overrides(tmp_path):
+    path = tmp_path / "engine.toml"
+    path.write_text('c-puct = 1.5\nlcb = "off"\nseed = 7\nresign-consecutive = 3\n\n'
+                    '[analysis]\nc_puct = 2.5\nroot-fpu-reduction = 0\nbatch = 16\n')
+    built = config.build(config.load_file(path), {"analysis-lcb-z": "4", "noise-fraction": "0.25"})
+    genmove, analysis = built.player.search, built.player.analysis_search
+    assert (genmove.tree.c_puct, genmove.choice.lcb, genmove.noise.fraction, genmove.seed) == (1.5, False, 0.25, 7)
+    assert (analysis.tree.c_puct, analysis.tree.root_fpu_reduction, analysis.batch_size) == (2.5, 0.0, 16)
+    # What the analysis table leaves alone follows the genmove search.
+    assert (analysis.choice.lcb, analysis.choice.lcb_z, analysis.noise.fraction, analysis.seed) == (False, 4.0, 0.25, 7)
+    assert genmove.choice.lcb_z == 3.0 and built.player.resign.consecutive == 3
+    assert config.build().player.analysis is None  # no override: analysis searches as genmove does
+
+
+def test_the_analysis_table_takes_search_options_only(tmp_path):
+    path = tmp_path / "engine.toml"
+    path.write_text("[analysis]\nvisits = 100\n")
+    with pytest.raises(ConfigError, match="search options only"):
+        config.load_file(path)
+    with pytest.raises(ConfigError, match="--analysis-c-puct"):
+        config.build({"analysis": {"c-puct": "-1"}})
+    with pytest.raises(ConfigError, match="--resign-consecutive"):
+        config.build({"resign-consecutive": "0"})

@@ -40,7 +40,7 @@ def test_loader_builds_one_player_per_network_and_explains_failures(tmp_path, mo
     shutil.copy(tiny_onnx_model, tmp_path / "default.onnx")
     player = loader.get(9, 9)
     assert loader.get(13, 13) is player  # the same network serves both sizes
-    assert player.config.batch_size == 8
+    assert player.config.search.batch_size == 8
     (tmp_path / "7x7.onnx").write_bytes(b"not a network")
     with pytest.raises(NetworkUnavailable, match="7x7.onnx"):
         loader.get(7, 7)

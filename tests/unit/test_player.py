@@ -13,8 +13,8 @@ from gtp_engine.coords import PASS, grid
 from gtp_engine.evaluator import UniformEvaluator
 from gtp_engine.game import GameState, Rules
 from gtp_engine.mcts import MoveClause, MoveFilter
-from gtp_engine.player import Player
-from gtp_engine.search import SearchConfig, Searcher, StopCondition
+from gtp_engine.player import Player, PlayerConfig
+from gtp_engine.search import ResignConfig, SearchConfig, Searcher, StopCondition, StopConfig
 
 # Black has the left three columns (15 points), White the right two (10).
 SPLIT = """
@@ -55,14 +55,18 @@ def black_losing(state):
 QUICK = StopCondition(visits=60)
 
 
+def player_config(resign_threshold=0.05, resign_after_moves=None, **search):
+    return PlayerConfig(SearchConfig(**search), resign=ResignConfig(resign_threshold, after_moves=resign_after_moves))
+
+
 def test_resigns_when_lost_but_not_in_the_opening_nor_when_disabled():
-    config = SearchConfig(resign_threshold=0.1, resign_after_moves=0, seed=0)
+    config = player_config(resign_threshold=0.1, resign_after_moves=0, seed=0)
     assert Player(ScriptedEvaluator(value=black_losing), config).genmove(GameState(5), BLACK, QUICK).resign
-    late = SearchConfig(resign_threshold=0.1, resign_after_moves=4, seed=0)
+    late = player_config(resign_threshold=0.1, resign_after_moves=4, seed=0)
     game = GameState(5)
     choice = Player(ScriptedEvaluator(value=black_losing), late).genmove(game, BLACK, QUICK)
     assert not choice.resign and game.moves == []  # the Player plays nothing: the caller owns the game
-    never = SearchConfig(resign_threshold=None, resign_after_moves=0, seed=0)
+    never = player_config(resign_threshold=None, resign_after_moves=0, seed=0)
     assert not Player(ScriptedEvaluator(value=black_losing), never).genmove(GameState(5), BLACK, QUICK).resign
     assert not Player(ScriptedEvaluator(value=black_losing), config).genmove(
         GameState(5), BLACK, QUICK, cleanup=True).resign
@@ -74,14 +78,14 @@ def test_resigns_when_lost_but_not_in_the_opening_nor_when_disabled():
 
 def test_passes_after_the_opponent_passed_when_passing_wins_by_the_count():
     # The network favours a move inside Black's own area; Black is ahead by 4.5 and White has passed.
-    player = Player(ScriptedEvaluator(favour=[BLACK_TERRITORY], ownership=split_ownership), SearchConfig(seed=0))
+    player = Player(ScriptedEvaluator(favour=[BLACK_TERRITORY], ownership=split_ownership), player_config(seed=0))
     assert player.genmove(after_white_pass(SPLIT, komi=0.5), BLACK, QUICK).point == PASS
 
 
 def test_never_passes_while_behind():
     # komi 10.5: Black is behind by 5.5. The network wants to pass; Black must play on, outside its own area.
     player = Player(ScriptedEvaluator(favour=[PASS], ownership=split_ownership),
-                    SearchConfig(seed=0, resign_threshold=None))
+                    player_config(seed=0, resign_threshold=None))
     choice = player.genmove(after_white_pass(SPLIT, komi=10.5), BLACK, QUICK)
     assert choice.point != PASS
     assert G.row_col(choice.point)[1] == WHITE_TERRITORY_COLUMN
@@ -89,10 +93,10 @@ def test_never_passes_while_behind():
 
 def test_does_not_fill_its_own_territory():
     # White has not passed. Ahead: pass rather than fill. Behind: play elsewhere rather than fill.
-    ahead = Player(ScriptedEvaluator(favour=[BLACK_TERRITORY], ownership=split_ownership), SearchConfig(seed=0))
+    ahead = Player(ScriptedEvaluator(favour=[BLACK_TERRITORY], ownership=split_ownership), player_config(seed=0))
     assert ahead.genmove(position(SPLIT, BLACK, komi=0.5), BLACK, QUICK).point == PASS
     behind = Player(ScriptedEvaluator(favour=[BLACK_TERRITORY], ownership=split_ownership),
-                    SearchConfig(seed=0, resign_threshold=None))
+                    player_config(seed=0, resign_threshold=None))
     choice = behind.genmove(position(SPLIT, BLACK, komi=10.5), BLACK, QUICK)
     assert choice.point != PASS and G.row_col(choice.point)[1] == WHITE_TERRITORY_COLUMN
 
@@ -130,7 +134,7 @@ def test_never_passes_first_in_the_opening_whatever_the_network_says(rules, owne
     game = opening(moves, komi, rules)
     # The search itself wants to pass here: only the pass rules stand in the way.
     assert Searcher(evaluator, SearchConfig(seed=0)).search(game.copy(), QUICK).choice.point == PASS
-    player = Player(evaluator, SearchConfig(seed=0, resign_threshold=None))
+    player = Player(evaluator, player_config(seed=0, resign_threshold=None))
     assert player.genmove(game, game.to_play, QUICK).point != PASS
 
 
@@ -160,7 +164,7 @@ class BlackLovesPass(ScriptedEvaluator):
 def test_passes_first_only_in_a_decided_and_settled_game():
     def genmove(text, komi, ownership=split_ownership):
         evaluator = BlackLovesPass(favour=[PASS], value=loves_pass, ownership=ownership)
-        return Player(evaluator, SearchConfig(seed=0, resign_threshold=None)).genmove(
+        return Player(evaluator, player_config(seed=0, resign_threshold=None)).genmove(
             position(text, BLACK, komi=komi), BLACK, QUICK)
 
     # Decided (15 to 10, no neutral point) and settled: pass.
@@ -174,14 +178,14 @@ def test_passes_first_only_in_a_decided_and_settled_game():
     # Unsure who owns the left column: not settled.
     unsure_ownership = lambda s: np.where(np.arange(25) % 5 == 0, 0.0, split_ownership(s))  # noqa: E731
     unsure = Player(BlackLovesPass(favour=[PASS], value=loves_pass, ownership=unsure_ownership),
-                    SearchConfig(seed=0, resign_threshold=None))
+                    player_config(seed=0, resign_threshold=None))
     game = position(SPLIT, BLACK, komi=0.5)
     assert unsure.genmove(game, BLACK, QUICK).point != PASS
     assert np.abs(unsure.ownership(game)[::5]).max() < 0.6  # (what the search made of it)
 
 
 def test_dead_stones_are_judged_by_ownership():
-    player = Player(ScriptedEvaluator(ownership=split_ownership), SearchConfig(seed=0))
+    player = Player(ScriptedEvaluator(ownership=split_ownership), player_config(seed=0))
     game = position(SPLIT_WITH_DEAD_STONE, BLACK, komi=0.5)
     assert player.dead_stones(game) == [G.point(1, 1)]
     assert player.final_score(game) == pytest.approx(4.5)
@@ -194,7 +198,7 @@ def test_dead_stones_are_judged_by_ownership():
 
 def test_ownership_after_a_search_that_reused_all_its_visits():
     # Regression: gogui-winrate twice, then gogui-ownership: the second search makes no playout.
-    player = Player(ScriptedEvaluator(ownership=split_ownership), SearchConfig(seed=0))
+    player = Player(ScriptedEvaluator(ownership=split_ownership), player_config(seed=0))
     game = position(SPLIT_WITH_DEAD_STONE, BLACK, komi=0.5)
     for _ in range(2):
         player.analyze(game, BLACK, StopCondition(visits=40), lambda snapshot: None)
@@ -205,10 +209,10 @@ def test_ownership_after_a_search_that_reused_all_its_visits():
 def test_cleanup_captures_dead_stones_before_passing():
     evaluator = ScriptedEvaluator(favour=[PASS], ownership=split_ownership)
     # Normal play: White passed and Black wins once the dead stone is removed, so Black passes.
-    assert Player(evaluator, SearchConfig(seed=0)).genmove(
+    assert Player(evaluator, player_config(seed=0)).genmove(
         after_white_pass(SPLIT_WITH_DEAD_STONE, komi=0.5), BLACK, QUICK).point == PASS
     # Cleanup: the dead stone must be captured first, however much the network likes passing.
-    player = Player(evaluator, SearchConfig(seed=0))
+    player = Player(evaluator, player_config(seed=0))
     game = after_white_pass(SPLIT_WITH_DEAD_STONE, komi=0.5)
     dead = G.point(1, 1)
     for _ in range(4):
@@ -226,14 +230,14 @@ def test_genmove_with_allow_plays_an_allowed_move_even_where_it_would_pass():
     allowed = [G.point(0, 4), G.point(4, 4)]  # White's area: the network hates these
     only = MoveFilter((MoveClause(BLACK, frozenset(allowed), 1, allow=True),))
     player = Player(ScriptedEvaluator(favour=[PASS, BLACK_TERRITORY], ownership=split_ownership),
-                    SearchConfig(seed=0))
+                    player_config(seed=0))
     game = after_white_pass(SPLIT, komi=0.5)
     assert player.genmove(game, BLACK, QUICK, move_filter=only).point in allowed
     # Without the filter Black passes here (it wins by the count after White's pass).
     assert player.genmove(game, BLACK, QUICK).point == PASS
     # An avoid clause keeps the search and the pass rules off the favoured point.
     player = Player(ScriptedEvaluator(favour=[G.point(2, 4)], ownership=split_ownership),
-                    SearchConfig(seed=0, resign_threshold=None))
+                    player_config(seed=0, resign_threshold=None))
     banned = MoveFilter((MoveClause(BLACK, frozenset([G.point(2, 4)]), 3, allow=False),))
     assert player.genmove(position(SPLIT, BLACK, komi=10.5), BLACK, QUICK, move_filter=banned).point not in (
         G.point(2, 4), PASS)
@@ -242,7 +246,7 @@ def test_genmove_with_allow_plays_an_allowed_move_even_where_it_would_pass():
 def test_ownership_is_not_taken_from_a_filtered_search():
     # The filtered search of this position is not what final_score should read: ownership() searches afresh.
     evaluator = ScriptedEvaluator(ownership=split_ownership)
-    player = Player(evaluator, SearchConfig(seed=0))
+    player = Player(evaluator, player_config(seed=0))
     game = position(SPLIT, BLACK, komi=0.5)
     only = MoveFilter((MoveClause(BLACK, frozenset([G.point(0, 0)]), 1, allow=True),))
     player.analyze(game, BLACK, StopCondition(visits=20), lambda snapshot: None, move_filter=only)
@@ -252,7 +256,7 @@ def test_ownership_is_not_taken_from_a_filtered_search():
 
 
 def test_genmove_for_the_colour_not_to_play():
-    player = Player(UniformEvaluator(), SearchConfig(seed=0))
+    player = Player(UniformEvaluator(), player_config(seed=0))
     game = GameState(5)
     choice = player.genmove(game, WHITE, QUICK)
     assert game.moves == [] and game.to_play == BLACK and game.is_legal(choice.point, WHITE)
@@ -261,7 +265,7 @@ def test_genmove_for_the_colour_not_to_play():
 
 
 def test_the_tree_is_reused_for_a_handed_position_that_follows_the_last_one():
-    player = Player(UniformEvaluator(), SearchConfig(seed=0, early_stop=False))
+    player = Player(UniformEvaluator(), player_config(seed=0, stop=StopConfig(early_stop=False)))
     game = GameState(5)
     choice = player.genmove(game, BLACK, StopCondition(visits=60))
     root = player.searcher.tree.root
@@ -278,7 +282,7 @@ def test_the_tree_is_reused_for_a_handed_position_that_follows_the_last_one():
 
 
 def test_ponder_stops_at_once_on_the_next_call_and_its_tree_is_reused():
-    player = Player(UniformEvaluator(), SearchConfig(seed=0, batch_size=8))
+    player = Player(UniformEvaluator(), player_config(seed=0, batch_size=8))
     game = GameState(9)
     game.play(player.genmove(game, BLACK, StopCondition(visits=50)).point, BLACK)
     player.ponder(game)
@@ -303,7 +307,7 @@ def test_ponder_stops_at_once_on_the_next_call_and_its_tree_is_reused():
 def test_plays_a_game_with_a_real_network(tiny_onnx_model):
     from gtp_engine.onnx_evaluator import OnnxEvaluator
 
-    player = Player(OnnxEvaluator(tiny_onnx_model, device="cpu"), SearchConfig(seed=0, resign_threshold=None))
+    player = Player(OnnxEvaluator(tiny_onnx_model, device="cpu"), player_config(seed=0, resign_threshold=None))
     game = GameState(9)
     for _ in range(6):
         color = game.to_play

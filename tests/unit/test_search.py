@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,8 +14,22 @@ from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS, grid
 from gtp_engine.evaluator import UniformEvaluator
 from gtp_engine.game import GameState
-from gtp_engine.mcts import MoveClause, MoveFilter
-from gtp_engine.search import BackgroundSearch, SearchConfig, Searcher, StopCondition, choose_edge
+from gtp_engine.mcts import MoveClause, MoveFilter, Tree
+from gtp_engine.search import (
+    BackgroundSearch,
+    ChoiceConfig,
+    NoiseConfig,
+    SearchConfig,
+    Searcher,
+    StopCondition,
+    ResignConfig,
+    ResignCounter,
+    StopConfig,
+    choose_edge,
+    draw_edge,
+    pick_edge,
+    run_round,
+)
 
 # Black to move: the white stone is in atari; if Black does not capture it now, it runs away.
 ATARI = """
@@ -58,7 +73,7 @@ def test_a_uniform_evaluator_finds_the_capture_from_exact_end_scores():
 
 
 def test_stops_at_the_playouts_and_visits_asked_for():
-    searcher = Searcher(UniformEvaluator(), SearchConfig(batch_size=8, early_stop=False))
+    searcher = Searcher(UniformEvaluator(), SearchConfig(batch_size=8, stop=StopConfig(early_stop=False)))
     result = searcher.search(GameState(5), StopCondition(playouts=37))
     assert result.snapshot.playouts == 37 and searcher.tree.root.visits == 37
     result = searcher.search(GameState(5), StopCondition(visits=50))  # reuses the 37 visits
@@ -66,7 +81,7 @@ def test_stops_at_the_playouts_and_visits_asked_for():
 
 
 def test_deadline_and_interrupt():
-    searcher = Searcher(UniformEvaluator(), SearchConfig(early_stop=False))
+    searcher = Searcher(UniformEvaluator(), SearchConfig(stop=StopConfig(early_stop=False)))
     start = time.monotonic()
     searcher.search(GameState(9), StopCondition(deadline=start + 0.3))
     assert 0.3 <= time.monotonic() - start < 1.0
@@ -79,8 +94,8 @@ def test_deadline_and_interrupt():
 
 @pytest.mark.parametrize("settled", [True, False])
 def test_a_time_budget_runs_to_the_recommended_time_and_on_to_the_maximum_while_unsettled(settled, monkeypatch):
-    searcher = Searcher(UniformEvaluator(), SearchConfig(early_stop=False))
-    monkeypatch.setattr(searcher, "_settled", lambda tree: settled)
+    searcher = Searcher(UniformEvaluator(), SearchConfig(stop=StopConfig(early_stop=False)))
+    monkeypatch.setattr(searcher, "_settled", lambda tree, choice: settled)
     start = time.monotonic()
     searcher.search(GameState(9), StopCondition.for_budget(start, 0.0, 0.2, 0.5))
     elapsed = time.monotonic() - start
@@ -102,7 +117,7 @@ def test_early_stop_once_the_best_move_cannot_be_caught():
     favour = [grid(5).point(2, 2)]
     stop = StopCondition(playouts=400)
     eager = Searcher(ScriptedEvaluator(favour=favour), SearchConfig(seed=0)).search(GameState(5), stop)
-    full = Searcher(ScriptedEvaluator(favour=favour), SearchConfig(seed=0, early_stop=False)).search(GameState(5), stop)
+    full = Searcher(ScriptedEvaluator(favour=favour), SearchConfig(seed=0, stop=StopConfig(early_stop=False))).search(GameState(5), stop)
     assert full.snapshot.playouts == 400
     assert eager.snapshot.playouts < 400
     assert eager.choice.point == full.choice.point == favour[0]
@@ -176,11 +191,11 @@ def lcb_tree(stats):
 
 def test_lcb_prefers_a_surer_move_and_ignores_moves_with_too_few_visits():
     tree = lcb_tree([(100, 0.10, 0.2), (60, 0.30, 0.2), (5, 0.90, 0.05)])
-    assert choose_edge(tree, SearchConfig()) == 1  # better bound than the most visited; edge 2 is under 10%
-    assert choose_edge(tree, SearchConfig(lcb_min_visits_ratio=0.01)) == 2
-    assert choose_edge(tree, SearchConfig(lcb=False)) == 0
+    assert choose_edge(tree, ChoiceConfig()) == 1  # better bound than the most visited; edge 2 is under 10%
+    assert choose_edge(tree, ChoiceConfig(lcb_min_visits_ratio=0.01)) == 2
+    assert choose_edge(tree, ChoiceConfig(lcb=False)) == 0
     noisy = lcb_tree([(100, 0.10, 0.2), (60, 0.30, 2.0)])  # a high mean, but too uncertain
-    assert choose_edge(noisy, SearchConfig()) == 0
+    assert choose_edge(noisy, ChoiceConfig()) == 0
 
 
 def test_snapshot_lists_the_chosen_move_first_with_consistent_numbers():
@@ -205,12 +220,82 @@ def test_snapshot_lists_the_chosen_move_first_with_consistent_numbers():
     assert snap.ownership[g.flat(CAPTURE)] > 0.5
 
 
+def test_moves_drawn_by_visits_follow_the_visits_and_are_never_a_pass():
+    tree = lcb_tree([(30, 0.1, 0.2), (10, 0.1, 0.2)])
+    pass_edge = tree.root.moves.index(PASS)
+    tree.root.N[pass_edge] = 60  # the most visited move of all
+    rng = np.random.default_rng(0)
+    drawn = [draw_edge(tree, 1.0, rng) for _ in range(400)]
+    assert pass_edge not in drawn and set(drawn) == {0, 1}
+    assert 0.65 < drawn.count(0) / len(drawn) < 0.85  # 30 : 10
+    cold = [draw_edge(tree, 0.25, rng) for _ in range(200)]  # (1/3) ** 4: edge 1 about once in 80
+    assert cold.count(0) > 180
+    # The temperature holds for temperature_moves moves; then the choice is choose_edge's.
+    choice = ChoiceConfig(temperature=1.0, temperature_moves=10)
+    assert {pick_edge(tree, choice, 10, rng) for _ in range(20)} == {choose_edge(tree, choice)}
+    only_pass = lcb_tree([])
+    only_pass.root.N[only_pass.root.moves.index(PASS)] = 5
+    assert draw_edge(only_pass, 1.0, rng) is None
+    assert pick_edge(only_pass, choice, 0, rng) == only_pass.root.moves.index(PASS)
+
+
+def test_resignation_counts_searches_in_a_row_per_colour_from_its_first_move():
+    counter = ResignCounter(ResignConfig(winrate=0.1, consecutive=2, after_moves=4))
+    assert not counter.update(BLACK, 0.05, 3, 25)  # before move 4: not counted
+    assert not counter.update(BLACK, 0.05, 4, 25)
+    assert not counter.update(WHITE, 0.05, 5, 25)  # the other colour counts apart
+    assert counter.update(BLACK, 0.05, 6, 25)
+    assert not counter.update(BLACK, 0.5, 8, 25) and not counter.update(BLACK, 0.05, 10, 25)  # a good search resets
+    never = ResignCounter(ResignConfig(winrate=0.0))
+    assert not any(never.update(BLACK, 0.0, 100, 25) for _ in range(3))
+    default = ResignCounter(ResignConfig())  # one search below 5%, from a quarter of the area on
+    assert not default.update(BLACK, 0.01, 5, 25) and default.update(BLACK, 0.01, 6, 25)
+
+
+class CountingEvaluator(UniformEvaluator):
+    def __init__(self):
+        self.sizes = []
+
+    def evaluate(self, states):
+        self.sizes.append(len(states))
+        return super().evaluate(states)
+
+
+def test_a_round_evaluates_the_leaves_of_many_trees_in_one_call_per_evaluator():
+    first, second = CountingEvaluator(), CountingEvaluator()
+    trees = [Tree(first, GameState(5)), Tree(second, GameState(5)), Tree(first, GameState(5))]
+    assert run_round(trees, [4, 4, 4]) == (3, 2)  # the unexpanded roots: one position each
+    assert first.sizes == [2] and second.sizes == [1]
+    evaluations, calls = run_round(trees, [4, 2, 3])
+    assert calls == 2 and first.sizes[-1] + second.sizes[-1] == evaluations == 9
+    assert [tree.root.visits for tree in trees] == [5, 3, 4]
+    for tree in trees:
+        check_tree(tree)
+
+
+def test_a_failed_round_leaves_the_trees_it_did_not_finish_as_they_were():
+    class Failing(UniformEvaluator):
+        def evaluate(self, states):
+            if len(states) > 1:
+                raise RuntimeError("network gone")
+            return super().evaluate(states)
+
+    trees = [Tree(UniformEvaluator(), GameState(5)), Tree(Failing(), GameState(5))]
+    run_round(trees, [1, 1])
+    with pytest.raises(RuntimeError):
+        run_round(trees, [4, 4])
+    # The first evaluator's trees finished their batch; the failing one's are as before the round.
+    assert trees[0].root.visits == 5 and trees[1].root.visits == 1 and trees[1].root.nsum == 0
+    for tree in trees:
+        check_tree(tree)
+
+
 def test_dirichlet_noise_and_temperature_explore():
-    config = SearchConfig(noise_fraction=0.25, temperature=1.0, temperature_moves=10)
-    choices = {Searcher(UniformEvaluator(), SearchConfig(**{**config.__dict__, "seed": seed}))
+    config = SearchConfig(noise=NoiseConfig(fraction=0.25), choice=ChoiceConfig(temperature=1.0, temperature_moves=10))
+    choices = {Searcher(UniformEvaluator(), replace(config, seed=seed))
                .search(GameState(5), StopCondition(visits=64)).choice.point for seed in range(12)}
     assert len(choices) > 3
-    searcher = Searcher(UniformEvaluator(), SearchConfig(noise_fraction=0.25, seed=1))
+    searcher = Searcher(UniformEvaluator(), SearchConfig(noise=NoiseConfig(fraction=0.25), seed=1))
     searcher.search(GameState(5), StopCondition(visits=8))
     prior = searcher.tree.root_prior
     assert prior.sum() == pytest.approx(1.0) and not np.allclose(prior, searcher.tree.root.prior)
