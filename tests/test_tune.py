@@ -34,7 +34,7 @@ def test_spsa_runs_end_to_end_with_its_verification_and_resumes(tiny_onnx_model,
     assert all(-2 <= line["result"] <= 2 and len(line["theta"]) == 2 for line in lines)
     c_puct, lcb_z = lines[-1]["theta"]
     assert f"c_puct={round(c_puct, 4):g}" in printed and f"lcb_z={round(lcb_z, 4):g}" in printed
-    assert "config file lines: c-puct = " in printed
+    assert f"config file lines (gtp-engine --config FILE):\nc-puct = {round(c_puct, 4):g}\nlcb-z = " in printed
     verify = journal(out / "verify")
     games = [line for line in verify if "pair" in line]
     assert len(games) == 4 and {line["candidate_black"] for line in games} == {True, False}
@@ -73,14 +73,23 @@ def test_spsa_steps_toward_the_winning_side_and_stays_in_range():
     assert np.all(spsa.c_k(1) > spsa.c_k(100)) and np.allclose(spsa.c_k(100), [0.15, 0.3])
     last_step = spsa.update(theta, 100, flip, 1.0) - theta
     assert np.allclose(np.abs(last_step), [0.02 * 0.15, 0.02 * 0.3], rtol=0.05)
-    assert spsa.update(np.array([4.0, 0.0]), 1, flip, 1e6).tolist() == [4.0, 0.0]
+    low, high = tune.SPECS["lcb_z"].low, tune.SPECS["c_puct"].high
+    assert spsa.update(np.array([high, low]), 1, flip, 1e6).tolist() == [high, low]
+
+
+def test_every_parameter_is_a_config_file_option_set_where_the_engine_reads_it():
+    for name, spec in tune.SPECS.items():
+        value = spec.high if spec.integer else (spec.low + spec.high) / 2
+        built = tune.make_config({name: value})
+        assert tune.value_of(built, name) == value
+        assert tune.value_of(tune.make_config({}), name) != value  # so the value above really moved
 
 
 @pytest.mark.parametrize("text, words", [
     ("c_puct", "expected NAME=VALUE"),
     ("cpuct=1", "expected NAME=VALUE"),
     ("c_puct=x", "c_puct: expected a number"),
-    ("lcb_z=7", "outside 0 .. 6"),
+    ("lcb_z=7", "outside 0.1 .. 6"),
 ])
 def test_bad_values_are_named(text, words):
     with pytest.raises(tune.TuneError, match=words):
@@ -90,3 +99,18 @@ def test_bad_values_are_named(text, words):
 def test_spsa_refuses_parameters_that_change_the_cost_of_a_visit(tmp_path, capsys):
     assert tune.main(["spsa", "--weights", str(tmp_path / "none.onnx"), "--params", "c_puct,batch_size"]) == 2
     assert "batch_size changes the cost of a visit" in capsys.readouterr().err
+
+
+def test_tuned_values_in_a_config_file_reach_the_engines_searcher(tiny_onnx_model, tmp_path):
+    """What `spsa` prints as config file lines, given to the engine, is what its Searcher searches with."""
+    from gtp_engine.__main__ import NetworkLoader, load_config
+
+    path = tmp_path / "engine.toml"
+    path.write_text("c-puct = 1.7\nfpu-reduction = 0.3\nlcb-z = 2.5\nscore-utility = 0.05\nbatch = 16\n")
+    engine_config = load_config(["--config", str(path), "--weights", str(tiny_onnx_model), "--device", "cpu"])
+    searcher = NetworkLoader(engine_config).get(9, 9).searcher
+    cfg = searcher.config
+    assert (cfg.tree.c_puct, cfg.tree.fpu_reduction, cfg.choice.lcb_z, cfg.tree.score_utility, cfg.batch_size) == \
+        (1.7, 0.3, 2.5, 0.05, 16)
+    assert cfg == tune.make_config({"c_puct": 1.7, "fpu_reduction": 0.3, "lcb_z": 2.5, "score_utility": 0.05,
+                                    "batch_size": 16})

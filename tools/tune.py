@@ -2,7 +2,9 @@
 
 Terms:
 - parameter: a field of SearchConfig or of its tree config (mcts.TreeConfig) with a range and an SPSA step (SPECS). The candidate is a set of values for
-  some of them; every other field keeps its default. The base is SearchConfig() with --set applied to both sides.
+  some of them, named as in SPECS or as the config file names them (c-puct, batch); every other setting keeps
+  the engine's default. A config is built by config.build from those values, as the engine builds one from its
+  config file, so every value the tool prints is one the engine accepts. The base: the defaults with --set.
 - equal time: both sides of a game get the same CPU time per move, expressed as visits. The parameters of
   selection and choice (c_puct and its growth, FPU, LCB, score utility) change what a visit does, not what it
   costs, so SPSA plays them at equal visits (`spsa` measures the throughput of its answer to show it). Batch size
@@ -43,22 +45,24 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
+from gtp_engine import config as config_lib
 from gtp_engine import match_stats
 from gtp_engine.board import BLACK, WHITE
-from gtp_engine.evaluator import EvaluationBatch, Evaluator
+from gtp_engine.evaluator import Evaluator
 from gtp_engine.game import GameState, Rules
-from gtp_engine.mcts import Tree, TreeConfig
-from gtp_engine.search import SearchConfig, Searcher, StopCondition, choose_edge
+from gtp_engine.mcts import Tree
+from gtp_engine.search import (ResignConfig, ResignCounter, SearchConfig, Searcher, StopCondition, choose_edge,
+                               run_round)
 
 SETTINGS, JOURNAL = "settings.json", "journal.jsonl"
 GAMMA, ALPHA = 0.101, 0.602  # SPSA's exponents (Spall; fishtest)
-RESIGN_WINRATE, RESIGN_MOVES = 0.05, 3
+RESIGN = ResignConfig(winrate=0.05, consecutive=3, after_moves=0)
 
 
 class TuneError(Exception):
@@ -81,13 +85,13 @@ SPECS = {spec.name: spec for spec in (
     Spec("c_puct_base", 20.0, 5000.0, 100.0),
     Spec("fpu_reduction", 0.0, 1.0, 0.05),
     Spec("root_fpu_reduction", 0.0, 1.0, 0.05),
-    Spec("lcb_z", 0.0, 6.0, 0.3),
+    Spec("lcb_z", 0.1, 6.0, 0.3),
     Spec("lcb_min_visits_ratio", 0.01, 0.9, 0.03),
     Spec("score_utility", 0.0, 1.0, 0.04),
     Spec("virtual_loss", 0.0, 5.0, 0.25, costly=True),
     Spec("batch_size", 1, 64, 2, integer=True, costly=True),
 )}
-_TREE_FIELDS = {f.name for f in fields(TreeConfig)}
+_OPTIONS = {option.name: option for option in config_lib.SEARCH_OPTIONS}
 SPSA_DEFAULT = "c_puct,c_puct_log,fpu_reduction,root_fpu_reduction,lcb_z,lcb_min_visits_ratio,score_utility"
 
 
@@ -97,6 +101,7 @@ def parse_values(text: str) -> dict[str, float]:
     for item in filter(None, (part.strip() for part in text.split(","))):
         name, sep, raw = item.partition("=")
         name = name.strip().replace("-", "_")
+        name = "batch_size" if name == "batch" else name
         if not sep or name not in SPECS:
             raise TuneError(f"expected NAME=VALUE with NAME one of {', '.join(SPECS)}; got {item!r}")
         spec = SPECS[name]
@@ -110,16 +115,26 @@ def parse_values(text: str) -> dict[str, float]:
     return values
 
 
-def make_config(base: SearchConfig, values: dict[str, float]) -> SearchConfig:
-    """`base` with `values`, each set where it lives: the tree's (mcts.TreeConfig) or the search's own."""
-    typed = {name: round(v) if SPECS[name].integer else float(v) for name, v in values.items()}
-    tree = {name: v for name, v in typed.items() if name in _TREE_FIELDS}
-    own = {name: v for name, v in typed.items() if name not in _TREE_FIELDS}
-    return replace(base, tree=replace(base.tree, **tree), **own)
+def option_name(name: str) -> str:
+    """The config file's and the engine's flag name of a parameter (c_puct -> c-puct; batch_size -> batch)."""
+    return "batch" if name == "batch_size" else name.replace("_", "-")
+
+
+def make_config(values: dict[str, float]) -> SearchConfig:
+    """The engine's search config with `values`, built as the engine builds it from a config file."""
+    layer = {option_name(name): round(v) if SPECS[name].integer else float(v) for name, v in values.items()}
+    try:
+        return config_lib.build(layer).player.search
+    except config_lib.ConfigError as error:
+        raise TuneError(str(error)) from None
 
 
 def value_of(config: SearchConfig, name: str) -> float:
-    return float(getattr(config.tree if name in _TREE_FIELDS else config, name))
+    """A parameter's value in `config`, found where the config file's option puts it."""
+    value: object = config
+    for field in _OPTIONS[option_name(name)].target[2:]:  # past ("player", "search")
+        value = getattr(value, field)
+    return float(value)
 
 
 # ---- games -------------------------------------------------------------------------------------------
@@ -137,7 +152,7 @@ class Game:
     def __init__(self, evaluator: Evaluator, opening: GameState, black: Side, white: Side, tag: object):
         self.evaluator, self.state, self.tag = evaluator, opening.copy(), tag
         self.sides = {BLACK: black, WHITE: white}
-        self.low_moves = {BLACK: 0, WHITE: 0}
+        self.resign = ResignCounter(RESIGN)
         self.winner: int | None = None  # BLACK, WHITE, or 0 for a draw, once over
         self.over = False
         self.tree = self._new_tree()
@@ -155,11 +170,10 @@ class Game:
     def move(self) -> None:
         state, color = self.state, self.state.to_play
         winrate = (self.tree.root_value()[0] + 1.0) / 2.0
-        self.low_moves[color] = self.low_moves[color] + 1 if winrate < RESIGN_WINRATE else 0
-        if self.low_moves[color] >= RESIGN_MOVES:
+        if self.resign.update(color, winrate, state.move_number, state.grid.area):
             self.winner, self.over = (WHITE if color == BLACK else BLACK), True
             return
-        state.play(self.tree.root.moves[choose_edge(self.tree, self.sides[color].config)])
+        state.play(self.tree.root.moves[choose_edge(self.tree, self.sides[color].config.choice)])
         if state.is_over or state.move_number >= 2 * state.grid.area:
             score = state.area_score()
             self.winner, self.over = (BLACK if score > 0 else WHITE if score < 0 else 0), True
@@ -183,25 +197,13 @@ def play(evaluator: Evaluator, start: Callable[[], list[Game]], done: Callable[[
             games.extend(more)
         if not games:
             return
-        pending = [(game, game.tree.gather(game.wants())) for game in games]
-        states = [s for _, batch in pending for s in batch.states]
-        evaluation = evaluator.evaluate(states) if states else None
-        row = 0
-        for game, batch in pending:
-            count = len(batch.states)
-            game.tree.finish(batch, _rows(evaluation, row, row + count) if count else None)
-            row += count
+        run_round([game.tree for game in games], [game.wants() for game in games])
         for game in games:
             if game.searched():
                 game.move()
         for game in [g for g in games if g.over]:
             games.remove(game)
             done(game)
-
-
-def _rows(batch: EvaluationBatch, start: int, end: int) -> EvaluationBatch:
-    return EvaluationBatch(policy=batch.policy[start:end], value=batch.value[start:end],
-                           score=batch.score[start:end], ownership=batch.ownership[start:end])
 
 
 def opening(evaluator: Evaluator, args: argparse.Namespace, rng: np.random.Generator) -> GameState:
@@ -223,7 +225,8 @@ def opening(evaluator: Evaluator, args: argparse.Namespace, rng: np.random.Gener
 def throughput(evaluator: Evaluator, configs: Sequence[SearchConfig], positions: Sequence[GameState],
                visits: int, rounds: int) -> list[float]:
     """Visits per CPU second of a real Searcher for each config, rounds interleaved over the same positions."""
-    searchers = [Searcher(evaluator, replace(config, reuse_tree=False, early_stop=False)) for config in configs]
+    searchers = [Searcher(evaluator, replace(config, reuse_tree=False, stop=replace(config.stop, early_stop=False)))
+                 for config in configs]
     for searcher in searchers:  # warm-up: onnxruntime's first calls of each batch size are slow
         searcher.search(positions[0], StopCondition(visits=visits))
     spent, done = [0.0] * len(configs), [0] * len(configs)
@@ -326,10 +329,10 @@ def spsa_params(text: str) -> list[str]:
     return names
 
 
-def run_spsa(args: argparse.Namespace, evaluator: Evaluator, base: SearchConfig) -> dict[str, float]:
+def run_spsa(args: argparse.Namespace, evaluator: Evaluator, base: dict[str, float]) -> dict[str, float]:
     names = spsa_params(args.params)
     spsa = Spsa([SPECS[n] for n in names], args.pairs, args.r_end)
-    start_values = {n: value_of(base, n) for n in names}
+    start_values = {n: value_of(make_config(base), n) for n in names}
     journal = Journal(args.out, {"command": "spsa", **_common_settings(args), "params": names,
                                  "pairs": args.pairs, "r_end": args.r_end, "start": start_values})
     theta = np.array(journal.lines[-1]["theta"]) if journal.lines else np.array([start_values[n] for n in names])
@@ -350,8 +353,8 @@ def run_spsa(args: argparse.Namespace, evaluator: Evaluator, base: SearchConfig)
         state["started"] += 1
         flip = rng.choice([-1.0, 1.0], size=len(names))
         c_k = spsa.c_k(k)
-        plus = Side(make_config(base, spsa.values(spsa.clip(state["theta"] + c_k * flip))), args.visits)
-        minus = Side(make_config(base, spsa.values(spsa.clip(state["theta"] - c_k * flip))), args.visits)
+        plus = Side(make_config(base | spsa.values(spsa.clip(state["theta"] + c_k * flip))), args.visits)
+        minus = Side(make_config(base | spsa.values(spsa.clip(state["theta"] - c_k * flip))), args.visits)
         board = opening(evaluator, args, np.random.default_rng([args.seed, k]))
         tag = (k, flip)
         return [Game(evaluator, board, plus, minus, (tag, BLACK)), Game(evaluator, board, minus, plus, (tag, WHITE))]
@@ -384,10 +387,10 @@ def run_spsa(args: argparse.Namespace, evaluator: Evaluator, base: SearchConfig)
 # ---- match -------------------------------------------------------------------------------------------
 
 
-def run_match(args: argparse.Namespace, evaluator: Evaluator, base: SearchConfig, values: dict[str, float],
+def run_match(args: argparse.Namespace, evaluator: Evaluator, base: dict[str, float], values: dict[str, float],
               out: str | None) -> dict:
     """The candidate against the base, visits scaled by measured throughput; prints and returns the result."""
-    candidate = make_config(base, values)
+    candidate, reference = make_config(base | values), make_config(base)
     sprt = _sprt(args.sprt)
     settings = {"command": "match", **_common_settings(args), "candidate": values, "games": args.games,
                 "sprt": list(sprt) if sprt else None, "equal": args.equal}
@@ -400,7 +403,7 @@ def run_match(args: argparse.Namespace, evaluator: Evaluator, base: SearchConfig
             rate = measured[0]["throughput"]
         else:
             positions = sample_positions(evaluator, args, args.throughput_positions)
-            rate = throughput(evaluator, [base, candidate], positions, args.visits, args.throughput_rounds)
+            rate = throughput(evaluator, [reference, candidate], positions, args.visits, args.throughput_rounds)
             journal.append({"throughput": rate})
         ratio = rate[1] / rate[0]
         candidate_visits = max(1, round(args.visits * ratio))
@@ -409,7 +412,7 @@ def run_match(args: argparse.Namespace, evaluator: Evaluator, base: SearchConfig
               f"{args.visits / rate[0]:.2f} CPU s, the candidate gets {candidate_visits}", file=sys.stderr)
     else:
         candidate_visits = args.visits
-    cand, ref = Side(candidate, candidate_visits), Side(base, args.visits)
+    cand, ref = Side(candidate, candidate_visits), Side(reference, args.visits)
     results = [line["score"] for line in games_done]
     played = {(line["pair"], line["candidate_black"]) for line in games_done}
     todo = iter([(pair, [black for black in (True, False) if (pair, black) not in played])
@@ -503,7 +506,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--komi", type=float, default=7.0)
     parser.add_argument("--rules", default="chinese")
     parser.add_argument("--visits", type=int, default=48, help="visits a move of the base (default: 48)")
-    parser.add_argument("--set", default="", help="NAME=VALUE,...: the base for both sides (default: SearchConfig())")
+    parser.add_argument("--set", default="", help="NAME=VALUE,...: the base for both sides (default: the engine's defaults)")
     parser.add_argument("--params", default=SPSA_DEFAULT, help=f"spsa: parameters to tune (default: {SPSA_DEFAULT})")
     parser.add_argument("--pairs", type=int, default=200, help="spsa: game pairs (iterations)")
     parser.add_argument("--r-end", type=float, default=0.02,
@@ -526,7 +529,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if min(args.visits, args.pairs, args.games, args.parallel, args.report_every) < 1:
             raise TuneError("--visits, --pairs, --games, --parallel and --report-every must be positive")
         Rules.named(args.rules)
-        base = make_config(SearchConfig(), parse_values(args.set))
+        base = parse_values(args.set)
         candidate = spsa_params(args.params) if args.command == "spsa" else parse_values(args.candidate)
         from gtp_engine.network_evaluator import ModelLoadError
         from gtp_engine.onnx_evaluator import OnnxEvaluator  # onnxruntime: loaded only once the arguments are good
@@ -537,7 +540,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "spsa":
             values = run_spsa(args, evaluator, base)
             _verify_throughput(args, evaluator, base, values)
-            print("config file lines:", "; ".join(f"{n.replace('_', '-')} = {v:g}" for n, v in values.items()))
+            print("config file lines (gtp-engine --config FILE):", *(f"{option_name(n)} = {v:g}" for n, v in values.items()),
+                  sep="\n")
             if args.verify_games:  # at equal visits: SPSA's parameters leave the cost of a visit alone (shown above)
                 args.games, args.equal = args.verify_games, "visits"
                 run_match(args, evaluator, base, values, str(Path(args.out) / "verify") if args.out else None)
@@ -549,11 +553,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _verify_throughput(args: argparse.Namespace, evaluator: Evaluator, base: SearchConfig,
+def _verify_throughput(args: argparse.Namespace, evaluator: Evaluator, base: dict[str, float],
                        values: dict[str, float]) -> None:
     """Shows that SPSA's answer costs what the base costs per visit, which equal visits assumed."""
     positions = sample_positions(evaluator, args, args.throughput_positions)
-    rate = throughput(evaluator, [base, make_config(base, values)], positions, args.visits, args.throughput_rounds)
+    rate = throughput(evaluator, [make_config(base), make_config(base | values)], positions, args.visits, args.throughput_rounds)
     print(f"throughput of the result against the base (visits per CPU second): {rate[1]:.0f} / {rate[0]:.0f} "
           f"= {rate[1] / rate[0]:.3f}")
 
