@@ -108,21 +108,19 @@ class NetworkLoader:
     def _paths(self, width: int, height: int) -> tuple[Path, Path | None]:
         """(network file, rollout policy file or None without rollouts) for this size; NetworkUnavailable if none."""
         network, rollout = self.config.network, self.config.rollout
-        path = Path(network.weights) if network.weights is not None else \
-            shipped_weights(width, height, self._directories())
-        if path is None:
-            raise commands.NetworkUnavailable(
-                f"no network for {width}x{height} boards in {', '.join(map(str, self._directories()))}; "
-                f"give one with --weights FILE")
+        path = self._file(network.weights, shipped_weights, width, height, "network", "give one with --weights FILE")
         if rollout.mix == 0:
             return path, None
-        rollout_path = Path(rollout.weights) if rollout.weights is not None else \
-            shipped_rollout(width, height, self._directories())
-        if rollout_path is None:
+        return path, self._file(rollout.weights, shipped_rollout, width, height, "rollout policy",
+                                "give one with --rollout-weights FILE, or play without rollouts (--lambda 0)")
+
+    def _file(self, given: str | None, shipped, width: int, height: int, what: str, hint: str) -> Path:
+        """The file given by a flag, else the shipped one for this size; NetworkUnavailable with `hint` if none."""
+        path = Path(given) if given is not None else shipped(width, height, self._directories())
+        if path is None:
             raise commands.NetworkUnavailable(
-                f"no rollout policy for {width}x{height} boards in {', '.join(map(str, self._directories()))}; "
-                f"give one with --rollout-weights FILE, or play without rollouts (--lambda 0)")
-        return path, rollout_path
+                f"no {what} for {width}x{height} boards in {', '.join(map(str, self._directories()))}; {hint}")
+        return path
 
     def prepare(self, width: int, height: int) -> None:
         try:

@@ -195,7 +195,7 @@ def test_setup_only_position_keeps_player_to_move():
     game = GameState(9)
     game.place_setup(BLACK, [g.point(4, 4)])
     game.place_setup(WHITE, [g.point(4, 5)])
-    game.to_play = WHITE
+    game.set_to_play(WHITE)
     again = load_sgf(save_sgf(game)).to_game()
     assert np.array_equal(again.board.to_array(), game.board.to_array())
     assert again.to_play == WHITE

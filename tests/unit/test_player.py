@@ -316,3 +316,17 @@ def test_plays_a_game_with_a_real_network(tiny_onnx_model):
         game.play(choice.point, color)
         check_tree(player.searcher.tree)
     assert player.ownership(game).shape == (81,)
+
+
+def test_analysis_searches_with_the_analysis_settings_and_genmove_with_its_own():
+    evaluator = ScriptedEvaluator()
+    one_leaf = SearchConfig(batch_size=1, reuse_tree=False, seed=0, stop=StopConfig(early_stop=False))
+    player = Player(evaluator, PlayerConfig(SearchConfig(batch_size=8, reuse_tree=False, seed=0,
+                                                         stop=StopConfig(early_stop=False)), analysis=one_leaf))
+    game = GameState(5)
+    calls = evaluator.calls
+    player.analyze(game, BLACK, StopCondition(playouts=33), lambda snapshot: None)
+    assert evaluator.calls - calls == 33  # one leaf per call
+    calls = evaluator.calls
+    player.genmove(game, BLACK, StopCondition(playouts=33))
+    assert evaluator.calls - calls <= 1 + 32 // 8 + 1  # the root, then batches of 8
