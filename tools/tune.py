@@ -1,10 +1,11 @@
 """Tuning the search's parameters for a network: SPSA at equal time per move, and the match that verifies it.
 
 Terms:
-- parameter: a field of SearchConfig or of its tree config (mcts.TreeConfig) with a range and an SPSA step (SPECS). The candidate is a set of values for
-  some of them, named as in SPECS or as the config file names them (c-puct, batch); every other setting keeps
-  the engine's default. A config is built by config.build from those values, as the engine builds one from its
-  config file, so every value the tool prints is one the engine accepts. The base: the defaults with --set.
+- parameter: a search setting (SearchConfig, its tree and choice parts) with a range and an SPSA step (SPECS).
+  A candidate is a set of values for some of them, named as in SPECS or as the config file names them (c-puct,
+  batch); every other setting keeps the engine's default. A config is built by config.build from those values,
+  as the engine builds one from its config file, so every value the tool prints is one the engine accepts.
+  The base: the defaults with --set.
 - equal time: both sides of a game get the same CPU time per move, expressed as visits. The parameters of
   selection and choice (c_puct and its growth, FPU, LCB, score utility) change what a visit does, not what it
   costs, so SPSA plays them at equal visits (`spsa` measures the throughput of its answer to show it). Batch size
@@ -29,14 +30,14 @@ Terms:
 - verification: a match of the candidate against the base (colours swapped in each pair), fixed length with
   its 95% interval, or SPRT (--sprt ELO0,ELO1); match_stats.py does the statistics.
 - journal: with --out DIR, settings.json (what the run depends on; a rerun with other settings is refused) and
-  journal.jsonl (one line per finished pair), so an interrupted run resumes where it stopped; pairs in flight
-  at the interruption are played again. Without --out nothing is written.
+  journal.jsonl (one line per finished pair of `spsa`, per game of `match`), so an interrupted run resumes
+  where it stopped; pairs in flight at the interruption are played again. Without --out nothing is written.
 
 Usage (from the repository root):
-  python -m tools.tune spsa --weights weights/9x9.onnx --visits 48 --pairs 200 \\
+  python -m tools.tune spsa --weights weights/9x9.onnx --visits 64 --pairs 150 --r-end 0.04 \\
       --params c_puct,fpu_reduction,root_fpu_reduction,lcb_z,score_utility [--verify-games 200] [--out DIR]
-  python -m tools.tune match --weights weights/9x9.onnx --visits 48 --candidate c_puct=1.3,batch_size=16 \\
-      --games 200 [--sprt 0,30] [--out DIR]
+  python -m tools.tune match --weights weights/9x9.onnx --visits 64 --candidate c_puct=1.3,batch_size=16 \\
+      --games 200 [--sprt 0,30] [--equal time|visits] [--out DIR]
 """
 
 from __future__ import annotations
@@ -506,7 +507,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--komi", type=float, default=7.0)
     parser.add_argument("--rules", default="chinese")
     parser.add_argument("--visits", type=int, default=48, help="visits a move of the base (default: 48)")
-    parser.add_argument("--set", default="", help="NAME=VALUE,...: the base for both sides (default: the engine's defaults)")
+    parser.add_argument("--set", default="",
+                        help="NAME=VALUE,...: the base for both sides (default: the engine's defaults)")
     parser.add_argument("--params", default=SPSA_DEFAULT, help=f"spsa: parameters to tune (default: {SPSA_DEFAULT})")
     parser.add_argument("--pairs", type=int, default=200, help="spsa: game pairs (iterations)")
     parser.add_argument("--r-end", type=float, default=0.02,
@@ -540,8 +542,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "spsa":
             values = run_spsa(args, evaluator, base)
             _verify_throughput(args, evaluator, base, values)
-            print("config file lines (gtp-engine --config FILE):", *(f"{option_name(n)} = {v:g}" for n, v in values.items()),
-                  sep="\n")
+            lines = [f"{option_name(n)} = {v:g}" for n, v in values.items()]
+            print("config file lines (gtp-engine --config FILE):", *lines, sep="\n")
             if args.verify_games:  # at equal visits: SPSA's parameters leave the cost of a visit alone (shown above)
                 args.games, args.equal = args.verify_games, "visits"
                 run_match(args, evaluator, base, values, str(Path(args.out) / "verify") if args.out else None)
@@ -557,7 +559,8 @@ def _verify_throughput(args: argparse.Namespace, evaluator: Evaluator, base: dic
                        values: dict[str, float]) -> None:
     """Shows that SPSA's answer costs what the base costs per visit, which equal visits assumed."""
     positions = sample_positions(evaluator, args, args.throughput_positions)
-    rate = throughput(evaluator, [make_config(base), make_config(base | values)], positions, args.visits, args.throughput_rounds)
+    configs = [make_config(base), make_config(base | values)]
+    rate = throughput(evaluator, configs, positions, args.visits, args.throughput_rounds)
     print(f"throughput of the result against the base (visits per CPU second): {rate[1]:.0f} / {rate[0]:.0f} "
           f"= {rate[1] / rate[0]:.3f}")
 
