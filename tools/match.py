@@ -99,12 +99,17 @@ class GameResult:
 
 
 def play_game(black: Program, white: Program, referee: Program, size: int, komi: float,
-              max_moves: int) -> tuple[str, GameState]:
-    """Plays one game; returns the SGF result and the game record."""
+              max_moves: int, time_settings: str | None = None) -> tuple[str, GameState]:
+    """Plays one game; returns the SGF result and the game record.
+
+    time_settings ("main byoyomi stones", GTP's time_settings arguments) goes to both players before the game, as
+    twogtp's -time does; each player keeps its own clock (the match does not forfeit on time)."""
     for program in (black, white, referee):
         program.send(f"boardsize {size}")
         program.send("clear_board")
         program.send(f"komi {komi:g}", check=program is referee)
+        if time_settings is not None and program is not referee:
+            program.send(f"time_settings {time_settings}", check=False)
     game = GameState(size, komi=komi)
     players = {BLACK: black, WHITE: white}
     letters = {BLACK: "B", WHITE: "W"}
@@ -153,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=9)
     parser.add_argument("--komi", type=float, default=7.0)
     parser.add_argument("--max-moves", type=int, help="score the game after this many moves (default: 3 x area)")
+    parser.add_argument("--time-settings", metavar="'MAIN BYOYOMI STONES'",
+                        help="send time_settings with these arguments to both engines before each game, "
+                             "e.g. '0 2 1' for byo-yomi 2 s a move")
     parser.add_argument("--sgf-dir", type=Path, help="write game-N.sgf here")
     parser.add_argument("--sprt", metavar="ELO0,ELO1", help="stop when an SPRT (alpha = beta = 0.05) decides")
     parser.add_argument("--verbose", action="store_true", help="show the programs' stderr")
@@ -164,6 +172,11 @@ def main(argv: list[str] | None = None) -> int:
             assert len(sprt) == 2 and sprt[0] < sprt[1]
         except (ValueError, AssertionError):
             parser.error("--sprt takes ELO0,ELO1 with ELO0 < ELO1")
+    if args.time_settings is not None:
+        fields = args.time_settings.split()
+        if len(fields) != 3 or not all(f.isdigit() for f in fields):
+            parser.error("--time-settings takes three whole numbers: main time, byo-yomi seconds, stones")
+        args.time_settings = " ".join(fields)
     max_moves = args.max_moves or 3 * args.size * args.size
     if args.sgf_dir:
         args.sgf_dir.mkdir(parents=True, exist_ok=True)
@@ -177,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         for number in range(1, args.games + 1):
             a_is_black = number % 2 == 1
             black, white = (a, b) if a_is_black else (b, a)
-            result, game = play_game(black, white, referee, args.size, args.komi, max_moves)
+            result, game = play_game(black, white, referee, args.size, args.komi, max_moves,
+                                     args.time_settings)
             games.append(GameResult(a_is_black, result, game.move_number))
             print(f"game {number}: {black.name} (B) vs {white.name} (W): {result} in {game.move_number} moves",
                   flush=True)
