@@ -20,6 +20,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,6 +130,36 @@ def play_game(black: Program, white: Program, referee: Program, size: int, komi:
     return normalized_result(referee.send("final_score")), game
 
 
+def play_match(a: Program, b: Program, referee: Program, games: int, size: int, komi: float, max_moves: int,
+               time_settings: str | None = None, sgf_dir: Path | None = None,
+               sprt: tuple[float, float] | None = None, deadline: float | None = None) -> list[GameResult]:
+    """Plays up to `games` games, colours alternating (A Black in odd games), printing a line per game; stops
+    early when the SPRT decides or when the monotonic clock passes deadline (no new game starts after it)."""
+    played: list[GameResult] = []
+    for number in range(1, games + 1):
+        if deadline is not None and time.monotonic() >= deadline:
+            print(f"deadline: {len(played)} of {games} games played")
+            break
+        a_is_black = number % 2 == 1
+        black, white = (a, b) if a_is_black else (b, a)
+        result, game = play_game(black, white, referee, size, komi, max_moves, time_settings)
+        played.append(GameResult(a_is_black, result, game.move_number))
+        print(f"game {number}: {black.name} (B) vs {white.name} (W): {result} in {game.move_number} moves",
+              flush=True)
+        if sgf_dir:
+            sgf = sgf_io.save_sgf(game, black=black.name, white=white.name, result=result)
+            (sgf_dir / f"game-{number}.sgf").write_bytes(sgf)
+        if sprt is not None and len(played) >= 2:
+            results = [g.score_for_a for g in played]
+            decision = match_stats.sprt_decision(results, *sprt)
+            if decision is not None:
+                llr, (low, high) = match_stats.sprt_llr(results, *sprt), match_stats.sprt_bounds()
+                print(f"SPRT: LLR {llr:.2f} outside ({low:.2f}, {high:.2f}): "
+                      f"{decision} (Elo {sprt[1] if decision == 'H1' else sprt[0]:+g}) accepted")
+                break
+    return played
+
+
 def normalized_result(text: str) -> str:
     """A final_score answer as SGF RE (B+3.5, W+12, 0)."""
     text = text.strip().upper()
@@ -140,6 +171,8 @@ def normalized_result(text: str) -> str:
 
 
 def summary(a: Program, b: Program, games: list[GameResult]) -> str:
+    if not games:
+        return f"{a.name} vs {b.name}: no game played"
     results = [g.score_for_a for g in games]
     wins, draws = results.count(1.0), results.count(0.5)
     estimate, low, high = match_stats.elo_interval(results)
@@ -163,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
                              "e.g. '0 2 1' for byo-yomi 2 s a move")
     parser.add_argument("--sgf-dir", type=Path, help="write game-N.sgf here")
     parser.add_argument("--sprt", metavar="ELO0,ELO1", help="stop when an SPRT (alpha = beta = 0.05) decides")
+    parser.add_argument("--max-minutes", type=float, help="start no new game after this many minutes")
     parser.add_argument("--verbose", action="store_true", help="show the programs' stderr")
     args = parser.parse_args(argv)
     sprt = None
@@ -186,26 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         for command in (args.a, args.b, args.referee):
             programs.append(Program(command, args.verbose))
         a, b, referee = programs
-        games: list[GameResult] = []
-        for number in range(1, args.games + 1):
-            a_is_black = number % 2 == 1
-            black, white = (a, b) if a_is_black else (b, a)
-            result, game = play_game(black, white, referee, args.size, args.komi, max_moves,
-                                     args.time_settings)
-            games.append(GameResult(a_is_black, result, game.move_number))
-            print(f"game {number}: {black.name} (B) vs {white.name} (W): {result} in {game.move_number} moves",
-                  flush=True)
-            if args.sgf_dir:
-                sgf = sgf_io.save_sgf(game, black=black.name, white=white.name, result=result)
-                (args.sgf_dir / f"game-{number}.sgf").write_bytes(sgf)
-            if sprt is not None and len(games) >= 2:
-                results = [g.score_for_a for g in games]
-                decision = match_stats.sprt_decision(results, *sprt)
-                if decision is not None:
-                    llr, (low, high) = match_stats.sprt_llr(results, *sprt), match_stats.sprt_bounds()
-                    print(f"SPRT: LLR {llr:.2f} outside ({low:.2f}, {high:.2f}): "
-                          f"{decision} (Elo {sprt[1] if decision == 'H1' else sprt[0]:+g}) accepted")
-                    break
+        deadline = time.monotonic() + 60 * args.max_minutes if args.max_minutes else None
+        games = play_match(a, b, referee, args.games, args.size, args.komi, max_moves, args.time_settings,
+                           args.sgf_dir, sprt, deadline)
         print(summary(a, b, games))
     except GtpError as error:
         print(f"match stopped: {error}", file=sys.stderr)

@@ -39,7 +39,7 @@ def test_a_short_match_writes_sgf_and_an_elo_line(tiny_onnx_model, tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "tools.match", "--a", engine, "--b", f"{gnugo} --mode gtp --level 0",
          "--referee", f"{gnugo} --mode gtp", "--size", "7", "--games", "2", "--max-moves", "40",
-         "--sgf-dir", str(tmp_path)],
+         "--time-settings", "0 5 1", "--sgf-dir", str(tmp_path)],
         capture_output=True, text=True, cwd=ROOT, timeout=300,
     )
     assert result.returncode == 0, result.stderr
@@ -52,3 +52,13 @@ def test_a_short_match_writes_sgf_and_an_elo_line(tiny_onnx_model, tmp_path):
     for record, line in zip(records, lines):
         assert line.split(": ")[2].split(" in ")[0] == record.result
         record.to_game()  # every move legal
+
+
+def test_time_settings_take_three_whole_numbers():
+    with pytest.raises(SystemExit):
+        match.main(["--a", "x", "--b", "y", "--time-settings", "0 2s 1"])
+
+
+def test_no_game_starts_after_the_deadline(capsys):
+    assert match.play_match(None, None, None, games=4, size=9, komi=7, max_moves=100, deadline=0.0) == []
+    assert "deadline: 0 of 4 games played" in capsys.readouterr().out
