@@ -78,7 +78,7 @@ def ensure_shards(archive: Path, shards: Path, size: int, val_fraction: float, w
             return sidecar
     except dataset.DatasetError:
         pass
-    if not archive.is_file():
+    if not archive.exists():
         raise RecipeError(f"{archive}: no such archive (carry it into the call, e.g. .data19/go19_curated.tar.xz)")
     shutil.rmtree(shards, ignore_errors=True)
     started = time.monotonic()
