@@ -38,6 +38,7 @@ from pathlib import Path
 
 import torch
 
+from gtp_engine import sgf_io
 from gtp_engine.training import checkpoint as checkpoint_lib
 from gtp_engine.training import dataset, export_onnx, sgf_ingest, train
 from gtp_engine.training import model as model_lib
@@ -46,6 +47,7 @@ from gtp_engine.training.files import CHECKPOINT, METRICS, replacing
 log = logging.getLogger("train19_gpu")
 
 MANIFEST = "manifest.json"
+SPLIT_DONE = "split-done"
 PART_BYTES = 15 * 2**20  # under the device's 16 MiB a returned file
 MAX_PARTS = 5  # with the manifest, metrics.csv and model.onnx: the device returns 8 files at most
 # The recipe's settings: b10c128, the issue's first candidate; batch 2048 under bf16 autocast (train.py turns it on
@@ -69,27 +71,52 @@ class RecipeError(Exception):
 
 # ---- data -----------------------------------------------------------------------------------------------------
 
-def ensure_shards(archive: Path, shards: Path, size: int, val_fraction: float, workers: int) -> dict:
-    """The shards of archive in the folder shards: kept when a finished ingest is there (its sidecar written
-    last), else ingested again from scratch (a killed ingest leaves no sidecar)."""
-    try:
-        sidecar = dataset.read_sidecar(shards)
-        if sidecar.get("config", {}).get("val_fraction") == val_fraction:
-            return sidecar
-    except dataset.DatasetError:
-        pass
+def split_archive(archive: Path, folder: Path, parts: int) -> list[Path]:
+    """The archive's SGF records unpacked into `parts` folders (record i of the sorted names into part i % parts),
+    once: a finished split is marked by SPLIT_DONE and kept."""
+    done = folder / SPLIT_DONE
+    names = [folder / f"part-{k:02d}" for k in range(parts)]
+    if done.exists() and done.read_text() == f"{archive.name} {parts}":
+        return names
     if not archive.exists():
         raise RecipeError(f"{archive}: no such archive (carry it into the call, e.g. .data19/go19_curated.tar.xz)")
-    shutil.rmtree(shards, ignore_errors=True)
-    started = time.monotonic()
-    sidecar = sgf_ingest.ingest([archive], shards, sgf_ingest.IngestConfig(
-        size=size, val_fraction=val_fraction, workers=workers), progress=False)
-    samples = sidecar["samples"]["train"] + sidecar["samples"]["val"]
-    seconds = time.monotonic() - started
-    log.warning("ingest: %d games, %d samples (%d val) in %.0f s on %d workers: %.0f samples/s, %.0f MB",
-                sidecar["counts"]["games"], samples, sidecar["samples"]["val"], seconds, workers,
-                samples / max(seconds, 1e-9), sidecar["bytes"] / 1e6)
-    return sidecar
+    shutil.rmtree(folder, ignore_errors=True)
+    records = sorted(sgf_io.read_sgf_files(archive))
+    for number, (name, data) in enumerate(records):
+        path = names[number % parts] / Path(name).relative_to(Path(name).anchor)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    done.write_text(f"{archive.name} {parts}")
+    return names
+
+
+def ensure_shards(archive: Path, work: Path, size: int, val_fraction: float, workers: int, parts: int,
+                  deadline: float = math.inf) -> list[Path] | None:
+    """The shard folders of the archive's parts, ingesting the parts that have no finished shards (a killed ingest
+    leaves no sidecar, which is written last); None when the deadline comes before the last part is done (the next
+    call goes on from there). A part is not started unless it should end, at the pace of the last one, in time."""
+    sources = split_archive(archive, work / "sgf", parts)
+    folders, pace = [], None
+    for source in sources:
+        folder = work / "shards" / source.name
+        folders.append(folder)
+        try:
+            if dataset.read_sidecar(folder).get("config", {}).get("val_fraction") == val_fraction:
+                continue
+        except dataset.DatasetError:
+            pass
+        if pace is not None and time.monotonic() + 1.2 * pace > deadline:
+            return None
+        shutil.rmtree(folder, ignore_errors=True)
+        started = time.monotonic()
+        sidecar = sgf_ingest.ingest([source], folder, sgf_ingest.IngestConfig(
+            size=size, val_fraction=val_fraction, workers=workers), progress=False)
+        pace = time.monotonic() - started
+        samples = sidecar["samples"]["train"] + sidecar["samples"]["val"]
+        log.warning("ingest %s: %d games, %d samples (%d val) in %.0f s on %d workers: %.0f samples/s, %.1f MB",
+                    source.name, sidecar["counts"]["games"], samples, sidecar["samples"]["val"], pace, workers,
+                    samples / max(pace, 1e-9), sidecar["bytes"] / 1e6)
+    return folders
 
 
 # ---- carrying the checkpoint ----------------------------------------------------------------------------------
@@ -150,10 +177,10 @@ def restore(carry: Path, run_dir: Path) -> int:
 
 # ---- the call -------------------------------------------------------------------------------------------------
 
-def train_config(args: argparse.Namespace, shards: Path, sidecar: dict) -> train.TrainConfig:
-    steps = args.steps or math.ceil(args.epochs * sidecar["samples"]["train"] / args.batch_size)
+def train_config(args: argparse.Namespace, folders: list[Path], train_samples: int) -> train.TrainConfig:
+    steps = args.steps or math.ceil(args.epochs * train_samples / args.batch_size)
     return train.TrainConfig(
-        data=(str(shards),), preset=args.preset, batch_size=args.batch_size, steps=steps, lr=args.lr,
+        data=tuple(str(folder) for folder in folders), preset=args.preset, batch_size=args.batch_size, steps=steps, lr=args.lr,
         warmup_steps=min(args.warmup_steps, max(1, steps // 10)), weight_decay=args.weight_decay,
         eval_every=args.eval_every, val_samples=args.val_samples, window_samples=args.window_samples,
         seed=args.seed, device=args.device, init_from=args.init_from or "")
@@ -163,9 +190,15 @@ def step(args: argparse.Namespace, started: float) -> dict:
     """One call: shards (ingested if missing), the checkpoint restored from the carry folder, training until the
     budget or the end, the checkpoint written to --out; model.onnx too when the run has finished."""
     work = Path(args.work)
-    shards, run_dir = work / "shards", work / "run"
-    sidecar = ensure_shards(Path(args.archive), shards, args.size, args.val_fraction, args.workers or os.cpu_count())
-    config = train_config(args, shards, sidecar)
+    run_dir = work / "run"
+    folders = ensure_shards(Path(args.archive), work, args.size, args.val_fraction, args.workers or os.cpu_count(),
+                            args.ingest_parts, deadline=started + args.command_seconds - args.margin)
+    if folders is None:
+        report = {"ingest": "unfinished: run the same call again", "seconds": round(time.monotonic() - started)}
+        print(json.dumps(report), flush=True)
+        return report
+    train_samples = sum(dataset.read_sidecar(folder)["samples"]["train"] for folder in folders)
+    config = train_config(args, folders, train_samples)
     start_step = restore(Path(args.carry), run_dir)
     seconds_left = args.command_seconds - (time.monotonic() - started) - args.margin
     stop_at = start_step + args.max_steps if args.max_steps else None
@@ -185,7 +218,7 @@ def step(args: argparse.Namespace, started: float) -> dict:
         export_onnx.export_checkpoint(run_dir / CHECKPOINT, out / "model.onnx")
     done = summary["step"] - start_step
     report = {"step": summary["step"], "steps": config.steps, "finished": summary["finished"],
-              "epoch": round(summary["step"] * config.batch_size / sidecar["samples"]["train"], 3),
+              "epoch": round(summary["step"] * config.batch_size / train_samples, 3),
               "steps_this_call": done, "samples_per_s": round(done * config.batch_size / max(trained_seconds, 1e-9)),
               "device": _device_name(config.device), "validation": manifest["validation"],
               "onnx": (out / "model.onnx").exists(), "seconds": round(time.monotonic() - started)}
@@ -205,9 +238,9 @@ def bench(args: argparse.Namespace) -> list[dict]:
     """Training samples/s of each preset on the shards (the first preset is the reference), and how fast the
     batch stream alone runs, which must stay ahead of the device for the data loading to keep it fed."""
     work = Path(args.work)
-    sidecar = ensure_shards(Path(args.archive), work / "shards", args.size, args.val_fraction,
-                            args.workers or os.cpu_count())
-    shards = dataset.Shards([work / "shards"], "train")
+    folders = ensure_shards(Path(args.archive), work, args.size, args.val_fraction, args.workers or os.cpu_count(),
+                            args.ingest_parts)
+    shards = dataset.Shards(folders, "train")
     stream = shards.batches(args.batch_size, seed=0)
     started = time.perf_counter()
     for _ in range(args.bench_steps):
@@ -216,7 +249,7 @@ def bench(args: argparse.Namespace) -> list[dict]:
     rows = []
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
                           else "cpu" if args.device == "auto" else args.device)
-    config = train.TrainConfig(data=(str(work / "shards"),), batch_size=args.batch_size)
+    config = train.TrainConfig(data=tuple(str(folder) for folder in folders), batch_size=args.batch_size)
     for preset in args.presets:
         torch.manual_seed(0)
         net = model_lib.build(preset).to(device)
@@ -247,7 +280,7 @@ def bench(args: argparse.Namespace) -> list[dict]:
         row["ratio_to_" + rows[0]["preset"]] = round(row["samples_per_s"] / reference, 3)
         print(json.dumps({**row, "device": _device_name(args.device), "batch_size": args.batch_size,
                           "batch_stream_samples_per_s": round(stream_rate),
-                          "train_samples": sidecar["samples"]["train"]}), flush=True)
+                          "train_samples": shards.samples}), flush=True)
     return rows
 
 
@@ -270,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_argument("--size", type=int, default=19)
         sub.add_argument("--val-fraction", type=float, default=0.02, help="games held out, by game key")
         sub.add_argument("--workers", type=int, default=0, help="ingest processes (default: one per core)")
+        sub.add_argument("--ingest-parts", type=int, default=8,
+                         help="the archive is ingested in this many parts, each its own shard folder, so that a "
+                              "call cut short keeps the finished ones")
         sub.add_argument("--device", default="auto", help="auto (cuda when there is one), cuda or cpu")
         sub.add_argument("--batch-size", type=int, default=RECIPE["batch_size"])
     run = commands.choices["step"]

@@ -18,7 +18,7 @@ from tools import train19_gpu  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures19"
 RECIPE = ["--preset", "tiny", "--batch-size", "32", "--steps", "6", "--warmup-steps", "2", "--val-fraction", "0.3",
-          "--workers", "1", "--eval-every", "3", "--val-samples", "64", "--window-samples", "400", "--device", "cpu",
+          "--workers", "1", "--ingest-parts", "2", "--eval-every", "3", "--val-samples", "64", "--window-samples", "400", "--device", "cpu",
           "--command-seconds", "3600"]
 
 
@@ -52,9 +52,12 @@ def test_a_chunked_run_carried_to_a_fresh_machine_equals_an_uninterrupted_one(tm
     assert 0 <= first["validation"]["policy_top1"] <= 1  # evaluated at step 3 on held-out games
     manifest = json.loads((tmp_path / "out-1" / "manifest.json").read_text())
     assert manifest["steps"] == 3 and (tmp_path / "out-1" / "metrics.csv").exists()
-    sidecar = json.loads((tmp_path / "machine-1" / "shards" / "index.json").read_text())
-    assert sidecar["games"]["val"] >= 1 and sidecar["games"]["train"] >= 3
-    assert sum(s["ownership_games"] for s in sidecar["shards"]) >= 1  # the game counted to the end
+    sidecars = [json.loads((tmp_path / "machine-1" / "shards" / f"part-0{k}" / "index.json").read_text())
+                for k in (0, 1)]
+    assert [s["counts"]["records"] for s in sidecars] == [3, 3]  # the archive's six games in two parts
+    assert sum(s["games"]["val"] for s in sidecars) >= 1 and sum(s["games"]["train"] for s in sidecars) >= 3
+    assert sum(shard["ownership_games"] for s in sidecars for shard in s["shards"]) >= 1  # counted to the end
+    shard_times = sorted(p.stat().st_mtime_ns for p in (tmp_path / "machine-1" / "shards").rglob("*.npz"))
 
     carried = tmp_path / "carried"  # what the caller copies back from the device's files
     shutil.copytree(tmp_path / "out-1", carried)
@@ -74,7 +77,10 @@ def test_a_chunked_run_carried_to_a_fresh_machine_equals_an_uninterrupted_one(tm
     session = onnxruntime.InferenceSession(str(tmp_path / "out-2" / "model.onnx"), providers=["CPUExecutionProvider"])
     assert [i.name for i in session.get_inputs()]
 
-    # A warm machine that already holds a later checkpoint keeps it rather than the older carry.
+    # A warm machine keeps its shards (no ingest again) and a later checkpoint rather than the older carry.
+    call(capsys, archive, tmp_path / "machine-1", tmp_path / "nothing-carried", tmp_path / "out-4", "--max-steps", "1",
+         "--no-export")
+    assert sorted(p.stat().st_mtime_ns for p in (tmp_path / "machine-1" / "shards").rglob("*.npz")) == shard_times
     assert train19_gpu.restore(tmp_path / "out-1", tmp_path / "machine-2" / "run") == 6
 
 
