@@ -99,3 +99,13 @@ def test_a_missing_archive_is_named(tmp_path, capsys):
                              "--out", str(tmp_path / "o"), *RECIPE])
     assert code == 1
     assert "none.tar.xz: no such archive" in capsys.readouterr().err
+
+
+def test_bench_reports_each_preset_against_the_first(tmp_path, archive, capsys, one_thread):
+    assert train19_gpu.main(["bench", "--archive", str(archive), "--work", str(tmp_path / "work"), "--workers", "1",
+                             "--ingest-parts", "1", "--device", "cpu", "--batch-size", "8", "--bench-steps", "1",
+                             "--presets", "tiny", "tiny"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    assert [row["preset"] for row in rows] == ["tiny", "tiny"] and rows[0]["ratio_to_tiny"] == 1.0
+    assert all(row["samples_per_s"] > 0 and row["samples_per_cpu_s"] > 0 and row["batch_stream_samples_per_s"] > 0
+               for row in rows)
