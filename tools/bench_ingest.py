@@ -7,8 +7,9 @@ Terms:
 - per core: one process, game_samples() (sgf_ingest.py) over the sample, in positions per second.
 - pipeline: sgf_ingest.ingest() on the sample with --workers processes (records read, replayed, deduplicated,
   shards compressed and written), in positions per second of wall time.
-- projection: the archive's positions (--archive-positions) over --cores times the per-core rate, plus the
-  pipeline's single-process overhead (reading, dedup, compression) measured here and scaled up.
+- projection: the archive's positions (--archive-positions) over --cores times the per-core rate; the pipeline's
+  share of that rate (start-up, reading, dedup, compression) is printed beside it, and on a small sample the
+  workers' start-up dominates it.
 
 Usage (from the repository root):
   python -m tools.bench_ingest ../shared/data/go19_curated.tar.xz --games 300 --workers 2
@@ -97,16 +98,14 @@ def main(argv: list[str] | None = None) -> int:
             / len(loaded["move"])
     samples = sidecar["samples"]["train"] + sidecar["samples"]["val"]
     per_sample = sidecar["bytes"] / max(samples, 1)
-    # What the pipeline costs beyond the workers' share of the replay: the parent's serial work and start-up.
-    overhead_per_position = max(0.0, pipeline_s / max(samples, 1) - (encode_s / max(encoded, 1)) / args.workers)
     per_core = encoded / encode_s
-    projected = args.archive_positions / (per_core * args.cores) + overhead_per_position * args.archive_positions
+    projected = args.archive_positions / (per_core * args.cores)
     print(f"pipeline, {args.workers} workers: {samples:,} samples in {pipeline_s:.1f} s "
-          f"({samples / pipeline_s:,.0f}/s); {per_sample:.1f} bytes a sample on disk; "
-          f"serial overhead {overhead_per_position * 1e6:.1f} us a position")
+          f"({samples / pipeline_s:,.0f}/s, {samples / pipeline_s / (per_core * args.workers):.2f} of the workers' "
+          f"per-core rate: process start-up, reading, dedup and compression); {per_sample:.1f} bytes a sample on disk")
     print(f"projection for {args.archive_positions:,} positions on {args.cores} cores of this speed: "
-          f"{projected / 60:.1f} min; shards {args.archive_positions * per_sample / 1e6:,.0f} MB on disk, "
-          f"{args.archive_positions * memory_per_sample / 1e9:.1f} GB in memory when loaded whole")
+          f"{projected / 60:.1f} min of replay and encoding; shards {args.archive_positions * per_sample / 1e6:,.0f} MB "
+          f"on disk, {args.archive_positions * memory_per_sample / 1e9:.1f} GB in memory when loaded whole")
     return 0
 
 
