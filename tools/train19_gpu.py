@@ -4,8 +4,11 @@ carry the checkpoint back between commands (and sessions), export ONNX at the en
 Terms:
 - call: one command on the device machine (10 minutes at most); it runs `step` once. Calls are chained so the
   machine stays warm (it is given back after 30 s idle), and a fresh machine only costs a new ingest.
-- work folder: where a call keeps the shards and the run folder (--work, runs/gpu19 by default; runs/ is ignored
-  by git, so it stays on a warm machine between calls and is rebuilt on a fresh one).
+- work folder: where a call keeps the unpacked archive (sgf/part-NN/), the shards (shards/part-NN/, one folder a
+  part) and the run folder (run/) (--work, runs/gpu19 by default; runs/ is ignored by git, so it stays on a warm
+  machine between calls and is rebuilt on a fresh one).
+- part: every --ingest-parts'th record of the archive in name order, ingested on its own, so that a call cut short
+  keeps the parts it finished; train.py reads the parts' shard folders as one data set.
 - carry folder: what a call wrote to --out, copied back by the caller and carried into the next call (--carry,
   .ckpt19 by default): the checkpoint in parts of at most PART_BYTES (the device returns files of 16 MiB at most),
   MANIFEST naming the parts with their SHA-256 and the step, and the run's metrics.csv.
@@ -18,7 +21,7 @@ Terms:
 - resumption: train.py's: weights, optimizer state, step, learning-rate schedule and batch stream are all functions
   of the checkpoint's step, so chunks of any length give the run an uninterrupted one would.
 
-Usage (from the repository root; README's "Training on a GPU" gives the device calls):
+Usage (from the repository root; the README's "Training the 19x19 network on a GPU" gives the device calls):
   python -m tools.train19_gpu step --archive .data19/go19_curated.tar.xz --out $OUT
   python -m tools.train19_gpu bench --presets b6c64 b10c128 --batch-size 256
 """
