@@ -17,6 +17,7 @@ import logging
 import shlex
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -101,14 +102,19 @@ class GameResult:
 
 
 def play_game(black: Program, white: Program, referee: Program, size: int, komi: float = KOMI,
-              max_moves: int = 0) -> tuple[str, GameState]:
+              max_moves: int = 0, time_settings: str | None = None) -> tuple[str, GameState]:
     """Plays one game (max_moves: scored after this many moves; 0: three times the area); returns the SGF result
-    and the game record."""
+    and the game record.
+
+    time_settings ("main byoyomi stones", GTP's time_settings arguments) goes to both players before the game, as
+    twogtp's -time does; each player keeps its own clock (the match does not forfeit on time)."""
     max_moves = max_moves or 3 * size * size
     for program in (black, white, referee):
         program.send(f"boardsize {size}")
         program.send("clear_board")
         program.send(f"komi {komi:g}", check=program is referee)
+        if time_settings is not None and program is not referee:
+            program.send(f"time_settings {time_settings}", check=False)
     game = GameState(size, komi=komi)
     players = {BLACK: black, WHITE: white}
     letters = {BLACK: "B", WHITE: "W"}
@@ -140,6 +146,8 @@ def normalized_result(text: str) -> str:
 
 def summary(a: str, b: str, games: list[GameResult]) -> str:
     """One line: A's wins, losses and draws against B, score and Elo with its 95% interval."""
+    if not games:
+        return f"{a} vs {b}: no game played"
     results = [g.score_for_a for g in games]
     wins, draws = results.count(1.0), results.count(0.5)
     estimate, low, high = match_stats.elo_interval(results)
@@ -160,12 +168,13 @@ class Sprt:
 
 
 def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, referee: str = REFEREE,
-               max_moves: int = 0, sgf_dir: str | Path | None = None, sprt: Sprt | None = None,
-               verbose: bool = False, on_game: Callable[[int, Program, Program, GameResult], None] | None = None
+               max_moves: int = 0, time_settings: str | None = None, sgf_dir: str | Path | None = None,
+               sprt: Sprt | None = None, deadline: float | None = None, verbose: bool = False,
+               on_game: Callable[[int, Program, Program, GameResult], None] | None = None
                ) -> tuple[str, str, list[GameResult]]:
     """Plays up to `games` games of the commands a and b (A Black in odd games), game-N.sgf into sgf_dir when
-    given; on_game(number, black, white, result) after each. Returns the names of A and B and the results.
-    Raises GtpError when a program fails."""
+    given; on_game(number, black, white, result) after each. No game starts once time.monotonic() has passed
+    deadline. Returns the names of A and B and the results. Raises GtpError when a program fails."""
     if sgf_dir is not None:
         Path(sgf_dir).mkdir(parents=True, exist_ok=True)
     programs: list[Program] = []
@@ -175,9 +184,12 @@ def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, ref
         first, second, judge = programs
         results: list[GameResult] = []
         for number in range(1, games + 1):
+            if deadline is not None and time.monotonic() >= deadline:
+                log.warning("deadline: %d of %d games played", len(results), games)
+                break
             a_is_black = number % 2 == 1
             black, white = (first, second) if a_is_black else (second, first)
-            result, game = play_game(black, white, judge, size, komi, max_moves)
+            result, game = play_game(black, white, judge, size, komi, max_moves, time_settings)
             results.append(GameResult(a_is_black, result, game.move_number))
             if sgf_dir is not None:
                 sgf = sgf_io.save_sgf(game, black=black.name, white=white.name, result=result)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from gtp_engine import match_stats
@@ -35,8 +36,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--komi", type=float, default=KOMI, help=f"(default: {KOMI:g})")
     parser.add_argument("--max-moves", type=int, default=0,
                         help="score the game after this many moves (default: 3 x area)")
+    parser.add_argument("--time-settings", metavar="'MAIN BYOYOMI STONES'",
+                        help="send time_settings with these arguments to both engines before each game, "
+                             "e.g. '0 2 1' for byo-yomi 2 s a move")
     parser.add_argument("--sgf-dir", type=Path, help="write game-N.sgf here")
     parser.add_argument("--sprt", metavar="ELO0,ELO1", help="stop when an SPRT (alpha = beta = 0.05) decides")
+    parser.add_argument("--max-minutes", type=float, help="start no new game after this many minutes")
     parser.add_argument("--verbose", action="store_true", help="show the programs' stderr")
     args = parser.parse_args(argv)
     sprt = None
@@ -46,6 +51,12 @@ def main(argv: list[str] | None = None) -> int:
             assert sprt.elo0 < sprt.elo1
         except (TypeError, ValueError, AssertionError):
             parser.error("--sprt takes ELO0,ELO1 with ELO0 < ELO1")
+    if args.time_settings is not None:
+        fields = args.time_settings.split()
+        if len(fields) != 3 or not all(f.isdigit() for f in fields):
+            parser.error("--time-settings takes three whole numbers: main time, byo-yomi seconds, stones")
+        args.time_settings = " ".join(fields)
+    deadline = time.monotonic() + 60 * args.max_minutes if args.max_minutes else None
 
     played: list[GameResult] = []
 
@@ -62,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         a, b, games = play_match(args.a, args.b, args.games, args.size, args.komi, referee=args.referee,
-                                 max_moves=args.max_moves, sgf_dir=args.sgf_dir, sprt=sprt, verbose=args.verbose,
+                                 max_moves=args.max_moves, time_settings=args.time_settings, sgf_dir=args.sgf_dir,
+                                 sprt=sprt, deadline=deadline, verbose=args.verbose,
                                  on_game=report)
         print(summary(a, b, games))
     except GtpError as error:

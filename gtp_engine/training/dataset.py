@@ -248,7 +248,10 @@ class ShardWriter:
     for that one game. The games of one writer all have the soft policy fields or none do.
     """
 
-    def __init__(self, directory: str | os.PathLike, width: int, height: int, shard_samples: int):
+    def __init__(self, directory: str | os.PathLike, width: int, height: int, shard_samples: int,
+                 write_threads: int = 0):
+        """write_threads > 0 compresses and writes shards in that many background threads (zlib releases the
+        GIL), so a producer such as the ingest's parent process never waits for compression; finish() waits."""
         self.directory = Path(directory)
         self.width, self.height = width, height
         self.shard_samples = shard_samples
@@ -256,6 +259,9 @@ class ShardWriter:
         self.pending_samples = dict.fromkeys(SPLITS, 0)
         self.shards: list[dict] = []
         self.optional: list[str] | None = None  # the optional fields of every game, from the first one
+        self._write_threads = write_threads
+        self._writer = concurrent.futures.ThreadPoolExecutor(write_threads) if write_threads > 0 else None
+        self._writes: list[concurrent.futures.Future] = []
         self.directory.mkdir(parents=True, exist_ok=True)
         stale = [p.name for p in self.directory.glob("*.npz")] + \
             ([SIDECAR] if (self.directory / SIDECAR).exists() else [])
@@ -290,19 +296,32 @@ class ShardWriter:
         arrays["game"] = np.repeat(np.arange(len(games), dtype=np.int32), [len(g["move"]) for g in games])
         number = sum(1 for s in self.shards if s["split"] == split)
         name = f"{split}-{number:05d}.npz"
-        _atomic_write(self.directory / name, lambda f: np.savez_compressed(f, **arrays))
         self.shards.append({"file": name, "split": split, "samples": len(arrays["move"]), "games": len(games),
                             "value_samples": int((arrays["value"] >= 0).sum()),
                             "score_samples": int(arrays["score_mask"].sum()),
                             "ownership_games": int(arrays["ownership_mask"].sum()),
-                            **({"policy_samples": int(arrays["policy_mask"].sum())} if "policy" in optional else {}),
-                            "bytes": (self.directory / name).stat().st_size})
+                            **({"policy_samples": int(arrays["policy_mask"].sum())} if "policy" in optional else {})})
         self.pending[split], self.pending_samples[split] = [], 0
+        write = functools.partial(_atomic_write, self.directory / name,
+                                  lambda f: np.savez_compressed(f, **arrays))
+        if self._writer is None:
+            write()
+            return
+        # At most two shards a thread in flight: a fast producer waits rather than holding every shard in memory.
+        while len(self._writes) >= 2 * self._write_threads:
+            self._writes.pop(0).result()
+        self._writes.append(self._writer.submit(write))
 
     def finish(self, extra: dict) -> dict:
         """Writes the remaining games and the sidecar (format, features, size, shards, plus extra); returns it."""
         for split in SPLITS:
             self._flush(split)
+        if self._writer is not None:
+            for write in self._writes:
+                write.result()
+            self._writer.shutdown()
+        for shard in self.shards:
+            shard["bytes"] = (self.directory / shard["file"]).stat().st_size
         sidecar = {
             "format": FORMAT,
             "features_version": features.FEATURES_VERSION,

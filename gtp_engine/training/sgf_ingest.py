@@ -41,7 +41,7 @@ import numpy as np
 from tqdm import tqdm
 
 from gtp_engine import features, sgf_io
-from gtp_engine.board import BLACK, WHITE, IllegalMoveError
+from gtp_engine.board import BLACK, WHITE, Board, IllegalMoveError
 from gtp_engine.training import dataset
 
 log = logging.getLogger(__name__)
@@ -168,13 +168,11 @@ def game_samples(record: sgf_io.GameRecord, config: IngestConfig) -> dict[str, n
     except sgf_io.SgfError as e:
         raise Skip(f"sgf: {e.reason}") from None
     g = state.grid
-    spatial, global_, to_play, moves = [], [], [], []
+    positions, to_play, moves = [], [], []
     for color, point in record.moves:
         if color != state.to_play:
             raise Skip("move out of turn")
-        planes, global_values = features.encode([state])
-        spatial.append(planes[0])
-        global_.append(global_values[0])
+        positions.append(_Position(state))
         to_play.append(color)
         moves.append(g.flat(point))
         try:
@@ -182,10 +180,12 @@ def game_samples(record: sgf_io.GameRecord, config: IngestConfig) -> dict[str, n
         except IllegalMoveError:
             raise Skip("illegal move") from None
 
+    # One encode call for the whole game: per call, encode costs about as much as the replay itself.
+    spatial, global_ = features.encode(positions)
     to_play = np.array(to_play, np.uint8)
-    game = dataset.compact(np.stack(spatial), to_play)
+    game = dataset.compact(spatial, to_play)
     count = len(moves)
-    game.update(to_play=to_play, globals=np.stack(global_), move=np.array(moves, np.int16))
+    game.update(to_play=to_play, globals=global_, move=np.array(moves, np.int16))
     value = np.full(count, -1, np.int8)
     score = np.zeros(count, np.float32)
     score_mask = np.zeros(count, bool)
@@ -210,6 +210,30 @@ def game_samples(record: sgf_io.GameRecord, config: IngestConfig) -> dict[str, n
                 game_key=np.array([game_key(record)], np.uint64), game_source=np.array([record.source]))
     game["ending"] = "none" if result is None else result.ending
     return game
+
+
+class _BoardView:
+    """What features.encode reads of a Board (its grid, stones, chains, ko and captures), copied so that it stays
+    as it was when the game moves on; a full Board.copy() costs more than the replay step it follows."""
+    __slots__ = ("grid", "colors", "chain_head", "ko_point", "ko_color", "captures")
+
+    def __init__(self, board: Board):
+        self.grid = board.grid
+        self.colors = bytes(board.colors)
+        self.chain_head = board.chain_head[:]
+        self.ko_point, self.ko_color = board.ko_point, board.ko_color
+        self.captures = board.captures[:]
+
+
+class _Position:
+    """What features.encode reads of a GameState, frozen before the next move is played."""
+    __slots__ = ("board", "to_play", "moves", "rules", "komi", "handicap_stones")
+
+    def __init__(self, state):
+        self.board = _BoardView(state.board)
+        self.to_play = state.to_play
+        self.moves = state.moves[-features.HISTORY:]
+        self.rules, self.komi, self.handicap_stones = state.rules, state.komi, state.handicap_stones
 
 
 # ---- the pipeline ---------------------------------------------------------------------------------------------
@@ -237,14 +261,16 @@ def ingest(sources: Iterable[str | os.PathLike], out_dir: str | os.PathLike, con
     shards and the sidecar into out_dir; returns the sidecar."""
     started = time.monotonic()
     sources = [str(s) for s in sources]
-    writer = dataset.ShardWriter(out_dir, config.size, config.size, config.shard_samples)
+    workers = config.workers or os.cpu_count() or 1
+    # Compression in threads of this process: on 16 cores a single-threaded writer falls behind the replay.
+    writer = dataset.ShardWriter(out_dir, config.size, config.size, config.shard_samples,
+                                 write_threads=min(4, max(1, workers // 4)) if workers > 1 else 0)
     records = [record for source in sources for record in sgf_io.read_sgf_files(source)]
     np.random.default_rng(config.seed).shuffle(records)
     chunks = [(records[i:i + _CHUNK], config) for i in range(0, len(records), _CHUNK)]
     skipped: collections.Counter[str] = collections.Counter()
     endings: collections.Counter[str] = collections.Counter()
     seen: set[int] = set()
-    workers = config.workers or os.cpu_count() or 1
     bar = tqdm(total=len(records), unit="game", desc="ingest", disable=not progress, smoothing=0.05)
     with _pool(workers) as pool:
         results = pool.imap(_replay_chunk, chunks) if pool is not None else map(_replay_chunk, chunks)

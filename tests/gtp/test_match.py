@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 from conftest import ROOT, gnugo_path
 
 from gtp_engine import match, sgf_io
+from tools import match as match_command
 
 
 def test_the_summary_line_reports_score_and_elo_interval():
@@ -35,7 +37,7 @@ def test_a_short_match_writes_sgf_and_an_elo_line(tiny_onnx_model, tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "tools.match", "--a", engine, "--b", f"{gnugo} --mode gtp --level 0",
          "--referee", f"{gnugo} --mode gtp", "--size", "7", "--games", "2", "--max-moves", "40",
-         "--sgf-dir", str(tmp_path)],
+         "--time-settings", "0 5 1", "--sgf-dir", str(tmp_path)],
         capture_output=True, text=True, cwd=ROOT, timeout=300,
     )
     assert result.returncode == 0, result.stderr
@@ -48,3 +50,14 @@ def test_a_short_match_writes_sgf_and_an_elo_line(tiny_onnx_model, tmp_path):
     for record, line in zip(records, lines):
         assert line.split(": ")[2].split(" in ")[0] == record.result
         record.to_game()  # every move legal
+
+
+def test_time_settings_take_three_whole_numbers():
+    with pytest.raises(SystemExit):
+        match_command.main(["--a", "x", "--b", "y", "--time-settings", "0 2s 1"])
+
+
+def test_no_game_starts_after_the_deadline(tiny_onnx_model):
+    engine = f"{sys.executable} -m gtp_engine --weights {tiny_onnx_model} --visits 1"
+    _, _, games = match.play_match(engine, engine, games=4, size=9, referee=engine, deadline=time.monotonic())
+    assert games == []

@@ -1,0 +1,111 @@
+"""The GPU recipe (tools/train19_gpu.py) on the CPU, as the device runs it: a tiny archive of real 19x19 games is
+ingested, one chunk trains and leaves its checkpoint in parts, a second call on a fresh work folder (a fresh
+machine) resumes from the carried parts and exports ONNX at the end; the chunked run ends with exactly the weights
+of an uninterrupted one, and a damaged carry is refused with a message naming it."""
+
+import json
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnx")
+
+from gtp_engine.training import checkpoint as checkpoint_lib  # noqa: E402
+from tools import train19_gpu  # noqa: E402
+
+FIXTURES = Path(__file__).parent / "fixtures19"
+RECIPE = ["--preset", "tiny", "--batch-size", "32", "--steps", "6", "--warmup-steps", "2", "--val-fraction", "0.3",
+          "--workers", "1", "--ingest-parts", "2", "--eval-every", "3", "--val-samples", "64", "--window-samples", "400", "--device", "cpu",
+          "--command-seconds", "3600"]
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory):
+    path = tmp_path_factory.mktemp("archive") / "go19_tiny.tar.xz"
+    with tarfile.open(path, "w:xz") as tar:
+        for sgf in sorted(FIXTURES.glob("*.sgf")):
+            tar.add(sgf, arcname=f"go19_tiny/{sgf.name}")
+    return path
+
+
+def call(capsys, archive: Path, work: Path, carry: Path, out: Path, *extra: str) -> dict:
+    """One device call: `step` with the recipe's settings; its JSON report."""
+    assert train19_gpu.main(["step", "--archive", str(archive), "--work", str(work), "--carry", str(carry),
+                             "--out", str(out), *RECIPE, *extra]) == 0
+    return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def weights(out: Path) -> dict:
+    data = b"".join((out / name).read_bytes() for name in json.loads((out / "manifest.json").read_text())["parts"])
+    path = out / "joined.pt"
+    path.write_bytes(data)
+    return checkpoint_lib.load(path).state_dict
+
+
+def test_a_chunked_run_carried_to_a_fresh_machine_equals_an_uninterrupted_one(tmp_path, archive, capsys, one_thread):
+    first = call(capsys, archive, tmp_path / "machine-1", tmp_path / "nothing-carried", tmp_path / "out-1",
+                 "--max-steps", "3")
+    assert (first["step"], first["steps"], first["finished"], first["onnx"]) == (3, 6, False, False)
+    assert 0 <= first["validation"]["policy_top1"] <= 1  # evaluated at step 3 on held-out games
+    manifest = json.loads((tmp_path / "out-1" / "manifest.json").read_text())
+    assert manifest["steps"] == 3 and (tmp_path / "out-1" / "metrics.csv").exists()
+    sidecars = [json.loads((tmp_path / "machine-1" / "shards" / f"part-0{k}" / "index.json").read_text())
+                for k in (0, 1)]
+    assert [s["counts"]["records"] for s in sidecars] == [3, 3]  # the archive's six games in two parts
+    assert sum(s["games"]["val"] for s in sidecars) >= 1 and sum(s["games"]["train"] for s in sidecars) >= 3
+    assert sum(shard["ownership_games"] for s in sidecars for shard in s["shards"]) >= 1  # counted to the end
+    shard_times = sorted(p.stat().st_mtime_ns for p in (tmp_path / "machine-1" / "shards").rglob("*.npz"))
+
+    carried = tmp_path / "carried"  # what the caller copies back from the device's files
+    shutil.copytree(tmp_path / "out-1", carried)
+    second = call(capsys, archive, tmp_path / "machine-2", carried, tmp_path / "out-2")
+    assert (second["step"], second["steps_this_call"], second["finished"], second["onnx"]) == (6, 3, True, True)
+    metrics = (tmp_path / "machine-2" / "run" / "metrics.csv").read_text().splitlines()
+    assert [row.split(",")[0] for row in metrics[1:]] == ["3", "6"]  # the carried row kept, one row per eval
+
+    whole = call(capsys, archive, tmp_path / "machine-3", tmp_path / "nothing-carried", tmp_path / "out-3",
+                 "--no-export")
+    assert (whole["step"], whole["finished"], whole["onnx"]) == (6, True, False)
+    chunked, straight = weights(tmp_path / "out-2"), weights(tmp_path / "out-3")
+    assert chunked.keys() == straight.keys()
+    assert all(torch.equal(chunked[key], straight[key]) for key in chunked)
+
+    import onnxruntime  # the exported network loads where the engine runs it
+    session = onnxruntime.InferenceSession(str(tmp_path / "out-2" / "model.onnx"), providers=["CPUExecutionProvider"])
+    assert [i.name for i in session.get_inputs()]
+
+    # A warm machine keeps its shards (no ingest again) and a later checkpoint rather than the older carry.
+    call(capsys, archive, tmp_path / "machine-1", tmp_path / "nothing-carried", tmp_path / "out-4", "--max-steps", "1",
+         "--no-export")
+    assert sorted(p.stat().st_mtime_ns for p in (tmp_path / "machine-1" / "shards").rglob("*.npz")) == shard_times
+    assert train19_gpu.restore(tmp_path / "out-1", tmp_path / "machine-2" / "run") == 6
+
+
+def test_a_damaged_carry_is_refused_with_its_folder_named(tmp_path, archive, capsys):
+    call(capsys, archive, tmp_path / "machine", tmp_path / "nothing", tmp_path / "out", "--max-steps", "1")
+    part = tmp_path / "out" / "checkpoint.pt.000"
+    part.write_bytes(part.read_bytes()[:-10])
+    code = train19_gpu.main(["step", "--archive", str(archive), "--work", str(tmp_path / "fresh"),
+                             "--carry", str(tmp_path / "out"), "--out", str(tmp_path / "out-2"), *RECIPE])
+    assert code == 1
+    assert "do not match manifest.json" in capsys.readouterr().err
+
+
+def test_a_missing_archive_is_named(tmp_path, capsys):
+    code = train19_gpu.main(["step", "--archive", str(tmp_path / "none.tar.xz"), "--work", str(tmp_path / "w"),
+                             "--out", str(tmp_path / "o"), *RECIPE])
+    assert code == 1
+    assert "none.tar.xz: no such archive" in capsys.readouterr().err
+
+
+def test_bench_reports_each_preset_against_the_first(tmp_path, archive, capsys, one_thread):
+    assert train19_gpu.main(["bench", "--archive", str(archive), "--work", str(tmp_path / "work"), "--workers", "1",
+                             "--ingest-parts", "1", "--device", "cpu", "--batch-size", "8", "--bench-steps", "1",
+                             "--presets", "tiny", "tiny"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    assert [row["preset"] for row in rows] == ["tiny", "tiny"] and rows[0]["ratio_to_tiny"] == 1.0
+    assert all(row["samples_per_s"] > 0 and row["samples_per_cpu_s"] > 0 and row["batch_stream_samples_per_s"] > 0
+               for row in rows)
