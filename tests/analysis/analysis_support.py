@@ -3,44 +3,24 @@
 from __future__ import annotations
 
 import json
-import os
-import queue
-import subprocess
-import sys
-import tempfile
-import threading
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from engine_process import EngineProcess
 
 
-class AnalysisEngine:
+class AnalysisEngine(EngineProcess):
     """A running analysis engine: send() queries, next() reads one response (with a timeout)."""
 
     def __init__(self, args: list[str]):
-        self.stderr = tempfile.TemporaryFile()
-        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "gtp_engine", "analysis", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self.stderr, cwd=ROOT, env={**os.environ, "PYTHONPATH": path},
-        )
-        self.responses: queue.Queue = queue.Queue()
-        self.raw_lines: list[bytes] = []  # everything on stdout, to check it holds JSON lines only
-        threading.Thread(target=self._read, daemon=True).start()
+        super().__init__(["analysis", *args])
 
-    def _read(self) -> None:
-        for line in iter(self.process.stdout.readline, b""):
-            self.raw_lines.append(line)
-            self.responses.put(json.loads(line))
-        self.responses.put(None)
+    def decode(self, line: bytes) -> dict:
+        return json.loads(line)
 
     def send(self, query: dict | str) -> None:
-        text = query if isinstance(query, str) else json.dumps(query)
-        self.process.stdin.write(text.encode() + b"\n")
-        self.process.stdin.flush()
+        self.write((query if isinstance(query, str) else json.dumps(query)) + "\n")
 
     def next(self, timeout: float = 120) -> dict | None:
-        return self.responses.get(timeout=timeout)
+        return self.lines.get(timeout=timeout)
 
     def until_final(self, query_id: str, count: int = 1, timeout: float = 120) -> tuple[list[dict], list[dict]]:
         """Reads until `count` final results (isDuringSearch false) of query_id came; returns (finals, all read)."""
@@ -60,24 +40,6 @@ class AnalysisEngine:
         errors = [r for r in seen if "error" in r]
         assert not errors, errors
         return finals[0]
-
-    def stderr_text(self) -> str:
-        self.stderr.seek(0)
-        return self.stderr.read().decode(errors="replace")
-
-    def close(self, timeout: float = 60) -> int:
-        if self.process.poll() is None:
-            try:
-                self.process.stdin.close()
-            except OSError:
-                pass
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return self.process.returncode
-
 
 
 def position(query_id: str, moves=(), size: int = 9, **fields) -> dict:

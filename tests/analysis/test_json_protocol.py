@@ -26,7 +26,7 @@ def test_actions_are_echoed_with_their_answers(analysis):
     engine.send({"id": "t", "action": "terminate_all"})
     assert engine.next() == {"id": "t", "action": "terminate_all"}
     assert engine.close() == 0
-    assert all(json.loads(line) is not None for line in engine.raw_lines)  # stdout carries JSON lines only
+    assert all(json.loads(line) is not None for line in engine.raw.splitlines())  # stdout carries JSON lines only
 
 
 def test_a_result_has_every_field_asked_for(analysis):

@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import os
-import queue
 import re
 import shutil
 import subprocess
-import sys
-import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from engine_process import ROOT, EngineProcess
 
-ROOT = Path(__file__).resolve().parents[2]
 RESPONSE_HEAD = re.compile(r"^([=?])(\d*)(?: (.*))?$")
 
 
@@ -40,29 +35,16 @@ def parse_response(raw: list[str]) -> Response:
                     "\n".join(first + raw[1:]).strip("\n"))
 
 
-class Engine:
+class Engine(EngineProcess):
     """A running engine: send() lines, response() reads one framed response (with a timeout)."""
 
-    def __init__(self, args: list[str], env: dict | None = None, cwd: Path = ROOT):
-        self.stderr = tempfile.TemporaryFile()
-        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "gtp_engine", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self.stderr, cwd=cwd, env={**os.environ, "PYTHONPATH": path, **(env or {})},
-        )
-        self.lines: queue.Queue = queue.Queue()
-        self.raw = bytearray()  # everything on stdout, for checks that it holds GTP only
-        threading.Thread(target=self._read, daemon=True).start()
+    close_timeout = 10.0
 
-    def _read(self) -> None:
-        for line in iter(self.process.stdout.readline, b""):
-            self.raw += line
-            self.lines.put(line.decode("utf-8", errors="replace").rstrip("\n"))
-        self.lines.put(None)
+    def decode(self, line: bytes) -> str:
+        return line.decode("utf-8", errors="replace").rstrip("\n")
 
     def send(self, text: str, newline: str = "\n") -> None:
-        self.process.stdin.write((text + newline).encode())
-        self.process.stdin.flush()
+        self.write(text + newline)
 
     def line(self, timeout: float = 60) -> str | None:
         return self.lines.get(timeout=timeout)
@@ -85,23 +67,6 @@ class Engine:
         reply = self(text, timeout)
         assert reply.ok, f"{text!r} failed: {reply.text}"
         return reply.text
-
-    def stderr_text(self) -> str:
-        self.stderr.seek(0)
-        return self.stderr.read().decode(errors="replace")
-
-    def close(self, timeout: float = 10) -> int:
-        if self.process.poll() is None:
-            try:
-                self.process.stdin.close()
-            except OSError:
-                pass
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return self.process.returncode
 
 
 @pytest.fixture
