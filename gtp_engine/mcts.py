@@ -29,6 +29,10 @@ Terms (AlphaGo Zero / KataGo notation):
   run_batch() is gather, one evaluator call, finish.
 - duplicate: a pending leaf (selected, not yet evaluated) selected again in the same batch; it is evaluated once
   and its result backed up once per selection.
+- batches in flight: a tree may have several gathered batches not yet finished (the Searcher evaluates one
+  while it gathers the next). They must be finished in the order they were gathered, and abandoned in the
+  reverse order. A leaf pending in an earlier batch and selected again is awaited: the later batch backs up
+  the result the earlier one brings, once per selection.
 - lazy legality: a leaf gets an edge for every empty point and pass; the rarer illegal ones (suicide, ko,
   superko) are dropped when first selected, which costs one legality check instead of a full legal-move mask
   per leaf. The root's edges are always all legal (checked with GameState.legal_mask).
@@ -210,8 +214,7 @@ class PendingBatch:
     root: bool = False  # the batch is the expansion of an unexpanded root (states holds its position)
     leaves: list[Node] = field(default_factory=list)  # the new leaves, in the order of states
     masks: list[np.ndarray] = field(default_factory=list)  # per state: the moves it gets edges for
-    selected: list[tuple[int, list]] = field(default_factory=list)  # (leaf slot, or -1 - terminal index; path)
-    terminal_leaves: list[Node] = field(default_factory=list)
+    selected: list[tuple[Node, list]] = field(default_factory=list)  # (leaf, path) per selection, any kind of leaf
 
 
 class Tree:
@@ -240,6 +243,8 @@ class Tree:
         self.root_excluded: np.ndarray | None = None  # bool per root edge: never select (e.g. pass in cleanup)
         self.move_filter = move_filter  # a kept root must have been grown under the same filter
         self._banned: dict[tuple[int, int], np.ndarray] = {}  # (colour, ply) -> move_filter.banned(...)
+        self._in_flight: dict[int, int] = {}  # id(leaf) -> selections awaiting it, per leaf of an unfinished batch
+        self._awaited: dict[int, list] = {}  # id(leaf) -> [result, ownership, selections left], once it is evaluated
         if self.root.is_expanded:  # a subtree kept from an earlier search: its untried edges were never checked
             legal = root_state.legal_mask()
             flats = np.array([g.flat(p) for p in self.root.moves])
@@ -326,31 +331,34 @@ class Tree:
     def gather(self, size: int) -> PendingBatch:
         """The first half of a batch: selects up to `size` leaves under virtual loss (the unexpanded root alone
         when the tree is new). Its .states go to an evaluator, possibly one call shared with other trees; then
-        finish() or, if that evaluation fails, abandon(). The tree must not be touched in between."""
+        finish() or, if that evaluation fails, abandon(). In between, only more batches may be gathered (batches
+        in flight, see the module docstring); nothing else may touch the tree."""
         pending = PendingBatch()
         if not self.root.is_expanded:
             pending.root = True
             pending.states.append(self.root_state)
             pending.masks.append(self._filter(self.root_state, self.root_state.legal_mask(), 1))
             return pending
-        slot_of: dict[int, int] = {}  # id(leaf) -> slot
+        mine: set[int] = set()  # id() of this batch's new leaves
+        in_flight = self._in_flight
         try:
             for _ in range(size):
                 leaf, path, state = self._descend()
-                if leaf.terminal:
-                    pending.selected.append((-1 - len(pending.terminal_leaves), path))
-                    pending.terminal_leaves.append(leaf)
-                    continue
-                slot = slot_of.get(id(leaf))
-                if slot is None:
-                    slot = slot_of[id(leaf)] = len(pending.leaves)
-                    pending.leaves.append(leaf)
-                    pending.states.append(state)
-                    pending.masks.append(self._candidates(state, len(path) + 1))
-                pending.selected.append((slot, path))
+                key = id(leaf)
+                if not leaf.terminal and key not in mine:
+                    if key in in_flight:  # pending in an earlier batch: await its result
+                        in_flight[key] += 1
+                    else:
+                        mine.add(key)
+                        pending.leaves.append(leaf)
+                        pending.states.append(state)
+                        pending.masks.append(self._candidates(state, len(path) + 1))
+                pending.selected.append((leaf, path))
         except BaseException:
             self.abandon(pending)
             raise
+        for leaf in pending.leaves:
+            in_flight[id(leaf)] = 0
         return pending
 
     def finish(self, pending: PendingBatch, batch: EvaluationBatch | None) -> int:
@@ -367,17 +375,22 @@ class Tree:
             self.abandon(pending)
             raise
         count = len(selected)
-        ownerships = [(1.0 if st.to_play == BLACK else -1.0) * batch.ownership[i] for i, st in enumerate(states)]
+        evaluated = {}  # id(leaf) -> (result, ownership) for this batch's leaves
+        for i, (leaf, state) in enumerate(zip(leaves, states)):
+            ownership = (1.0 if state.to_play == BLACK else -1.0) * batch.ownership[i]
+            evaluated[id(leaf)] = results[i], ownership
+            waiting = self._in_flight.pop(id(leaf))
+            if waiting:
+                self._awaited[id(leaf)] = [results[i], ownership, waiting]
         while selected:
-            slot, path = selected.pop()
-            if slot >= 0:
-                leaf = leaves[slot]
-                v, u, s = results[slot]
-                ownership = ownerships[slot]
-            else:
-                leaf = pending.terminal_leaves[-1 - slot]
+            leaf, path = selected.pop()
+            if leaf.terminal:
                 v, u, s = leaf.net_v, leaf.net_u, leaf.net_s
                 ownership = leaf.ownership
+            elif id(leaf) in evaluated:
+                (v, u, s), ownership = evaluated[id(leaf)]
+            else:
+                (v, u, s), ownership = self._take_awaited(leaf)
             self._backup(leaf, path, v, u, s)
             for node, _edge in path[: OWNERSHIP_DEPTH + 1]:
                 node.add_ownership(ownership)
@@ -385,9 +398,25 @@ class Tree:
                 leaf.add_ownership(ownership)
         return count
 
+    def _take_awaited(self, leaf: Node) -> tuple[tuple[float, float, float], np.ndarray]:
+        """The result an earlier batch brought for `leaf`, for one selection that awaited it."""
+        entry = self._awaited[id(leaf)]
+        entry[2] -= 1
+        if not entry[2]:
+            del self._awaited[id(leaf)]
+        return entry[0], entry[1]
+
     def abandon(self, pending: PendingBatch) -> None:
-        """Undoes a gathered batch whose evaluation failed: reverts its virtual loss and drops its new leaves."""
-        self._revert(pending.selected)
+        """Undoes a gathered batch whose evaluation failed: reverts its virtual loss and drops its new leaves.
+        With several batches in flight, the later ones are abandoned first."""
+        mine = {id(leaf) for leaf in pending.leaves}
+        for leaf in pending.leaves:
+            self._in_flight.pop(id(leaf), None)
+        for leaf, _path in pending.selected:
+            key = id(leaf)
+            if key not in mine and key in self._in_flight:
+                self._in_flight[key] -= 1
+        self._revert(pending.selected, mine)
         pending.selected = []
 
     def _expand_root(self, mask: np.ndarray, batch: EvaluationBatch) -> None:
@@ -507,17 +536,17 @@ class Tree:
             node.nsum += 1.0 - vl
             node.visits += 1
 
-    def _revert(self, selected: Sequence[tuple[int, list]]) -> None:
-        """Undoes the virtual loss of every path, drops the leaves nobody evaluated, restores the tried prefixes."""
+    def _revert(self, selected: Sequence[tuple[Node, list]], dropped: set[int]) -> None:
+        """Undoes the virtual loss of every path, drops the leaves in `dropped` (ids: the batch's own, which nobody
+        evaluated), restores the tried prefixes."""
         vl = self.virtual_loss
-        for _, path in selected:
+        for leaf, path in selected:
             for node, edge in path:
                 node.N[edge] -= vl
                 node.W[edge] += vl
                 node.nsum -= vl
             parent, edge = path[-1]
-            child = parent.children.get(edge)
-            if child is not None and not child.is_expanded and not child.terminal:
+            if id(leaf) in dropped and parent.children.get(edge) is leaf:
                 del parent.children[edge]
         # Edges first tried in this batch had no visits before it; they end the prefix and now have none again.
         for _, path in selected:

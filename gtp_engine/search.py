@@ -35,15 +35,27 @@ Terms:
   Searcher (genmove, analysis), self-play and gating all use them.
 - round runner: run_round grows many trees at once (self-play games, gate matches): each gathers its leaves,
   the trees that share an evaluator send theirs in one call, each finishes its batch.
-- background search: pondering and analysis in a thread; stop() interrupts it within one batch and joins.
+- background search: pondering and analysis in a thread; stop() interrupts it within the batches in flight and
+  joins.
+- batches in flight: how many gathered batches the search keeps unfinished. With 2, a worker thread evaluates
+  one batch while the search thread gathers the next, so the network and the search's own Python work overlap
+  (onnxruntime releases the GIL while it runs); with 1, each batch is gathered, evaluated and finished in turn.
+  Batches finish in the order they were gathered, so a search from a seed is the same whatever the timing.
+  Every reading of the tree (stop decisions that end the search, snapshots, the result) is made with no batch in
+  flight, when no virtual loss is left in the statistics. Batches overlap only once the tree is large beside
+  the leaves in flight (IN_FLIGHT_TREE_SHARE), so short searches are as without.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import math
+import sys
 import threading
 import time
+import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
@@ -109,6 +121,7 @@ class SearchConfig:
     choice: ChoiceConfig = ChoiceConfig()
     noise: NoiseConfig = NoiseConfig()
     batch_size: int = 8  # leaves per evaluator call
+    batches_in_flight: int = 2  # gathered batches not yet finished: 2 overlaps the network with the search; 1 none
     reuse_tree: bool = True  # keep the subtree of the moves played since the last search
     seed: int | None = None  # random seed for noise and temperature
 
@@ -117,6 +130,10 @@ class SearchConfig:
 # clock, not per batch: an estimate longer than the time left stops searches before any batch could lower it.
 BATCH_TIME_HALF_LIFE = 1.0
 MAX_BATCH_SHARE = 0.5  # of a search's time to a deadline, the most kept for its last batch
+# A small tree has few good leaves: batches overlap only once the root has this many times their leaves in visits, so
+# that short searches select as one batch at a time would (the leaves in flight all carry virtual loss).
+IN_FLIGHT_TREE_SHARE = 8
+SWITCH_INTERVAL = 5e-5  # seconds a thread may hold the GIL while another waits, once batches are evaluated in a worker
 
 
 @dataclass
@@ -199,6 +216,8 @@ class Searcher:
         self.tree: Tree | None = None
         self._tree_key: tuple | None = None  # _position_key of tree.root_state
         self._tree_filter = MoveFilter()  # the filter the tree grew under
+        self._pool: ThreadPoolExecutor | None = None  # evaluates batches in flight; made on first use
+        self._pool_workers = 0
 
     def batch_seconds(self, now: float) -> float:
         """What the next batch will take: the longest recent batch, forgotten by half every BATCH_TIME_HALF_LIFE."""
@@ -231,24 +250,75 @@ class Searcher:
         self._prepare_root(tree, exclude, cfg)
         next_snapshot = start + snapshot_interval if on_snapshot and snapshot_interval is not None else math.inf
         batch_size = max(1, cfg.batch_size)
-        while not self._should_stop(tree, stop, playouts, start, cfg):
-            size = batch_size
-            if stop.playouts is not None:
-                size = min(size, stop.playouts - playouts)
-            if stop.visits is not None:
-                size = min(size, stop.visits - tree.root.visits)
-            began = clock()
-            playouts += tree.run_batch(max(1, size))
-            ended = clock()
-            self._batch = (max(ended - began, self.batch_seconds(ended)), ended)
-            if ended >= next_snapshot:
-                on_snapshot(self._snapshot(tree, playouts, start, ownership_in_snapshots, cfg.choice))
-                next_snapshot = clock() + snapshot_interval
+        depth = max(1, cfg.batches_in_flight)
+        overlap_from = IN_FLIGHT_TREE_SHARE * batch_size * depth  # root visits
+        in_flight: collections.deque[tuple[PendingBatch, Future]] = collections.deque()
+        selections = 0  # of the batches in flight
+        last_finish = clock()
+        snapshot_due = False  # set when a batch finishes past next_snapshot
+        try:
+            while True:
+                # Gather while there is room; a stop or a snapshot first drains the batches in flight, and a stop
+                # is only final when none is left (the statistics then hold no virtual loss).
+                room = depth if tree.root.visits >= overlap_from else 1
+                if (not snapshot_due and len(in_flight) < room
+                        and not self._should_stop(tree, stop, playouts, start, cfg, selections, len(in_flight))):
+                    size = batch_size
+                    if stop.playouts is not None:
+                        size = min(size, stop.playouts - playouts - selections)
+                    if stop.visits is not None:
+                        size = min(size, stop.visits - tree.root.visits - selections)
+                    pending = tree.gather(max(1, size))
+                    selections += len(pending.selected)
+                    in_flight.append((pending, self._evaluate(tree.evaluator, pending.states, depth - 1)))
+                    if len(in_flight) < room:
+                        continue
+                elif not in_flight:
+                    if not snapshot_due:
+                        break
+                    on_snapshot(self._snapshot(tree, playouts, start, ownership_in_snapshots, cfg.choice))
+                    next_snapshot = clock() + snapshot_interval
+                    snapshot_due = False
+                    continue
+                pending, evaluation = in_flight[0]
+                batch = evaluation.result()
+                in_flight.popleft()
+                selections -= len(pending.selected)
+                playouts += tree.finish(pending, batch)
+                ended = clock()
+                self._batch = (max(ended - last_finish, self.batch_seconds(ended)), ended)
+                last_finish = ended
+                snapshot_due = snapshot_due or ended >= next_snapshot
+        except BaseException:
+            for pending, _ in reversed(in_flight):  # the latest first; finish() has abandoned its own batch
+                if pending.selected:
+                    tree.abandon(pending)
+            raise
         self.stopped = clock()
         snapshot = self._snapshot(tree, playouts, start, True, cfg.choice)
         if on_snapshot:
             on_snapshot(snapshot if ownership_in_snapshots else replace(snapshot, ownership=None))
         return SearchResult(self._choose(tree, state, snapshot, cfg.choice), snapshot, list(tree.root.moves))
+
+    def _evaluate(self, evaluator: Evaluator, states: list[GameState], workers: int) -> Future:
+        """The evaluation of a gathered batch's positions: in a worker thread, or here and now without workers."""
+        if workers and states:
+            if self._pool is None or self._pool_workers != workers:
+                if self._pool is not None:
+                    self._pool.shutdown(wait=False)
+                self._pool = ThreadPoolExecutor(workers, thread_name_prefix="evaluation")
+                self._pool_workers = workers
+                weakref.finalize(self, self._pool.shutdown, wait=False)
+                # A worker whose evaluation ends while the search thread holds the GIL would wait the whole
+                # switch interval (5 ms by default, longer than a batch) before it can hand its result back.
+                sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
+            return self._pool.submit(evaluator.evaluate, states)
+        done: Future = Future()
+        try:
+            done.set_result(evaluator.evaluate(states) if states else None)
+        except Exception as error:
+            done.set_exception(error)
+        return done
 
     # ---- tree reuse -----------------------------------------------------------------------------------
 
@@ -296,10 +366,14 @@ class Searcher:
 
     # ---- stopping -------------------------------------------------------------------------------------
 
-    def _should_stop(self, tree: Tree, stop: StopCondition, playouts: int, start: float, cfg: SearchConfig) -> bool:
+    def _should_stop(self, tree: Tree, stop: StopCondition, playouts: int, start: float, cfg: SearchConfig,
+                     selections: int = 0, batches: int = 0) -> bool:
+        """Whether to gather no more; selections and batches are those in flight, whose playouts count as made and
+        whose ends the next batch waits for."""
         if stop.interrupt is not None and stop.interrupt.is_set():
             return True
-        visits = tree.root.visits
+        playouts += selections
+        visits = tree.root.visits + selections
         if visits >= cfg.stop.max_tree_visits or (stop.visits is not None and visits >= stop.visits):
             return True
         if stop.playouts is not None and playouts >= stop.playouts:
@@ -308,7 +382,7 @@ class Searcher:
         batch = self.batch_seconds(now)
 
         def reached(deadline: float) -> bool:  # the next batch would end past it; after a stall, half the time is kept
-            return now + min(batch, MAX_BATCH_SHARE * (deadline - start)) >= deadline
+            return now + min(batch * (1 + batches), MAX_BATCH_SHARE * (deadline - start)) >= deadline
 
         if stop.deadline is not None and reached(stop.deadline):
             if stop.max_deadline is None or reached(stop.max_deadline) or self._settled(tree, cfg.choice):
@@ -390,7 +464,7 @@ class Searcher:
 
 
 class BackgroundSearch:
-    """A search in a thread (pondering, analysis). stop() interrupts it after the current batch and waits."""
+    """A search in a thread (pondering, analysis). stop() interrupts it after the batches in flight and waits."""
 
     def __init__(self, searcher: Searcher, state: GameState, stop: StopCondition,
                  on_snapshot: SnapshotCallback | None = None, snapshot_interval: float | None = None,

@@ -303,3 +303,51 @@ def test_an_abandoned_gather_leaves_the_tree_as_it_was():
     tree.abandon(pending)
     assert _tree_signature(tree.root) == before
     check_tree(tree)
+
+
+def test_a_leaf_pending_in_an_earlier_batch_is_awaited_and_backed_up_once_per_selection():
+    # Without virtual loss every selection of a batch, and of the next batch in flight, reaches the same new leaf.
+    evaluator = ScriptedEvaluator()
+    tree = make_tree(GameState(5), evaluator, virtual_loss=0.0)
+    tree.run_batch(1)
+    first = tree.gather(4)
+    second = tree.gather(3)
+    assert len(first.states) == 1 and not second.states
+    leaf = first.selected[0][0]
+    assert all(selected is leaf for selected, _ in first.selected + second.selected)
+    assert tree.finish(first, evaluator.evaluate(first.states)) == 4
+    assert tree.finish(second, None) == 3
+    assert evaluator.positions == 2  # the root and the leaf, once
+    assert leaf.visits == 7 and tree.root.visits == 8
+    assert tree.root.ownership_count == 8 and leaf.ownership_count == 7
+    check_tree(tree)
+
+
+def test_batches_in_flight_abandoned_latest_first_leave_the_tree_as_it_was():
+    tree = make_tree(GameState(5), ScriptedEvaluator())
+    for _ in range(5):
+        tree.run_batch(8)
+    before = _tree_signature(tree.root)
+    first, second = tree.gather(8), tree.gather(8)
+    tree.abandon(second)
+    tree.abandon(first)
+    assert _tree_signature(tree.root) == before
+    check_tree(tree)
+    tree.run_batch(8)  # and the tree goes on
+    check_tree(tree)
+
+
+def test_batches_in_flight_finished_in_order_keep_the_bookkeeping():
+    evaluator = ScriptedEvaluator()
+    tree = make_tree(position(KO_AND_SUICIDES, BLACK), evaluator)
+    tree.run_batch(1)
+    in_flight = [tree.gather(8) for _ in range(3)]
+    total = 1
+    for _ in range(20):
+        pending = in_flight.pop(0)
+        total += tree.finish(pending, evaluator.evaluate(pending.states) if pending.states else None)
+        in_flight.append(tree.gather(8))
+    for pending in in_flight:
+        total += tree.finish(pending, evaluator.evaluate(pending.states) if pending.states else None)
+    assert tree.root.visits == total == 1 + 23 * 8
+    check_tree(tree, legality=True)

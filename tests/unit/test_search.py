@@ -86,12 +86,14 @@ def timed_searcher(config: SearchConfig, inner=None, seconds=0.01) -> tuple[Sear
     return Searcher(TimedEvaluator(inner or UniformEvaluator(), clock, seconds), config, clock=clock), clock
 
 
-def test_deadline_and_interrupt():
-    searcher, clock = timed_searcher(SearchConfig(stop=StopConfig(early_stop=False)))
+@pytest.mark.parametrize("in_flight", [1, 2, 3])
+def test_deadline_and_interrupt(in_flight):
+    searcher, clock = timed_searcher(SearchConfig(stop=StopConfig(early_stop=False), batches_in_flight=in_flight))
     start = clock()
     result = searcher.search(GameState(9), StopCondition(deadline=start + 0.3))
-    # Stopped before the deadline, by at most the batch that would have run past it.
-    assert 0.3 - 0.01 - 1e-9 <= clock() - start <= 0.3 + 1e-9
+    # Stopped before the deadline, by at most the batches in flight that would have run past it. (With batches in
+    # flight the fake clock moves in the worker thread, so where exactly the search stops depends on the timing.)
+    assert 0.3 - 0.01 * in_flight - 1e-9 <= clock() - start <= 0.3 + 1e-9
     assert result.snapshot.elapsed == pytest.approx(clock() - start)
     interrupt = threading.Event()
     interrupt.set()
@@ -100,14 +102,16 @@ def test_deadline_and_interrupt():
     assert result.choice.point != PASS or len(result.root_moves) == 1
 
 
-def test_a_deadline_leaves_room_for_the_last_batch():
+@pytest.mark.parametrize("in_flight", [1, 2])
+def test_a_deadline_leaves_room_for_the_last_batch(in_flight):
     # Batches take 0.07 s after a first quick one: the search stops when the next batch would end past the
     # deadline, never after it.
     durations = iter([0.001] + [0.07] * 1000)
-    searcher, clock = timed_searcher(SearchConfig(stop=StopConfig(early_stop=False)), seconds=lambda n: next(durations))
+    config = SearchConfig(stop=StopConfig(early_stop=False), batches_in_flight=in_flight)
+    searcher, clock = timed_searcher(config, seconds=lambda n: next(durations))
     start = clock()
     searcher.search(GameState(9), StopCondition(deadline=start + 1.0))
-    assert 1.0 - 0.07 - 1e-9 <= clock() - start <= 1.0 + 1e-9
+    assert 1.0 - 0.07 * in_flight - 1e-9 <= clock() - start <= 1.0 + 1e-9
     # A slow batch is remembered for the next search, and forgotten by half each second on the clock, so that a
     # stall longer than a budget cannot stop every later search before its first batch.
     assert searcher.batch_seconds(clock()) == pytest.approx(0.07)
@@ -440,7 +444,8 @@ def test_background_search_stops_within_a_batch_and_leaves_a_consistent_tree():
         time.sleep(0.01)
     assert background.running
     result = background.stop()
-    assert evaluator.late_calls <= 1  # the batch the interrupt may have caught starting, no other
+    # The batches the interrupt may have caught in flight (gathered, their evaluation not yet begun), no other.
+    assert evaluator.late_calls <= searcher.config.batches_in_flight
     assert not background.running and result is not None and background.error is None
     assert len(snapshots) >= 3  # every 0.02 s on the search's clock: every other batch
     check_tree(searcher.tree)
@@ -507,3 +512,66 @@ def test_a_root_policy_temperature_spreads_the_visits():
     wide_moves = wide.search(state, StopCondition(visits=100)).snapshot.moves
     assert len(wide_moves) > len(narrow_moves)
     assert wide_moves[0].prior == narrow_moves[0].prior  # reported priors stay the network's
+
+
+class JitteryEvaluator:
+    """Takes a random few milliseconds (real time) per call: batches in flight finish in any interleaving."""
+
+    def __init__(self, inner, seed):
+        self.inner = inner
+        self.rng = np.random.default_rng(seed)
+
+    def evaluate(self, states):
+        time.sleep(float(self.rng.uniform(0, 0.002)))
+        return self.inner.evaluate(states)
+
+
+def _visit_counts(node, depth=0):
+    """The visit counts of the tree down to depth 3, for comparing searches."""
+    if not node.is_expanded or depth > 3:
+        return node.visits
+    return [node.visits, node.N[: node.tried].tolist(),
+            sorted((edge, _visit_counts(child, depth + 1)) for edge, child in node.children.items())]
+
+
+def test_a_search_with_batches_in_flight_is_the_same_whatever_the_timing():
+    state = position(ATARI, BLACK)
+    results = []
+    for seed in range(3):
+        config = SearchConfig(seed=0, batches_in_flight=2, stop=StopConfig(early_stop=False))
+        searcher = Searcher(JitteryEvaluator(ScriptedEvaluator(), seed), config)
+        result = searcher.search(state, StopCondition(playouts=301))
+        check_tree(searcher.tree)
+        results.append((result.choice.point, result.snapshot.playouts, _visit_counts(searcher.tree.root)))
+    assert results[0][:2] == (CAPTURE, 301)
+    assert results[1] == results[0] and results[2] == results[0]
+
+
+@pytest.mark.parametrize("in_flight", [2, 3])
+def test_batches_overlap_once_the_tree_is_large_and_counts_stay_exact(in_flight):
+    evaluator = ScriptedEvaluator()
+    searcher = Searcher(evaluator, SearchConfig(seed=0, batch_size=8, batches_in_flight=in_flight))
+    result = searcher.search(GameState(7), StopCondition(visits=700))
+    assert result.snapshot.visits == 700 and result.snapshot.playouts == 700
+    check_tree(searcher.tree)
+    # The same search one batch at a time agrees until the tree is large enough for overlap, then differs.
+    alone = Searcher(ScriptedEvaluator(), SearchConfig(seed=0, batch_size=8, batches_in_flight=1))
+    alone.search(GameState(7), StopCondition(visits=700))
+    assert _visit_counts(alone.tree.root) != _visit_counts(searcher.tree.root)
+    short = [Searcher(ScriptedEvaluator(), SearchConfig(seed=0, batches_in_flight=n)) for n in (1, in_flight)]
+    for s in short:
+        s.search(GameState(7), StopCondition(visits=8 * 8 * in_flight))
+    assert _visit_counts(short[0].tree.root) == _visit_counts(short[1].tree.root)
+
+
+def test_a_failed_evaluation_in_flight_leaves_a_consistent_tree_that_searches_on():
+    evaluator = ScriptedEvaluator(fail_on_call=40)
+    searcher = Searcher(evaluator, SearchConfig(seed=0, batches_in_flight=2))
+    with pytest.raises(RuntimeError, match="scripted failure"):
+        searcher.search(GameState(7), StopCondition(playouts=1000))
+    check_tree(searcher.tree)
+    visits = searcher.tree.root.visits
+    assert 8 * 16 < visits < 8 * 40
+    result = searcher.search(GameState(7), StopCondition(playouts=200))
+    assert result.snapshot.visits == visits + 200
+    check_tree(searcher.tree)
