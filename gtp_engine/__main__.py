@@ -165,7 +165,7 @@ class NetworkLoader:
         rollout_policy = RolloutPolicy.load(rollout_path) if rollout_path is not None else None
         value_weights = network.value_weights
         files = [path] + ([self._with_precision(Path(value_weights), True)] if value_weights is not None else [])
-        networks = [OnnxEvaluator(f, device=network.device, threads=network.threads or 0, seed=seed)
+        networks = [OnnxEvaluator(f, device=network.device, threads=self.config.network_threads(), seed=seed)
                     for f in files]
         caches = [CachedEvaluator(onnx, self.CACHE_POSITIONS) for onnx in networks]
         for onnx in networks:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -74,6 +75,15 @@ class EngineConfig:
     play: PlayOptions = field(default_factory=PlayOptions)
     seed: int | None = None  # fixes every random choice: search, symmetries, rollouts (tests, reproducible matches)
     log_level: str = "warning"
+
+    def network_threads(self, cores: int | None = None) -> int:
+        """onnxruntime's CPU threads (0: its own choice): the configured number, else, when the search overlaps
+        batches, one core fewer than the machine's, so that the search thread has a core of its own."""
+        if self.network.threads:
+            return self.network.threads
+        if self.player.search.batches_in_flight > 1:
+            return max(1, (cores or os.cpu_count() or 1) - 1)
+        return 0
 
 
 def _positive_int(value: Any) -> int:
@@ -187,7 +197,8 @@ OPTIONS: tuple[Option, ...] = (
            "FILE"),
     Option("device", ("network", "device"), _device, "auto, cpu, cuda or tensorrt (default: auto)", "DEVICE"),
     Option("threads", ("network", "threads"), _positive_int,
-           "CPU threads for the network (default: onnxruntime's choice); the search itself runs in one", "N"),
+           "CPU threads for the network (default: one core fewer than the machine's when batches overlap, else "
+           "onnxruntime's choice); the search itself runs in one", "N"),
     Option("precision", ("network", "precision"), _precision,
            "fp32; int8: the quantized sibling NAME.int8.onnx of the network; auto: that sibling where it exists "
            "in the weights folder (default: auto)", "P"),
@@ -220,6 +231,9 @@ OPTIONS: tuple[Option, ...] = (
 _SEARCH = ("player", "search")  # where search options go; analysis overrides go to ("player", "analysis")
 SEARCH_OPTIONS: tuple[Option, ...] = (
     Option("batch", _SEARCH + ("batch_size",), _positive_int, "leaves per network call (default: 8)", "N"),
+    Option("batches-in-flight", _SEARCH + ("batches_in_flight",), _positive_int,
+           "batches gathered before the oldest is finished: 2 evaluates one in a worker thread while the search "
+           "selects the next, 1 does one at a time (default: 2)", "N"),
     Option("c-puct", _SEARCH + ("tree", "c_puct"), _non_negative,
            "PUCT exploration at the start of a search (default: 1.0)", "C"),
     Option("c-puct-log", _SEARCH + ("tree", "c_puct_log"), _non_negative,
