@@ -210,40 +210,48 @@ class Board:
         if point == PASS:
             self.ko_point = PASS
             return
-        colors, head, nxt, size, libs = self.colors, self.chain_head, self.chain_next, self.chain_size, self.chain_libs
-        neighbors = self.grid.neighbors[point]
+        colors, head, size, libs = self.colors, self.chain_head, self.chain_size, self.chain_libs
         colors[point] = color
         self.hash ^= self._zobrist[color][point]
         self.stone_count[color] += 1
         head[point] = point
-        nxt[point] = point
+        self.chain_next[point] = point
         size[point] = 1
+        libs[point] = 0
+        # One pass takes the new stone's pseudo-liberties from every neighbouring chain and joins its own chains
+        # (mine: the head of the chain the stone is in so far); a second pass, only when some opponent chain lost
+        # its last liberty, removes them. Joining before capturing ends in the same chains and counts.
+        opp = 3 - color
+        mine = point
         own_libs = 0
-        for n in neighbors:
+        captures = False
+        for n in self.grid.neighbors[point]:
             c = colors[n]
             if c == EMPTY:
                 own_libs += 1
-            elif c != EDGE:
-                libs[head[n]] -= 1
-        libs[point] = own_libs
+            elif c == color:
+                h = head[n]
+                libs[h] -= 1
+                if h != mine:
+                    mine = self._merge(mine, h)
+            elif c == opp:
+                h = head[n]
+                libs[h] -= 1
+                if not libs[h]:
+                    captures = True
+        libs[mine] += own_libs
 
-        opp = 3 - color
         captured = 0
         captured_point = PASS
-        for n in neighbors:
-            c = colors[n]
-            if c == opp:
-                h = head[n]
-                if libs[h] == 0:
-                    captured += size[h]
-                    captured_point = n
-                    self._remove_chain(h, opp)
-            elif c == color:
-                h, mine = head[n], head[point]
-                if h != mine:
-                    self._merge(mine, h)
+        if captures:
+            for n in self.grid.neighbors[point]:
+                if colors[n] == opp:
+                    h = head[n]
+                    if libs[h] == 0:
+                        captured += size[h]
+                        captured_point = n
+                        self._remove_chain(h, opp)
 
-        mine = head[point]
         if libs[mine] == 0:  # suicide, only reached when the rules allow it
             self.captures[opp] += size[mine]
             self._remove_chain(mine, color)
@@ -256,8 +264,8 @@ class Board:
         else:
             self.ko_point = PASS
 
-    def _merge(self, a: int, b: int) -> None:
-        """Joins the chains headed by a and b under the head of the larger one."""
+    def _merge(self, a: int, b: int) -> int:
+        """Joins the chains headed by a and b under the head of the larger one (a on a tie) and returns it."""
         head, nxt, size, libs = self.chain_head, self.chain_next, self.chain_size, self.chain_libs
         if size[a] < size[b]:
             a, b = b, a
@@ -270,6 +278,7 @@ class Board:
         nxt[a], nxt[b] = nxt[b], nxt[a]
         size[a] += size[b]
         libs[a] += libs[b]
+        return a
 
     def _remove_chain(self, h: int, color: int) -> None:
         colors, head, nxt, libs = self.colors, self.chain_head, self.chain_next, self.chain_libs
