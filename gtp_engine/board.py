@@ -5,7 +5,8 @@ Terms:
   EDGE; EDGE marks the sentinel border, so neighbour loops never check bounds.
 - chain: a maximal set of same-coloured stones connected through neighbours. Each stone stores the chain's
   head (chain_head) and the next stone of its chain (chain_next, a circular list), so a chain can be walked and two
-  chains spliced in constant time.
+  chains spliced in constant time. chain_head is 0 on points without a stone; it is an array of unsigned 16-bit
+  ints rather than a list, so that numpy reads it as a buffer (features.py reads a whole batch's in one join).
 - pseudo-liberties: for a chain, the number of (stone, empty neighbour) pairs; an empty point touching two stones
   of the chain counts twice. It is zero exactly when the chain has no liberty, and a move at p fills a chain's last
   liberty exactly when the chain's pseudo-liberties equal the number of p's neighbours in that chain. That makes
@@ -22,6 +23,7 @@ search calls. Superko needs the game's history and lives in game.py.
 from __future__ import annotations
 
 import random
+from array import array
 
 import numpy as np
 
@@ -73,7 +75,7 @@ class Board:
         for p in g.points:
             colors[p] = EMPTY
         self.colors = colors
-        self.chain_head = [0] * g.array_size
+        self.chain_head = array("H", bytes(2 * g.array_size))
         self.chain_next = [0] * g.array_size
         self.chain_size = [0] * g.array_size  # indexed by head
         self.chain_libs = [0] * g.array_size  # pseudo-liberties, indexed by head
@@ -381,7 +383,7 @@ class Board:
         """
         g = self.grid
         colors = np.frombuffer(self.colors, dtype=np.uint8)
-        head = np.array(self.chain_head, dtype=np.int64)
+        head = np.frombuffer(self.chain_head, dtype=np.uint16).astype(np.int64)
         empty = g.point_of[colors[g.point_of] == EMPTY]
         around = [head[empty + d] for d in g.directions]
         distinct = [around[0]]
