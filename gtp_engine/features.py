@@ -70,15 +70,16 @@ _SCALE = 20.0  # points per unit of the global score-like inputs
 def position_key(state: GameState) -> tuple:
     """Everything encode() reads from `state`, as a hashable tuple."""
     board = state.board
+    g = board.grid
     rules = state.rules
     territory = rules.scoring == "territory"
     return (
-        board.width,
-        board.height,
+        g.width,
+        g.height,
         board.hash,
         state.to_play,
         _ko_ban(state),
-        tuple(point for _, point in state.moves[-HISTORY:]),
+        tuple([point for _, point in state.moves[-HISTORY:]]),
         _compensation(state),
         territory,
         _prisoner_balance(state) if territory else 0,
@@ -206,7 +207,7 @@ def _ko_ban(state: GameState) -> int:
 def _compensation(state: GameState) -> float:
     """Komi plus white's handicap bonus under area scoring, from the side to move's view."""
     points = state.komi
-    if state.rules.scoring == "area" and state.handicap_stones > 0:
+    if state.handicap_stones > 0 and state.rules.scoring == "area":
         bonus = state.rules.white_handicap_bonus
         points += {"0": 0, "N": state.handicap_stones, "N-1": state.handicap_stones - 1}[bonus]
     return points if state.to_play == WHITE else -points
