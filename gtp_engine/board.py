@@ -226,7 +226,7 @@ class Board:
         opp = 3 - color
         mine = point
         own_libs = 0
-        captures = False
+        capturing = False  # some opponent chain lost its last liberty
         for n in self.grid.neighbors[point]:
             c = colors[n]
             if c == EMPTY:
@@ -240,12 +240,11 @@ class Board:
                 h = head[n]
                 libs[h] -= 1
                 if not libs[h]:
-                    captures = True
+                    capturing = True
         libs[mine] += own_libs
 
-        captured = 0
-        captured_point = PASS
-        if captures:
+        if capturing:
+            captured = 0
             for n in self.grid.neighbors[point]:
                 if colors[n] == opp:
                     h = head[n]
@@ -253,18 +252,15 @@ class Board:
                         captured += size[h]
                         captured_point = n
                         self._remove_chain(h, opp)
-
-        if libs[mine] == 0:  # suicide, only reached when the rules allow it
+            self.captures[color] += captured
+            if captured == 1 and size[mine] == 1 and libs[mine] == 1:
+                self.ko_point = captured_point
+                self.ko_color = opp
+                return
+        elif libs[mine] == 0:  # suicide (a move that captures never is), only reached when the rules allow it
             self.captures[opp] += size[mine]
             self._remove_chain(mine, color)
-            self.ko_point = PASS
-            return
-        self.captures[color] += captured
-        if captured == 1 and size[mine] == 1 and libs[mine] == 1:
-            self.ko_point = captured_point
-            self.ko_color = opp
-        else:
-            self.ko_point = PASS
+        self.ko_point = PASS
 
     def _merge(self, a: int, b: int) -> int:
         """Joins the chains headed by a and b under the head of the larger one (a on a tie) and returns it."""

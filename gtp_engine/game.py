@@ -197,8 +197,9 @@ class GameState:
     def illegal_reason(self, point: int, color: int | None = None) -> str | None:
         color = self.to_play if color is None else color
         board = self.board
-        reason = board.illegal_reason(point, color, self.rules.suicide_allowed)
-        if reason is not None or point == PASS or self.rules.ko == "simple":
+        rules = self._rules
+        reason = board.illegal_reason(point, color, rules.suicide_allowed)
+        if reason is not None or point == PASS or rules.ko == "simple":
             return reason
         if not self._superko_possible(color):
             return None
@@ -208,7 +209,7 @@ class GameState:
 
     def _superko_possible(self, color: int) -> bool:
         """Whether any move by color could repeat an earlier board (see _max_stones); a suicide always could."""
-        return self.rules.suicide_allowed or self.board.stone_count[color] + 1 <= self._max_stones[color]
+        return self._rules.suicide_allowed or self.board.stone_count[color] + 1 <= self._max_stones[color]
 
     def is_legal(self, point: int, color: int | None = None) -> bool:
         return self.illegal_reason(point, color) is None
@@ -249,14 +250,13 @@ class GameState:
         if reason is not None:
             raise IllegalMoveError(reason, f"{'black' if color == BLACK else 'white'} "
                                            f"{to_gtp(self.grid, point)} is illegal: {reason}")
-        self._apply(point, color)
+        self.play_unchecked(point, color)
 
-    def play_unchecked(self, point: int) -> None:
-        """Plays a move the caller knows is legal (the search) for the side to move."""
-        self._apply(point, self.to_play)
-
-    def _apply(self, point: int, color: int) -> None:
+    def play_unchecked(self, point: int, color: int | None = None) -> None:
+        """Plays a move the caller knows is legal (the search) for color (default: the side to move)."""
         # The search's inner loop (several times per visit): _key and _note_stone_counts are written out here.
+        if color is None:
+            color = self.to_play
         board = self.board
         board.play_unchecked(point, color)
         self.moves.append((color, point))
@@ -287,7 +287,7 @@ class GameState:
         del self.moves[start.moves:]
         del self._history[start.history:]
         for color, point in replay:
-            self._apply(point, color)
+            self.play_unchecked(point, color)
 
     @property
     def can_undo(self) -> bool:
