@@ -65,6 +65,7 @@ GLOBAL_FEATURES = len(GLOBAL)
 _KO = SPATIAL.index("ko_ban")
 _LAST = SPATIAL.index("move_1_ago")
 _SCALE = 20.0  # points per unit of the global score-like inputs
+_INVERSE = np.array(symmetry.INVERSE)
 
 
 def position_key(state: GameState) -> tuple:
@@ -137,7 +138,7 @@ def encode(states: Sequence[GameState], symmetries: Sequence[int] | None = None)
         codes = codes[np.arange(count)[:, None], table[syms]]
         if len(flats):
             # The point at original flat j lands at inverse_perm[j] (square boards: the inverse's permutation).
-            inverse_syms = np.asarray(symmetry.INVERSE)[syms[rows]]
+            inverse_syms = _INVERSE[syms[rows]]
             flats = table[inverse_syms, flats]
         if syms[0] & symmetry.TRANSPOSE:
             height, width = width, height
@@ -171,10 +172,10 @@ def batch_liberties(boards: Sequence[Board], colors: np.ndarray | None = None) -
     count, size = len(boards), g.array_size
     if colors is None:
         colors = np.frombuffer(b"".join([b.colors for b in boards]), np.uint8).reshape(count, size)
-    heads = np.frombuffer(b"".join([b.chain_head for b in boards]), np.uint16).reshape(count, size)
-    labels = (heads + np.arange(0, count * size, size)[:, None]).ravel()
+    labels = np.frombuffer(b"".join([b.chain_head for b in boards]), np.uint16).astype(np.intp).reshape(count, size)
+    labels += np.arange(0, count * size, size)[:, None]
     empty = np.flatnonzero(colors.ravel() == EMPTY)
-    around = labels[empty + _directions(g)]  # [4, empty points]: the chain on each side of each empty point
+    around = labels.ravel()[empty + _directions(g)]  # [4, empty points]: the chain on each side of each empty point
     # Each neighbour that repeats an earlier one of its empty point becomes "no chain" (the rows rewritten last
     # to first, so that every comparison sees the original labels).
     first, second, third, fourth = around
@@ -183,7 +184,7 @@ def batch_liberties(boards: Sequence[Board], colors: np.ndarray | None = None) -
     second[second == first] = 0
     by_label = np.bincount(around.ravel(), minlength=count * size)
     by_label[::size] = 0
-    return by_label[labels].reshape(count, size)[:, g.point_of]
+    return by_label[labels[:, g.point_of]]
 
 
 _directions_cache: dict[Grid, np.ndarray] = {}
