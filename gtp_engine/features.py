@@ -102,7 +102,8 @@ def encode(states: Sequence[GameState], symmetries: Sequence[int] | None = None)
     colors = np.frombuffer(b"".join([b.colors for b in boards]), np.uint8).reshape(count, g.array_size)
     to_play = np.array([s.to_play for s in states], np.uint8)[:, None]
     # A code per point: 4 * side (0 empty, 1 own stone, 2 opponent stone) + the stone's chain's liberties up to 3.
-    codes = _SIDE_CODE[to_play * 4 + colors[:, g.point_of]] + np.minimum(batch_liberties(boards, colors), 3)
+    codes = _SIDE_CODE[to_play * 4 + colors[:, g.point_of]]
+    codes += np.minimum(batch_liberties(boards, colors), 3).astype(np.uint8)
 
     # Points named by position (ko ban, last moves) as (position, channel, point) triples; globals by row.
     rows, channels, points, global_rows = [], [], [], []
@@ -153,12 +154,12 @@ def encode(states: Sequence[GameState], symmetries: Sequence[int] | None = None)
 
 
 # _SIDE_CODE[4 * to_play + color]: 4 * side (see encode) of a point of that colour.
-_SIDE_CODE = np.zeros(12, np.intp)
+_SIDE_CODE = np.zeros(12, np.uint8)
 _SIDE_CODE[4 * BLACK + BLACK] = _SIDE_CODE[4 * WHITE + WHITE] = 4
 _SIDE_CODE[4 * BLACK + WHITE] = _SIDE_CODE[4 * WHITE + BLACK] = 8
 # The side of the stones of planes own_stones, opponent_stones, and the codes of the liberty planes that follow them.
-_STONE_SIDES = np.array([1, 2])[:, None]
-_LIBERTY_CODES = np.array([4 * side + liberties for side in (1, 2) for liberties in (1, 2, 3)])[:, None]
+_STONE_SIDES = np.array([1, 2], np.uint8)[:, None]
+_LIBERTY_CODES = np.array([4 * side + liberties for side in (1, 2) for liberties in (1, 2, 3)], np.uint8)[:, None]
 
 
 def batch_liberties(boards: Sequence[Board], colors: np.ndarray | None = None) -> np.ndarray:
