@@ -5,7 +5,8 @@ Terms:
   EDGE; EDGE marks the sentinel border, so neighbour loops never check bounds.
 - chain: a maximal set of same-coloured stones connected through neighbours. Each stone stores the chain's
   head (chain_head) and the next stone of its chain (chain_next, a circular list), so a chain can be walked and two
-  chains spliced in constant time.
+  chains spliced in constant time. chain_head is 0 on points without a stone; it is an array of unsigned 16-bit
+  ints rather than a list, so that numpy reads it as a buffer (features.py reads a whole batch's in one join).
 - pseudo-liberties: for a chain, the number of (stone, empty neighbour) pairs; an empty point touching two stones
   of the chain counts twice. It is zero exactly when the chain has no liberty, and a move at p fills a chain's last
   liberty exactly when the chain's pseudo-liberties equal the number of p's neighbours in that chain. That makes
@@ -22,6 +23,7 @@ search calls. Superko needs the game's history and lives in game.py.
 from __future__ import annotations
 
 import random
+from array import array
 
 import numpy as np
 
@@ -73,7 +75,7 @@ class Board:
         for p in g.points:
             colors[p] = EMPTY
         self.colors = colors
-        self.chain_head = [0] * g.array_size
+        self.chain_head = array("H", bytes(2 * g.array_size))
         self.chain_next = [0] * g.array_size
         self.chain_size = [0] * g.array_size  # indexed by head
         self.chain_libs = [0] * g.array_size  # pseudo-liberties, indexed by head
@@ -210,54 +212,58 @@ class Board:
         if point == PASS:
             self.ko_point = PASS
             return
-        colors, head, nxt, size, libs = self.colors, self.chain_head, self.chain_next, self.chain_size, self.chain_libs
-        neighbors = self.grid.neighbors[point]
+        colors, head, size, libs = self.colors, self.chain_head, self.chain_size, self.chain_libs
         colors[point] = color
         self.hash ^= self._zobrist[color][point]
         self.stone_count[color] += 1
         head[point] = point
-        nxt[point] = point
+        self.chain_next[point] = point
         size[point] = 1
+        libs[point] = 0
+        # One pass takes the new stone's pseudo-liberties from every neighbouring chain and joins its own chains
+        # (mine: the head of the chain the stone is in so far); a second pass, only when some opponent chain lost
+        # its last liberty, removes them. Joining before capturing ends in the same chains and counts.
+        opp = 3 - color
+        mine = point
         own_libs = 0
-        for n in neighbors:
+        capturing = False  # some opponent chain lost its last liberty
+        for n in self.grid.neighbors[point]:
             c = colors[n]
             if c == EMPTY:
                 own_libs += 1
-            elif c != EDGE:
-                libs[head[n]] -= 1
-        libs[point] = own_libs
-
-        opp = 3 - color
-        captured = 0
-        captured_point = PASS
-        for n in neighbors:
-            c = colors[n]
-            if c == opp:
-                h = head[n]
-                if libs[h] == 0:
-                    captured += size[h]
-                    captured_point = n
-                    self._remove_chain(h, opp)
             elif c == color:
-                h, mine = head[n], head[point]
+                h = head[n]
+                libs[h] -= 1
                 if h != mine:
-                    self._merge(mine, h)
+                    mine = self._merge(mine, h)
+            elif c == opp:
+                h = head[n]
+                libs[h] -= 1
+                if not libs[h]:
+                    capturing = True
+        libs[mine] += own_libs
 
-        mine = head[point]
-        if libs[mine] == 0:  # suicide, only reached when the rules allow it
+        if capturing:
+            captured = 0
+            for n in self.grid.neighbors[point]:
+                if colors[n] == opp:
+                    h = head[n]
+                    if libs[h] == 0:
+                        captured += size[h]
+                        captured_point = n
+                        self._remove_chain(h, opp)
+            self.captures[color] += captured
+            if captured == 1 and size[mine] == 1 and libs[mine] == 1:
+                self.ko_point = captured_point
+                self.ko_color = opp
+                return
+        elif libs[mine] == 0:  # suicide (a move that captures never is), only reached when the rules allow it
             self.captures[opp] += size[mine]
             self._remove_chain(mine, color)
-            self.ko_point = PASS
-            return
-        self.captures[color] += captured
-        if captured == 1 and size[mine] == 1 and libs[mine] == 1:
-            self.ko_point = captured_point
-            self.ko_color = opp
-        else:
-            self.ko_point = PASS
+        self.ko_point = PASS
 
-    def _merge(self, a: int, b: int) -> None:
-        """Joins the chains headed by a and b under the head of the larger one."""
+    def _merge(self, a: int, b: int) -> int:
+        """Joins the chains headed by a and b under the head of the larger one (a on a tie) and returns it."""
         head, nxt, size, libs = self.chain_head, self.chain_next, self.chain_size, self.chain_libs
         if size[a] < size[b]:
             a, b = b, a
@@ -270,6 +276,7 @@ class Board:
         nxt[a], nxt[b] = nxt[b], nxt[a]
         size[a] += size[b]
         libs[a] += libs[b]
+        return a
 
     def _remove_chain(self, h: int, color: int) -> None:
         colors, head, nxt, libs = self.colors, self.chain_head, self.chain_next, self.chain_libs
@@ -372,7 +379,7 @@ class Board:
         """
         g = self.grid
         colors = np.frombuffer(self.colors, dtype=np.uint8)
-        head = np.array(self.chain_head, dtype=np.int64)
+        head = np.frombuffer(self.chain_head, dtype=np.uint16).astype(np.int64)
         empty = g.point_of[colors[g.point_of] == EMPTY]
         around = [head[empty + d] for d in g.directions]
         distinct = [around[0]]

@@ -64,6 +64,11 @@ class EvaluationBatch:
         """Position i as (policy, value, score, ownership), arrays copied so the batch can be freed."""
         return self.policy[i].copy(), float(self.value[i]), float(self.score[i]), self.ownership[i].copy()
 
+    def rows(self) -> list[tuple[np.ndarray, float, float, np.ndarray]]:
+        """row(i) of every position, in order (faster than one row() at a time)."""
+        return list(zip([p.copy() for p in self.policy], self.value.tolist(), self.score.tolist(),
+                        [o.copy() for o in self.ownership]))
+
 
 class Evaluator(Protocol):
     def evaluate(self, states: Sequence[GameState]) -> EvaluationBatch:
@@ -97,7 +102,7 @@ class CachedEvaluator:
 
     Misses of one call (duplicates within the call counted once) go to the inner evaluator as one batch.
     A cached position returns exactly the numbers of its first evaluation, even where the inner evaluator
-    is random (a random symmetry). Safe to share between threads.
+    is random (a random symmetry), and even where two threads evaluated it at once. Safe to share between threads.
     """
 
     def __init__(self, inner: Evaluator, capacity: int = 100_000):
@@ -123,31 +128,28 @@ class CachedEvaluator:
         keys = [position_key(s) for s in states]
         rows: list = [None] * len(states)
         missing: dict = {}  # key -> index of its first state among the misses
+        entries = self._entries
         with self._lock:
             for i, key in enumerate(keys):
-                entry = self._entries.get(key)
-                if entry is not None:
-                    self._entries.move_to_end(key)
-                    rows[i] = entry
-                    self.hits += 1
-                elif key not in missing:
-                    missing[key] = i
-                    self.misses += 1
+                entry = entries.get(key)
+                if entry is None:
+                    missing.setdefault(key, i)
                 else:
-                    self.hits += 1
+                    entries.move_to_end(key)
+                    rows[i] = entry
+            self.misses += len(missing)
+            self.hits += len(states) - len(missing)
         if missing:
             fresh = self.inner.evaluate([states[i] for i in missing.values()])
-            new_rows = {key: fresh.row(j) for j, key in enumerate(missing)}
+            new_rows = dict(zip(missing, fresh.rows()))
             with self._lock:
                 for key, row in new_rows.items():
-                    self._entries[key] = row
-                    self._entries.move_to_end(key)
-                while len(self._entries) > self.capacity:
-                    self._entries.popitem(last=False)
+                    entries.setdefault(key, row)  # a key new here goes last; one another thread added keeps its row
+                while len(entries) > self.capacity:
+                    entries.popitem(last=False)
             if len(missing) == len(states):  # all new and distinct (the usual case in a search): as evaluated
                 return fresh
             for i, key in enumerate(keys):
                 if rows[i] is None:
                     rows[i] = new_rows[key]
         return EvaluationBatch.stack(rows)
-

@@ -27,7 +27,7 @@ import numpy as np
 
 from gtp_engine import symmetry
 from gtp_engine.board import BLACK, EMPTY, WHITE
-from gtp_engine.coords import PASS
+from gtp_engine.coords import PASS, Grid
 
 if TYPE_CHECKING:
     from gtp_engine.board import Board
@@ -65,20 +65,22 @@ GLOBAL_FEATURES = len(GLOBAL)
 _KO = SPATIAL.index("ko_ban")
 _LAST = SPATIAL.index("move_1_ago")
 _SCALE = 20.0  # points per unit of the global score-like inputs
+_INVERSE = np.array(symmetry.INVERSE)
 
 
 def position_key(state: GameState) -> tuple:
     """Everything encode() reads from `state`, as a hashable tuple."""
     board = state.board
+    g = board.grid
     rules = state.rules
     territory = rules.scoring == "territory"
     return (
-        board.width,
-        board.height,
+        g.width,
+        g.height,
         board.hash,
         state.to_play,
         _ko_ban(state),
-        tuple(point for _, point in state.moves[-HISTORY:]),
+        tuple([point for _, point in state.moves[-HISTORY:]]),
         _compensation(state),
         territory,
         _prisoner_balance(state) if territory else 0,
@@ -98,9 +100,10 @@ def encode(states: Sequence[GameState], symmetries: Sequence[int] | None = None)
     count, area = len(states), g.area
     boards = [s.board for s in states]
     colors = np.frombuffer(b"".join([b.colors for b in boards]), np.uint8).reshape(count, g.array_size)
-    libs = batch_liberties(boards, colors)
-    cells = colors[:, g.point_of]
     to_play = np.array([s.to_play for s in states], np.uint8)[:, None]
+    # A code per point: 4 * side (0 empty, 1 own stone, 2 opponent stone) + the stone's chain's liberties up to 3.
+    codes = _SIDE_CODE[to_play * 4 + colors[:, g.point_of]]
+    codes += np.minimum(batch_liberties(boards, colors), 3).astype(np.uint8)
 
     # Points named by position (ko ban, last moves) as (position, channel, point) triples; globals by row.
     rows, channels, points, global_rows = [], [], [], []
@@ -133,58 +136,67 @@ def encode(states: Sequence[GameState], symmetries: Sequence[int] | None = None)
     if symmetries is not None:
         syms = np.asarray(symmetries, np.int64)
         table = symmetry.permutation_table(height, width)
-        perms = table[syms]
-        batch_rows = np.arange(count)[:, None]
-        cells = cells[batch_rows, perms]
-        libs = libs[batch_rows, perms]
+        codes = codes[np.arange(count)[:, None], table[syms]]
         if len(flats):
             # The point at original flat j lands at inverse_perm[j] (square boards: the inverse's permutation).
-            inverse_syms = np.asarray(symmetry.INVERSE)[syms[rows]]
+            inverse_syms = _INVERSE[syms[rows]]
             flats = table[inverse_syms, flats]
         if syms[0] & symmetry.TRANSPOSE:
             height, width = width, height
 
-    planes = np.zeros((count, SPATIAL_CHANNELS, area), np.float32)
+    planes = np.empty((count, SPATIAL_CHANNELS, area), np.float32)
     planes[:, 0] = 1.0
-    own = cells == to_play
-    opponent = cells == (3 - to_play)
-    planes[:, 1] = own
-    planes[:, 2] = opponent
-    one, two, more = libs == 1, libs == 2, libs >= 3
-    for side, base in ((own, 3), (opponent, 6)):
-        planes[:, base] = side & one
-        planes[:, base + 1] = side & two
-        planes[:, base + 2] = side & more
+    np.equal((codes >> 2)[:, None], _STONE_SIDES, out=planes[:, 1:3], casting="unsafe")
+    np.equal(codes[:, None], _LIBERTY_CODES, out=planes[:, 3:_KO], casting="unsafe")
+    planes[:, _KO:] = 0.0
     planes[rows, channels, flats] = 1.0
     return planes.reshape(count, SPATIAL_CHANNELS, height, width), np.array(global_rows, np.float32)
+
+
+# _SIDE_CODE[4 * to_play + color]: 4 * side (see encode) of a point of that colour.
+_SIDE_CODE = np.zeros(12, np.uint8)
+_SIDE_CODE[4 * BLACK + BLACK] = _SIDE_CODE[4 * WHITE + WHITE] = 4
+_SIDE_CODE[4 * BLACK + WHITE] = _SIDE_CODE[4 * WHITE + BLACK] = 8
+# The side of the stones of planes own_stones, opponent_stones, and the codes of the liberty planes that follow them.
+_STONE_SIDES = np.array([1, 2], np.uint8)[:, None]
+_LIBERTY_CODES = np.array([4 * side + liberties for side in (1, 2) for liberties in (1, 2, 3)], np.uint8)[:, None]
 
 
 def batch_liberties(boards: Sequence[Board], colors: np.ndarray | None = None) -> np.ndarray:
     """Board.liberties() of every board, int [B, area], in one pass over the whole batch.
 
     The method of Board._liberties_by_head, vectorised across boards: every empty point adds one liberty to each
-    distinct chain among its neighbours, chains named by Board.chain_head (0 where there is no stone), offset
-    per board so that one bincount serves all. Per board it costs one list conversion instead of ~20 array
-    operations, which is most of the featurisation time on small boards.
+    distinct chain among its neighbours. Chains are labelled board * array_size + Board.chain_head, so that one
+    bincount serves all boards; label board * array_size (the board's sentinel point 0) stands for "no chain".
     """
     g = boards[0].grid
     count, size = len(boards), g.array_size
     if colors is None:
         colors = np.frombuffer(b"".join([b.colors for b in boards]), np.uint8).reshape(count, size)
-    heads = np.array([b.chain_head for b in boards], np.int64)
-    heads += (np.arange(count, dtype=np.int64) * size)[:, None] * (heads > 0)
-    heads = heads.ravel()
+    labels = np.frombuffer(b"".join([b.chain_head for b in boards]), np.uint16).astype(np.intp).reshape(count, size)
+    labels += np.arange(0, count * size, size)[:, None]
     empty = np.flatnonzero(colors.ravel() == EMPTY)
-    around = [heads[empty + d] for d in g.directions]
-    distinct = [around[0]]
-    for i in range(1, 4):
-        fresh = around[i].copy()
-        for j in range(i):
-            fresh[around[i] == around[j]] = 0
-        distinct.append(fresh)
-    by_head = np.bincount(np.concatenate(distinct), minlength=count * size)
-    by_head[0] = 0
-    return by_head[heads].reshape(count, size)[:, g.point_of]
+    around = labels.ravel()[empty + _directions(g)]  # [4, empty points]: the chain on each side of each empty point
+    # Each neighbour that repeats an earlier one of its empty point becomes "no chain" (the rows rewritten last
+    # to first, so that every comparison sees the original labels).
+    first, second, third, fourth = around
+    fourth[(fourth == first) | (fourth == second) | (fourth == third)] = 0
+    third[(third == first) | (third == second)] = 0
+    second[second == first] = 0
+    by_label = np.bincount(around.ravel(), minlength=count * size)
+    by_label[::size] = 0
+    return by_label[labels[:, g.point_of]]
+
+
+_directions_cache: dict[Grid, np.ndarray] = {}
+
+
+def _directions(g: Grid) -> np.ndarray:
+    """g.directions as an int column [4, 1]."""
+    column = _directions_cache.get(g)
+    if column is None:
+        column = _directions_cache[g] = np.array(g.directions, np.intp)[:, None]
+    return column
 
 
 def _ko_ban(state: GameState) -> int:
@@ -197,7 +209,7 @@ def _ko_ban(state: GameState) -> int:
 def _compensation(state: GameState) -> float:
     """Komi plus white's handicap bonus under area scoring, from the side to move's view."""
     points = state.komi
-    if state.rules.scoring == "area" and state.handicap_stones > 0:
+    if state.handicap_stones > 0 and state.rules.scoring == "area":
         bonus = state.rules.white_handicap_bonus
         points += {"0": 0, "N": state.handicap_stones, "N-1": state.handicap_stones - 1}[bonus]
     return points if state.to_play == WHITE else -points

@@ -140,7 +140,9 @@ class GameState:
         self.board = Board(width, height)
         self.grid: Grid = self.board.grid
         self.komi = float(komi)
-        self.rules = rules
+        self._rules = rules
+        # What a position key adds to the stones hash when White is to move: non-zero only under situational superko.
+        self._white_key = _WHITE_TO_MOVE_KEY if rules.ko == "situational" else 0
         self.to_play = BLACK
         self.moves: list[tuple[int, int]] = []
         self.setup: list[tuple[int, int]] = []
@@ -150,8 +152,13 @@ class GameState:
         # Most stones of each colour ever on the board in this line, indexed by colour. A move that is not a suicide
         # adds exactly one stone of its colour, so it can only repeat an earlier board if that colour once had more
         # stones than now: most positions need no superko check at all.
-        self._max_stones: tuple[int, int, int] = (0, 0, 0)
+        self._max_stones: list[int] = [0, 0, 0]
         self._mark_start()
+
+    @property
+    def rules(self) -> Rules:
+        """The rule set, fixed for the life of the game (the superko history is keyed under it)."""
+        return self._rules
 
     @property
     def width(self) -> int:
@@ -176,6 +183,7 @@ class GameState:
         other.moves = self.moves[:]
         other.setup = self.setup[:]
         other._history = self._history[:]
+        other._max_stones = self._max_stones[:]
         return other
 
     def last_moves(self, n: int) -> list[tuple[int, int]]:
@@ -184,15 +192,14 @@ class GameState:
     # ---- legality -------------------------------------------------------------------------------------
 
     def _key(self, stones_hash: int, to_play: int) -> int:
-        if self.rules.ko == "situational" and to_play == WHITE:
-            return stones_hash ^ _WHITE_TO_MOVE_KEY
-        return stones_hash
+        return stones_hash ^ self._white_key if to_play == WHITE else stones_hash
 
     def illegal_reason(self, point: int, color: int | None = None) -> str | None:
         color = self.to_play if color is None else color
         board = self.board
-        reason = board.illegal_reason(point, color, self.rules.suicide_allowed)
-        if reason is not None or point == PASS or self.rules.ko == "simple":
+        rules = self._rules
+        reason = board.illegal_reason(point, color, rules.suicide_allowed)
+        if reason is not None or point == PASS or rules.ko == "simple":
             return reason
         if not self._superko_possible(color):
             return None
@@ -202,7 +209,7 @@ class GameState:
 
     def _superko_possible(self, color: int) -> bool:
         """Whether any move by color could repeat an earlier board (see _max_stones); a suicide always could."""
-        return self.rules.suicide_allowed or self.board.stone_count[color] + 1 <= self._max_stones[color]
+        return self._rules.suicide_allowed or self.board.stone_count[color] + 1 <= self._max_stones[color]
 
     def is_legal(self, point: int, color: int | None = None) -> bool:
         return self.illegal_reason(point, color) is None
@@ -243,21 +250,29 @@ class GameState:
         if reason is not None:
             raise IllegalMoveError(reason, f"{'black' if color == BLACK else 'white'} "
                                            f"{to_gtp(self.grid, point)} is illegal: {reason}")
-        self._apply(point, color)
+        self.play_unchecked(point, color)
 
-    def play_unchecked(self, point: int) -> None:
-        """Plays a move the caller knows is legal (the search) for the side to move."""
-        self._apply(point, self.to_play)
-
-    def _apply(self, point: int, color: int) -> None:
+    def play_unchecked(self, point: int, color: int | None = None) -> None:
+        """Plays a move the caller knows is legal (the search) for color (default: the side to move)."""
+        # The search's inner loop (several times per visit): _key and _note_stone_counts are written out here.
+        if color is None:
+            color = self.to_play
         board = self.board
         board.play_unchecked(point, color)
         self.moves.append((color, point))
-        self.to_play = opponent(color)
-        self.consecutive_passes = self.consecutive_passes + 1 if point == PASS else 0
-        if board.stone_count[color] > self._max_stones[color]:
-            self._note_stone_counts()
-        self._history.append(self._key(board.hash, self.to_play))
+        if point == PASS:
+            self.consecutive_passes += 1
+        else:
+            self.consecutive_passes = 0
+            stones, most = board.stone_count[color], self._max_stones
+            if stones > most[color]:
+                most[color] = stones
+        if color == BLACK:
+            self.to_play = WHITE
+            self._history.append(board.hash ^ self._white_key)
+        else:
+            self.to_play = BLACK
+            self._history.append(board.hash)
 
     def undo(self) -> None:
         """Takes back the last move (a pass too). Raises IndexError("cannot undo") at the start or at setup stones."""
@@ -268,11 +283,11 @@ class GameState:
         self.board = start.board.copy()
         self.to_play = start.to_play
         self.consecutive_passes = start.consecutive_passes
-        self._max_stones = start.max_stones
+        self._max_stones = list(start.max_stones)
         del self.moves[start.moves:]
         del self._history[start.history:]
         for color, point in replay:
-            self._apply(point, color)
+            self.play_unchecked(point, color)
 
     @property
     def can_undo(self) -> bool:
@@ -291,11 +306,12 @@ class GameState:
         self._mark_start()
 
     def _note_stone_counts(self) -> None:
-        counts, seen = self.board.stone_count, self._max_stones
-        self._max_stones = (0, max(counts[BLACK], seen[BLACK]), max(counts[WHITE], seen[WHITE]))
+        counts, most = self.board.stone_count, self._max_stones
+        for color in (BLACK, WHITE):
+            most[color] = max(most[color], counts[color])
 
     def _mark_start(self) -> None:
-        self._start = _UndoStart(self.board.copy(), self.to_play, self.consecutive_passes, self._max_stones,
+        self._start = _UndoStart(self.board.copy(), self.to_play, self.consecutive_passes, tuple(self._max_stones),
                                  len(self.moves), len(self._history))
 
     def with_to_play(self, color: int) -> "GameState":

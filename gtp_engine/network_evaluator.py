@@ -158,15 +158,14 @@ class NetworkEvaluator:
         spatial, global_ = features.encode(states, syms)
         policy_logits, value_logits, score, ownership = self.run(spatial, global_)
 
-        area = g.area
         policy = _softmax(policy_logits)
-        ownership = ownership.reshape(len(ownership), area)
+        ownership = ownership.reshape(len(ownership), g.area)
         if syms is not None:
             # Back to the original board: original[j] = transformed[permutation of the inverse symmetry][j].
-            back = symmetry.permutation_table(g.height, g.width)[_INVERSE[syms]]
+            back = _INVERSE[syms]
             rows = np.arange(len(syms))[:, None]
-            ownership = ownership[rows, back]
-            policy[:, :area] = policy[rows, back]
+            ownership = ownership[rows, symmetry.permutation_table(g.height, g.width)[back]]
+            policy = policy[rows, symmetry.policy_permutation_table(g.height, g.width)[back]]
         wdl = _softmax(value_logits)
         value = wdl[:, 0] - wdl[:, 1]
         if mode == "average":

@@ -69,6 +69,14 @@ def _policy_permutation(height: int, width: int, s: int) -> np.ndarray:
     return perm
 
 
+@functools.lru_cache(maxsize=None)
+def policy_permutation_table(height: int, width: int) -> np.ndarray:
+    """permutation_table(height, width) with pass kept last: row s permutes policies as transform_policy does."""
+    table = np.stack([_policy_permutation(height, width, s) for s in symmetries_for(width, height)])
+    table.setflags(write=False)
+    return table
+
+
 def transform_flat(values: np.ndarray, s: int, height: int, width: int) -> np.ndarray:
     """Applies s to vectors over the flat indices (last axis of length height * width)."""
     return values[..., flat_permutation(height, width, s)]

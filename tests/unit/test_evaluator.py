@@ -119,6 +119,34 @@ def test_cache_is_safe_to_share_between_threads(random_states):
     assert len(cache) <= 8
 
 
+def test_a_position_evaluated_twice_at_once_keeps_its_first_stored_evaluation(random_states):
+    state, = random_states(7, 1, seed=8)
+
+    class Racing(CountingEvaluator):
+        """Its first call lets another caller evaluate and store the same position first, as a thread could."""
+
+        def evaluate(self, states):
+            if self.calls == 0:
+                self.calls += 1
+                self.stored_first = cache.evaluate(states).value[0]
+            return super().evaluate(states)
+
+    inner = Racing()
+    cache = CachedEvaluator(inner)
+    late = cache.evaluate([state]).value[0]
+    assert late != inner.stored_first
+    assert cache.evaluate([state]).value[0] == inner.stored_first and len(cache) == 1
+
+
+def test_rows_are_the_rows_of_a_batch(random_states):
+    batch = CountingEvaluator().evaluate(random_states(5, 3, seed=9))
+    for i, row in enumerate(batch.rows()):
+        expected = batch.row(i)
+        assert np.array_equal(row[0], expected[0]) and np.array_equal(row[3], expected[3])
+        assert row[1:3] == expected[1:3] and type(row[1]) is float
+        assert not np.shares_memory(row[0], batch.policy)
+
+
 def test_cache_rejects_a_useless_capacity():
     with pytest.raises(ValueError):
         CachedEvaluator(UniformEvaluator(), capacity=0)

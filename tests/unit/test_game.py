@@ -125,12 +125,35 @@ def test_copy_is_independent():
     assert game.move_number == 2 and other.move_number == 3
 
 
+def test_a_copy_sees_superko_as_the_original_would_after_unchecked_moves():
+    # What the search does: copy the position, play known-legal moves without checks, ask about the next one.
+    game = game_from_ascii(TRIPLE_KO)
+    line = game.copy()
+    for vertex in "C8 B5 C2 B8 C5".split():
+        line.play_unchecked(at(line, vertex))
+    assert line.illegal_reason(at(line, "B2")) == "superko"
+    assert game.move_number == 0 and game.illegal_reason(at(game, "C8")) is None
+    situational = game_from_ascii(SEND_TWO_RETURN_ONE, rules=Rules.named("aga")).copy()
+    situational.play_unchecked(at(situational, "A1"))
+    situational.play_unchecked(at(situational, "C1"))
+    assert situational.illegal_reason(at(situational, "B1")) is None
+
+
+def test_the_rules_are_fixed_for_the_life_of_a_game():
+    game = GameState(9, rules=Rules.named("aga"))
+    with pytest.raises(AttributeError):
+        game.rules = Rules.named("japanese")  # the superko history is keyed under the rules it was played with
+    assert game.rules == Rules.named("aga") and game.copy().rules == game.rules
+
+
 def test_moves_for_either_colour_in_any_order():
     game = GameState(9)
     game.play(at(game, "E5"), BLACK)
     game.play(at(game, "C3"), BLACK)
     assert game.to_play == WHITE
     assert game.moves == [(BLACK, at(game, "E5")), (BLACK, at(game, "C3"))]
+    game.play_unchecked(at(game, "D4"), BLACK)
+    assert game.to_play == WHITE and game.moves[-1] == (BLACK, at(game, "D4"))
 
 
 SCORED = """

@@ -80,3 +80,13 @@ def test_permutation_of_the_inverse_is_the_inverse_permutation(s):
     perm = symmetry.flat_permutation(6, 6, s)
     back = symmetry.flat_permutation(6, 6, symmetry.inverse(s))
     assert np.array_equal(perm[back], np.arange(36))
+
+
+@pytest.mark.parametrize("height, width", [(5, 5), (4, 6)])
+def test_policy_permutation_table_rows_transform_policies(height, width):
+    rng = np.random.default_rng(5)
+    policy = rng.random(height * width + 1)
+    table = symmetry.policy_permutation_table(height, width)
+    assert len(table) == len(symmetry.symmetries_for(width, height))
+    for s, row in enumerate(table):
+        assert np.array_equal(policy[row], symmetry.transform_policy(policy, s, height, width))

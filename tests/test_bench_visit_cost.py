@@ -1,0 +1,26 @@
+"""tools/bench_visit_cost.py: a short run reports the search's cost per visit beside the network's, and its parts."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tools import bench_visit_cost  # noqa: E402
+
+
+def test_a_short_run_reports_the_costs_their_ratio_and_the_parts(capsys):
+    bench_visit_cost.main(["--sizes", "9", "--playouts", "24", "--repeat", "1"])
+    lines = capsys.readouterr().out.splitlines()
+    size, playouts, search, network, ratio = lines[1].split()
+    assert (size, playouts) == ("9x9", "24")
+    assert float(search) > 0 and float(network) > 0
+    assert float(ratio) == pytest.approx(float(search) / float(network), abs=0.006)
+    parts = [line.strip() for line in lines[2:]]
+    for name in ("copy + play of the descent", "features.encode", "NetworkEvaluator less forward, encode",
+                 "CachedEvaluator less inner"):
+        assert any(line.startswith(name) and line.endswith("us/position") for line in parts)
+    assert parts[-1].endswith("plies per descent)")

@@ -1,0 +1,188 @@
+"""Search cost per visit beside the network: the CPU time a search spends per playout outside the network, against
+the network's own time per position, measured in the same run.
+
+Usage (from the repository root):
+    python -m tools.bench_visit_cost [--sizes 9 19] [--playouts 3000] [--repeat 3] [--profile]
+
+Each size searches one position (9x9: the empty board; 19x19: after two opening moves) for a fixed number of
+playouts with the engine's default SearchConfig, through CachedEvaluator over the shipped int8 network on one
+onnxruntime thread, so that the network runs in the calling thread, with random symmetries (the engine's default)
+from a fixed seed, so that every search grows the same tree. Times are the main thread's CPU time (time.thread_time), the median of --repeat searches:
+- search us/visit: the search's CPU time per playout less the time inside the network's forward (onnxruntime).
+- network us/position: the forward's CPU time per evaluated position, at the search's batch.
+- ratio: search / network. With the network in a worker thread, visits/s can approach the network's rate only
+  while this stays well below 1 (the GIL serialises the search's Python).
+The parts below it replay what one more search evaluated, each part timed alone (medians of --repeat), per
+evaluated position: the descent's GameState.copy and play_unchecked of the leaf's line from the root; features.
+encode; NetworkEvaluator.evaluate less forward and encode (symmetry, softmax); CachedEvaluator less its inner
+evaluator (keys, lookups, row copies). The rest of the search's cost is the tree (mcts.py). --profile prints a
+cProfile listing of one search per size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from gtp_engine import features
+from gtp_engine.coords import PASS
+from gtp_engine.evaluator import CachedEvaluator
+from gtp_engine.game import GameState
+from gtp_engine.onnx_evaluator import OnnxEvaluator
+from gtp_engine.search import SearchConfig, Searcher, StopCondition
+
+WEIGHTS = {size: Path(__file__).resolve().parent.parent / "weights" / name
+           for size, name in ((9, "9x9.int8.onnx"), (19, "default.int8.onnx"))}
+OPENING_MOVES = {9: 0, 19: 2}
+CACHE = 100_000
+SEED = 1
+
+
+class TimedNetwork:
+    """The int8 network on one thread whose forward adds its CPU time and positions to counters."""
+
+    def __init__(self, size: int):
+        self.network = OnnxEvaluator(WEIGHTS[size], device="cpu", threads=1, seed=SEED)
+        self.forward = self.network.forward
+        self.network.forward = self._timed_forward
+        self.seconds = 0.0
+        self.positions = 0
+
+    def _timed_forward(self, spatial, global_):
+        started = time.thread_time()
+        outputs = self.forward(spatial, global_)
+        self.seconds += time.thread_time() - started
+        self.positions += len(spatial)
+        return outputs
+
+
+def opening(size: int, moves: int, seed: int = 7) -> GameState:
+    rng = random.Random(seed)
+    state = GameState(size)
+    for _ in range(moves):
+        legal = [state.grid.points[flat] for flat, ok in enumerate(state.legal_mask()[:-1].tolist()) if ok]
+        state.play(rng.choice(legal))
+    return state
+
+
+def search_costs(size: int, root: GameState, playouts: int) -> tuple[float, float]:
+    """(search us per visit less the forward, forward us per position) of one fresh search."""
+    timed = TimedNetwork(size)
+    searcher = Searcher(CachedEvaluator(timed.network, CACHE), SearchConfig())
+    started = time.thread_time()
+    searcher.search(root, StopCondition(playouts=playouts))
+    total = time.thread_time() - started
+    return (total - timed.seconds) / playouts * 1e6, timed.seconds / max(1, timed.positions) * 1e6
+
+
+def recorded_batches(network: OnnxEvaluator, root: GameState, playouts: int) -> list[list[GameState]]:
+    """The batches of positions (copies) that one search sent to the network, in order."""
+    batches = []
+
+    class Recorder:
+        def evaluate(self, states):
+            batches.append([state.copy() for state in states])
+            return network.evaluate(states)
+
+    Searcher(CachedEvaluator(Recorder(), CACHE), SearchConfig()).search(root, StopCondition(playouts=playouts))
+    return batches
+
+
+def median_seconds(run: Callable[[], None], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        started = time.thread_time()
+        run()
+        times.append(time.thread_time() - started)
+    return statistics.median(times)
+
+
+def part_costs(size: int, root: GameState, playouts: int, repeat: int) -> dict[str, float]:
+    """Microseconds per evaluated position of each part (see the module docstring)."""
+    network = OnnxEvaluator(WEIGHTS[size], device="cpu", threads=1, seed=SEED)
+    batches = recorded_batches(network, root, playouts)
+    outputs = [network.run(*features.encode(batch)) for batch in batches]
+    rng = np.random.default_rng(SEED)
+    symmetries = [rng.integers(0, 8, len(batch)) for batch in batches]
+    positions = sum(len(batch) for batch in batches)
+    lines = [[point for _, point in state.moves[len(root.moves):]] for batch in batches for state in batch]
+
+    def descend() -> None:
+        for line in lines:
+            state = root.copy()
+            for point in line:
+                state.play_unchecked(point)
+
+    def encode() -> None:
+        for batch, batch_symmetries in zip(batches, symmetries):
+            features.encode(batch, batch_symmetries)
+
+    def replayed(run: Callable[[], None]) -> Callable[[], None]:
+        """run with the network's forward answering the recorded outputs in order."""
+        def wrapped() -> None:
+            answers = iter(outputs)
+            network.forward = lambda spatial, global_: next(answers)
+            try:
+                run()
+            finally:
+                del network.forward  # the class's again
+        return wrapped
+
+    evaluate = replayed(lambda: [network.evaluate(batch) for batch in batches])
+
+    def cache_all() -> None:
+        cache = CachedEvaluator(network, CACHE)
+        for batch in batches:
+            cache.evaluate(batch)
+
+    cached = replayed(cache_all)
+    seconds = {name: median_seconds(run, repeat) for name, run in
+               (("descent", descend), ("encode", encode), ("evaluate", evaluate), ("cached", cached))}
+    parts = {
+        "copy + play of the descent": seconds["descent"],
+        "features.encode": seconds["encode"],
+        "NetworkEvaluator less forward, encode": seconds["evaluate"] - seconds["encode"],
+        "CachedEvaluator less inner": seconds["cached"] - seconds["evaluate"],
+    }
+    return {name: value / positions * 1e6 for name, value in parts.items()} | {
+        "plies per descent": sum(map(len, lines)) / positions}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[9, 19], choices=sorted(WEIGHTS))
+    parser.add_argument("--playouts", type=int, default=3000, help="playouts per search (default 3000)")
+    parser.add_argument("--repeat", type=int, default=3, help="searches per size, median kept (default 3)")
+    parser.add_argument("--profile", action="store_true", help="print a cProfile listing of one search per size")
+    args = parser.parse_args(argv)
+
+    print(f"{'size':6s} {'playouts':>8s} {'search us/visit':>16s} {'network us/position':>20s} {'ratio':>6s}")
+    for size in args.sizes:
+        root = opening(size, OPENING_MOVES[size])
+        search_costs(size, root, min(300, args.playouts))  # warm-up: onnxruntime's first runs are slow
+        costs = [search_costs(size, root, args.playouts) for _ in range(args.repeat)]
+        search = statistics.median(cost[0] for cost in costs)
+        network = statistics.median(cost[1] for cost in costs)
+        print(f"{size}x{size:<4d} {args.playouts:8d} {search:16.1f} {network:20.1f} {search / network:6.2f}")
+        parts = part_costs(size, root, args.playouts, args.repeat)
+        plies = parts.pop("plies per descent")
+        for name, micros in parts.items():
+            print(f"    {name:40s} {micros:6.1f} us/position")
+        print(f"    ({plies:.1f} plies per descent)")
+        if args.profile:
+            profiler = cProfile.Profile()
+            profiler.runcall(search_costs, size, root, args.playouts)
+            print(f"--- cProfile: one {size}x{size} search of {args.playouts} playouts ---")
+            pstats.Stats(profiler).sort_stats("tottime").print_stats(20)
+
+
+if __name__ == "__main__":
+    main()
