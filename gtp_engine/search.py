@@ -51,11 +51,12 @@ from __future__ import annotations
 import collections
 import logging
 import math
+import queue
 import sys
 import threading
 import time
 import weakref
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
@@ -216,8 +217,7 @@ class Searcher:
         self.tree: Tree | None = None
         self._tree_key: tuple | None = None  # _position_key of tree.root_state
         self._tree_filter = MoveFilter()  # the filter the tree grew under
-        self._pool: ThreadPoolExecutor | None = None  # evaluates batches in flight; made on first use
-        self._pool_workers = 0
+        self._workers: EvaluationThreads | None = None  # evaluate batches in flight; made on first use
 
     def batch_seconds(self, now: float) -> float:
         """What the next batch will take: the longest recent batch, forgotten by half every BATCH_TIME_HALF_LIFE."""
@@ -303,16 +303,12 @@ class Searcher:
     def _evaluate(self, evaluator: Evaluator, states: list[GameState], workers: int) -> Future:
         """The evaluation of a gathered batch's positions: in a worker thread, or here and now without workers."""
         if workers and states:
-            if self._pool is None or self._pool_workers != workers:
-                if self._pool is not None:
-                    self._pool.shutdown(wait=False)
-                self._pool = ThreadPoolExecutor(workers, thread_name_prefix="evaluation")
-                self._pool_workers = workers
-                weakref.finalize(self, self._pool.shutdown, wait=False)
-                # A worker whose evaluation ends while the search thread holds the GIL would wait the whole
-                # switch interval (5 ms by default, longer than a batch) before it can hand its result back.
-                sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
-            return self._pool.submit(evaluator.evaluate, states)
+            if self._workers is None or self._workers.count != workers:
+                if self._workers is not None:
+                    self._workers.close()
+                self._workers = EvaluationThreads(workers)
+                weakref.finalize(self, self._workers.close)
+            return self._workers.submit(evaluator, states)
         done: Future = Future()
         try:
             done.set_result(evaluator.evaluate(states) if states else None)
@@ -461,6 +457,37 @@ class Searcher:
         """The snapshot's move for pick_edge's choice (moves[0] is choose_edge's)."""
         point = tree.root.moves[pick_edge(tree, choice, state.move_number, self.rng)]
         return next((m for m in snapshot.moves if m.point == point), snapshot.moves[0])
+
+
+class EvaluationThreads:
+    """Daemon threads that evaluate batches in flight, oldest first; they never hold up the interpreter's exit."""
+
+    def __init__(self, count: int):
+        self.count = count
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        for i in range(count):
+            threading.Thread(target=self._work, name=f"evaluation-{i}", daemon=True).start()
+        # A thread whose evaluation ends while the search thread holds the GIL would wait the whole switch
+        # interval (5 ms by default, longer than a batch) before it could hand its result back.
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
+
+    def submit(self, evaluator: Evaluator, states: list[GameState]) -> Future:
+        future: Future = Future()
+        self._jobs.put((future, evaluator, states))
+        return future
+
+    def close(self) -> None:
+        for _ in range(self.count):
+            self._jobs.put(None)
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            future, evaluator, states = job
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(evaluator.evaluate(states))
+                except BaseException as error:  # noqa: BLE001 - the search thread raises it
+                    future.set_exception(error)
 
 
 class BackgroundSearch:

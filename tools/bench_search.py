@@ -4,12 +4,13 @@ Leela Zero 0.17 on a network of the same size when it is installed.
 
 Networks: the shipped ones (weights/9x9.onnx, weights/default.onnx for 19x19, each with its NAME.int8.onnx where
 it exists), or with --preset a randomly initialised preset, quantized here on random positions (speed does not
-depend on the weights). Each is evaluated as the engine does it: OnnxEvaluator behind a CachedEvaluator, with
-the batch size and thread count of the default EngineConfig. Each round searches for --seconds per network (from
-the empty board and from positions after random moves, a fresh tree each time), then runs the bare
-onnxruntime session on the very batches that search sent it (inputs encoded beforehand), fp32 and int8 in ten
-turns of --seconds / 10 each. The best rate of each is kept, which filters out other load on a shared machine;
-int8/fp32 is the median ratio of neighbouring turns.
+depend on the weights). Each is searched as the engine does it: OnnxEvaluator behind a CachedEvaluator, with
+the batch size, batches in flight and network thread count of the default EngineConfig (two batches in flight,
+onnxruntime on one core fewer than the machine's, the search thread on the last). Each round searches for
+--seconds per network (from the empty board and from positions after random moves, a fresh tree each time), then
+runs the bare onnxruntime session (on onnxruntime's own thread count: all cores) on the very batches that search
+sent it (inputs encoded beforehand), fp32 and int8 in ten turns of --seconds / 10 each. The best rate of each is
+kept, which filters out other load on a shared machine; int8/fp32 is the median ratio of neighbouring turns.
 
 Columns: session pos/s (InferenceSession.run alone), search visits/s, search/session (the share of the network's
 throughput the search keeps), and for int8 rows int8/fp32 (session speed-up).
@@ -25,6 +26,7 @@ fp32; on 19x19 with a 6x64 network at least 2.5x Leela Zero's visits per second.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import re
@@ -46,6 +48,7 @@ from gtp_engine.network_evaluator import with_precision
 from gtp_engine.onnx_evaluator import OnnxEvaluator
 from gtp_engine.search import SearchConfig, Searcher, StopCondition
 
+RECORDED_BATCHES = 200  # per search: the session runs on these
 SLICES = 10  # turns of fp32 and int8 session measurements per round
 SEARCH_TARGET = 0.90
 INT8_TARGET = 1.8
@@ -63,7 +66,8 @@ class RecordingEvaluator:
 
     def evaluate(self, states):
         self.positions += len(states)
-        self.batches.append([s.copy() for s in states])
+        if len(self.batches) < RECORDED_BATCHES:
+            self.batches.append([s.copy() for s in states])
         return self.inner.evaluate(states)
 
 
@@ -177,8 +181,11 @@ def main(argv: list[str] | None = None) -> int:
                                          "size) instead of the shipped ones")
     parser.add_argument("--sizes", nargs="+", type=int, default=[9, 19])
     parser.add_argument("--batch", type=int, default=defaults.player.search.batch_size, help="leaves per network call")
-    parser.add_argument("--threads", type=int, default=defaults.network.threads or 0,
-                        help="onnxruntime threads (0: its choice)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="onnxruntime threads of the search's network (default: the engine's, see --threads of "
+                             "gtp-engine); the bare session always runs with onnxruntime's own choice")
+    parser.add_argument("--batches-in-flight", type=int, default=defaults.player.search.batches_in_flight,
+                        help="batches the search keeps in flight (1: no overlap of network and search)")
     parser.add_argument("--seconds", type=float, default=5.0, help="search time per measurement")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--leela", choices=["auto", "off"], default="auto",
@@ -187,7 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
 
-    config = SearchConfig(batch_size=args.batch)
+    config = SearchConfig(batch_size=args.batch, batches_in_flight=args.batches_in_flight)
+    engine = dataclasses.replace(defaults, player=dataclasses.replace(defaults.player, search=config))
+    threads = args.threads if args.threads is not None else engine.network_threads()
     rng = np.random.default_rng(0)
     failures, ours_19 = 0, {}
     print(f"{'network':22} {'size':>5} {'batch':>5} {'session pos/s':>13} {'search visits/s':>15} "
@@ -195,18 +204,19 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as folder:
         for size in args.sizes:
             files = networks(args, size, Path(folder))
-            nets = {k: OnnxEvaluator(f, device="cpu", threads=args.threads) for k, f in files.items()}
+            nets = {k: OnnxEvaluator(f, device="cpu") for k, f in files.items()}  # the bare sessions
+            searched = {k: OnnxEvaluator(f, device="cpu", threads=threads) for k, f in files.items()}
             roots = [GameState(size)] + [opening(size, moves, rng) for moves in (size * size // 6, size * size // 3)]
             session, search = dict.fromkeys(nets, 0.0), dict.fromkeys(nets, 0.0)
             slices: dict[str, list[float]] = {name: [] for name in nets}  # session rates, measured in turn
-            for onnx in nets.values():
+            for onnx in list(nets.values()) + list(searched.values()):
                 search_rate(onnx, config, roots[:1], 1.0, 20_000)  # warm-up: first-run allocations
             for _ in range(args.rounds):
                 inputs = {}
-                for name, onnx in nets.items():
+                for name, onnx in searched.items():
                     rate, _, batches = search_rate(onnx, config, roots, args.seconds, 20_000)
                     search[name] = max(search[name], rate)
-                    inputs[name] = [features.encode(b) for b in batches[:200]]
+                    inputs[name] = [features.encode(b) for b in batches[:RECORDED_BATCHES]]
                 for _ in range(SLICES):  # short turns, so that both networks see the same load
                     for name, onnx in nets.items():
                         slices[name].append(session_rate(onnx, inputs[name], args.seconds / SLICES))
@@ -226,9 +236,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{Path(onnx.info.path).name:22} {size:>3}x{size:<2}{args.batch:>5} {session[name]:>13.0f} "
                       f"{search[name]:>15.0f} {kept:>14.2f} {'' if speedup is None else f'{speedup:.2f}':>9}  "
                       + ", ".join(f"{what} {'ok' if ok else 'BELOW'}" for what, ok in verdicts), flush=True)
-        print(f"onnxruntime cpu, {args.threads or 'default'} threads, symmetry random, CachedEvaluator; search "
-              f"config: batch {config.batch_size}, virtual loss {config.tree.virtual_loss}; targets: search/session >= "
-              f"{SEARCH_TARGET}, int8/fp32 >= {INT8_TARGET}")
+        print(f"onnxruntime cpu: bare sessions on its own thread count, the search's on {threads or 'its own'}; "
+              f"symmetry random, CachedEvaluator; search config: batch {config.batch_size}, "
+              f"{config.batches_in_flight} in flight, virtual loss {config.tree.virtual_loss}; targets: "
+              f"search/session >= {SEARCH_TARGET}, int8/fp32 >= {INT8_TARGET}")
 
         binary = next((b for b in map(shutil.which, LEELA_PATHS) if b), None)
         if args.leela == "auto" and ours_19:

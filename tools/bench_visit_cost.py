@@ -5,9 +5,10 @@ Usage (from the repository root):
     python -m tools.bench_visit_cost [--sizes 9 19] [--playouts 3000] [--repeat 3] [--profile]
 
 Each size searches one position (9x9: the empty board; 19x19: after two opening moves) for a fixed number of
-playouts with the engine's default SearchConfig, through CachedEvaluator over the shipped int8 network on one
-onnxruntime thread, so that the network runs in the calling thread, with random symmetries (the engine's default)
-from a fixed seed, so that every search grows the same tree. Times are the main thread's CPU time (time.thread_time), the median of --repeat searches:
+playouts with the engine's default SearchConfig but one batch in flight, through CachedEvaluator over the shipped
+int8 network on one onnxruntime thread, so that the network runs in the calling thread, with random symmetries
+(the engine's default) from a fixed seed, so that every search grows the same tree. Times are the main thread's
+CPU time (time.thread_time), the median of --repeat searches:
 - search us/visit: the search's CPU time per playout less the time inside the network's forward (onnxruntime).
 - network us/position: the forward's CPU time per evaluated position, at the search's batch.
 - ratio: search / network. With the network in a worker thread, visits/s can approach the network's rate only
@@ -76,7 +77,7 @@ def opening(size: int, moves: int, seed: int = 7) -> GameState:
 def search_costs(size: int, root: GameState, playouts: int) -> tuple[float, float]:
     """(search us per visit less the forward, forward us per position) of one fresh search."""
     timed = TimedNetwork(size)
-    searcher = Searcher(CachedEvaluator(timed.network, CACHE), SearchConfig())
+    searcher = Searcher(CachedEvaluator(timed.network, CACHE), SearchConfig(batches_in_flight=1))
     started = time.thread_time()
     searcher.search(root, StopCondition(playouts=playouts))
     total = time.thread_time() - started
@@ -92,7 +93,8 @@ def recorded_batches(network: OnnxEvaluator, root: GameState, playouts: int) -> 
             batches.append([state.copy() for state in states])
             return network.evaluate(states)
 
-    Searcher(CachedEvaluator(Recorder(), CACHE), SearchConfig()).search(root, StopCondition(playouts=playouts))
+    searcher = Searcher(CachedEvaluator(Recorder(), CACHE), SearchConfig(batches_in_flight=1))
+    searcher.search(root, StopCondition(playouts=playouts))
     return batches
 
 

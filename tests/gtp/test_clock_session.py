@@ -41,16 +41,18 @@ class FakeClock:
 
 
 class TimedEvaluator(UniformEvaluator):
-    """Every call takes BATCH_SECONDS on the fake clock, except pondering's: its time is the opponent's."""
+    """Every call takes BATCH_SECONDS on the fake clock while a command is handled, and none between commands
+    (pondering's: its time is the opponent's). The search may call it from its evaluation thread."""
 
     def __init__(self, clock: FakeClock):
         self.clock = clock
         self.calls = 0
         self.stall_after: float | None = None  # the first call from this time on takes STALL_SECONDS
+        self.on_clock = False  # set by the Controller while the session handles a command
 
     def evaluate(self, states):
         self.calls += 1
-        if threading.current_thread() is threading.main_thread():
+        if self.on_clock:
             stall = self.stall_after is not None and self.clock() >= self.stall_after
             if stall:
                 self.stall_after = None
@@ -116,7 +118,11 @@ class Controller:
         self.input = threading.Event()  # set by the next line
         command = replace(parse(line), received=self.clock())
         stream = Stream(command, Writer(), self.input, threading.Event())
-        return self.session.handler(command.name)(command, stream)
+        self.players.evaluator.on_clock = True
+        try:
+            return self.session.handler(command.name)(command, stream)
+        finally:
+            self.players.evaluator.on_clock = False
 
     def timed(self, line: str) -> tuple[str, float]:
         start = self.clock()
