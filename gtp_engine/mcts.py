@@ -8,8 +8,9 @@ Terms (AlphaGo Zero / KataGo notation):
   S score sum, S2 sum of squared scores (the spread of the backed-up leads, for analysis). Arrays are kept
   only for the first `tried` edges (a prefix, see select): most edges of most nodes are never visited.
 - perspective: every number stored in a node or its edges is from the view of the player to move at that
-  node, the player who chooses among its edges. The evaluator also speaks for the side to move; _flip in
-  backup is the one place where a value changes side.
+  node, the player who chooses among its edges. The evaluator also speaks for the side to move; _backup's
+  two columns of increments (the leaf's parent's and the leaf's player's) are the one place where a value changes
+  side.
 - value v in [-1, 1]: expected result (+1 a win). score s: expected lead in points. utility u: what the search
   maximises, v plus a small bonus for score (score_utility * tanh(s / score_scale)), so that among won
   (or lost) lines the search prefers larger margins; winrates and leads are reported from V and S.
@@ -64,6 +65,7 @@ _INITIAL_EDGES = 4  # edge statistics arrays start this long and double as more 
 _STATS = 6  # rows of Node.stats: N, W, W2, V, S, S2
 OWNERSHIP_DEPTH = 2  # plies below the root whose nodes sum ownership: tree reuse after our move and the reply
 _EMPTY_CODE = np.uint8(EMPTY)
+_VECTOR_EDGES = 12  # select() scores more tried edges than this with numpy, fewer in a Python loop (faster there)
 
 
 @dataclass(frozen=True)
@@ -284,13 +286,23 @@ class Tree:
         candidate; selecting it extends the prefix.
         """
         k = node.tried
-        coef = self.exploration(node.nsum)
+        nsum = node.nsum
+        base = self.c_puct_base
+        coef = (self.c_puct + self.c_puct_log * math.log((nsum + base) / base)) * math.sqrt(nsum)  # exploration()
         best, best_score = -1, -math.inf
-        if k:
+        if k > _VECTOR_EDGES:
             N = node.N[:k]
             scores = node.W[:k] / N + coef * node.prior[:k] / (1.0 + N)
             best = int(scores.argmax())
             best_score = scores[best]
+        elif k:  # the same arithmetic on Python floats: most nodes have a few tried edges
+            for i, (n, w, p) in enumerate(zip(node.N[:k].tolist(), node.W[:k].tolist(), node.prior[:k].tolist())):
+                if not n:  # pending without virtual loss: numpy's 0 / 0 is NaN, which its argmax takes first
+                    best, best_score = i, math.nan
+                    break
+                score = w / n + coef * p / (1.0 + n)
+                if score > best_score:
+                    best, best_score = i, score
         if k < len(node.moves):
             fpu = node.net_u - self.fpu_reduction * math.sqrt(node.tried_prior)
             p = float(node.prior[k])
@@ -525,14 +537,13 @@ class Tree:
         """Adds one playout's result (leaf's view) along path, replacing the path's virtual loss."""
         vl = self.virtual_loss
         leaf.visits += 1
+        # One column of increments (N, W, W2, V, S, S2) per player: the leaf's parent is its player's opponent.
+        theirs = np.array((1.0 - vl, -u + vl, u * u, -v, -s, s * s))
+        ours = np.array((1.0 - vl, u + vl, u * u, v, s, s * s))
+        flipped = True
         for node, edge in reversed(path):
-            v, u, s = -v, -u, -s  # _flip: the parent's player is the leaf player's opponent
-            node.N[edge] += 1.0 - vl
-            node.W[edge] += u + vl
-            node.W2[edge] += u * u
-            node.V[edge] += v
-            node.S[edge] += s
-            node.S2[edge] += s * s
+            node.stats[:, edge] += theirs if flipped else ours
+            flipped = not flipped
             node.nsum += 1.0 - vl
             node.visits += 1
 
