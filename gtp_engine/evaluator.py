@@ -6,6 +6,12 @@ Terms:
   -1 owned against), all from the view of the side to move. The search converts perspectives; nothing here does.
 - batch: the evaluations of a sequence of positions of one board size, as arrays with the batch first.
 - Evaluator: anything with evaluate(states) -> EvaluationBatch (a structural Protocol; no base class needed).
+- prepared evaluation: an evaluation split in three steps so that its heavy part can run in another thread
+  while the caller goes on (the search's batches in flight): evaluator.prepare(states) in the caller's thread
+  (cache lookups, encoding), compute() in any thread (the network: onnxruntime runs without the GIL, so nothing
+  else there should need it), result() back in the caller's thread (decoding, cache stores). An evaluator may
+  offer prepare(); prepare(evaluator, states) below gives every other one the same shape, its whole evaluate()
+  as the compute step.
 - position key: features.position_key(state), everything the network input depends on; two positions with the
   same key get the same evaluation, so CachedEvaluator stores evaluations under it.
 """
@@ -76,6 +82,36 @@ class Evaluator(Protocol):
         ...
 
 
+class PreparedEvaluation(Protocol):
+    def compute(self) -> None:
+        """The heavy part; may run in another thread, once."""
+        ...
+
+    def result(self) -> EvaluationBatch:
+        """The batch, in the thread that prepared it, after compute()."""
+        ...
+
+
+class _WholeEvaluation:
+    """An evaluator without prepare(): its evaluate() is the compute step."""
+
+    def __init__(self, evaluator: Evaluator, states: Sequence[GameState]):
+        self._evaluator, self._states = evaluator, states
+        self._batch: EvaluationBatch | None = None
+
+    def compute(self) -> None:
+        self._batch = self._evaluator.evaluate(self._states)
+
+    def result(self) -> EvaluationBatch:
+        return self._batch
+
+
+def prepare(evaluator: Evaluator, states: Sequence[GameState]) -> PreparedEvaluation:
+    """A prepared evaluation of `states` (see the module docstring), from evaluator.prepare where it has one."""
+    split = getattr(evaluator, "prepare", None)
+    return split(states) if split is not None else _WholeEvaluation(evaluator, states)
+
+
 class UniformEvaluator:
     """No knowledge: the policy is uniform over the legal moves (pass included), value, score, ownership 0.
 
@@ -123,8 +159,14 @@ class CachedEvaluator:
             self._entries.clear()
 
     def evaluate(self, states: Sequence[GameState]) -> EvaluationBatch:
+        evaluation = self.prepare(states)
+        evaluation.compute()
+        return evaluation.result()
+
+    def prepare(self, states: Sequence[GameState]) -> PreparedEvaluation:
+        """Looks the positions up now; the misses are prepared with the inner evaluator, stored by result()."""
         if not states:
-            return self.inner.evaluate(states)
+            return prepare(self.inner, states)
         keys = [position_key(s) for s in states]
         rows: list = [None] * len(states)
         missing: dict = {}  # key -> index of its first state among the misses
@@ -139,15 +181,36 @@ class CachedEvaluator:
                     rows[i] = entry
             self.misses += len(missing)
             self.hits += len(states) - len(missing)
+        inner = prepare(self.inner, [states[i] for i in missing.values()]) if missing else None
+        return _CachedEvaluation(self, keys, rows, missing, inner)
+
+    def _store(self, new_rows: dict) -> None:
+        entries = self._entries
+        with self._lock:
+            for key, row in new_rows.items():
+                entries.setdefault(key, row)  # a key new here goes last; one another thread added keeps its row
+            while len(entries) > self.capacity:
+                entries.popitem(last=False)
+
+
+class _CachedEvaluation:
+    """CachedEvaluator.prepare's evaluation: the cached rows, and the misses' evaluation by the inner evaluator."""
+
+    def __init__(self, cache: CachedEvaluator, keys: list, rows: list, missing: dict,
+                 inner: PreparedEvaluation | None):
+        self._cache, self._keys, self._rows, self._missing, self._inner = cache, keys, rows, missing, inner
+
+    def compute(self) -> None:
+        if self._inner is not None:
+            self._inner.compute()
+
+    def result(self) -> EvaluationBatch:
+        rows, keys, missing = self._rows, self._keys, self._missing
         if missing:
-            fresh = self.inner.evaluate([states[i] for i in missing.values()])
+            fresh = self._inner.result()
             new_rows = dict(zip(missing, fresh.rows()))
-            with self._lock:
-                for key, row in new_rows.items():
-                    entries.setdefault(key, row)  # a key new here goes last; one another thread added keeps its row
-                while len(entries) > self.capacity:
-                    entries.popitem(last=False)
-            if len(missing) == len(states):  # all new and distinct (the usual case in a search): as evaluated
+            self._cache._store(new_rows)
+            if len(missing) == len(keys):  # all new and distinct (the usual case in a search): as evaluated
                 return fresh
             for i, key in enumerate(keys):
                 if rows[i] is None:

@@ -97,8 +97,9 @@ class ModelInfo:
 
 
 class NetworkEvaluator:
-    """Evaluator over a network; subclasses set self.info (a ModelInfo) and implement forward. Not thread-safe
-    for concurrent evaluate calls (one search thread)."""
+    """Evaluator over a network; subclasses set self.info (a ModelInfo) and implement forward. evaluate, prepare
+    and result are for one thread at a time; the compute step of several evaluations may run at once in others
+    (an onnxruntime session takes concurrent runs)."""
 
     info: ModelInfo
 
@@ -137,9 +138,15 @@ class NetworkEvaluator:
         self._sizes_checked.add((width, height))
 
     def evaluate(self, states: Sequence[GameState]) -> EvaluationBatch:
+        evaluation = self.prepare(states)
+        evaluation.compute()
+        return evaluation.result()
+
+    def prepare(self, states: Sequence[GameState]) -> _NetworkEvaluation:
+        """Draws the symmetries and encodes the inputs now; compute() is the forward alone (no GIL needed)."""
         count = len(states)
         if not count:
-            return EvaluationBatch.empty()
+            return _NetworkEvaluation(self, None, None, None, 0, 1)
         g = states[0].grid
         self.check_size(g.width, g.height)
         kinds = len(symmetry.symmetries_for(g.width, g.height))  # symmetries 0..kinds-1 keep the shape
@@ -155,9 +162,27 @@ class NetworkEvaluator:
             syms = np.full(count, mode)
         else:
             raise ValueError(f"symmetry {mode} does not keep a {g.width}x{g.height} board's shape")
-        spatial, global_ = features.encode(states, syms)
-        policy_logits, value_logits, score, ownership = self.run(spatial, global_)
+        averaged = kinds if mode == "average" else 1
+        return _NetworkEvaluation(self, features.encode(states, syms), g, syms, count, averaged)
 
+
+class _NetworkEvaluation:
+    """NetworkEvaluator.prepare's evaluation: encoded inputs; the forward; the decoded batch."""
+
+    def __init__(self, network: NetworkEvaluator, inputs, grid, syms, count: int, averaged: int):
+        self._network, self._inputs, self._grid, self._syms = network, inputs, grid, syms
+        self._count, self._averaged = count, averaged  # positions; symmetries averaged over (1: none)
+        self._outputs = None
+
+    def compute(self) -> None:
+        if self._count:
+            self._outputs = self._network.run(*self._inputs)
+
+    def result(self) -> EvaluationBatch:
+        count, g, syms, kinds = self._count, self._grid, self._syms, self._averaged
+        if not count:
+            return EvaluationBatch.empty()
+        policy_logits, value_logits, score, ownership = self._outputs
         policy = _softmax(policy_logits)
         ownership = ownership.reshape(len(ownership), g.area)
         if syms is not None:
@@ -168,7 +193,7 @@ class NetworkEvaluator:
             policy = policy[rows, symmetry.policy_permutation_table(g.height, g.width)[back]]
         wdl = _softmax(value_logits)
         value = wdl[:, 0] - wdl[:, 1]
-        if mode == "average":
+        if kinds > 1:  # symmetry "average": the mean over every symmetry
             policy = policy.reshape(kinds, count, -1).mean(axis=0)
             value = value.reshape(kinds, count).mean(axis=0)
             score = score.reshape(kinds, count).mean(axis=0)

@@ -37,10 +37,12 @@ Terms:
   the trees that share an evaluator send theirs in one call, each finishes its batch.
 - background search: pondering and analysis in a thread; stop() interrupts it within the batches in flight and
   joins.
-- batches in flight: how many gathered batches the search keeps unfinished. With 2, a worker thread evaluates
-  one batch while the search thread gathers the next, so the network and the search's own Python work overlap
-  (onnxruntime releases the GIL while it runs); with 1, each batch is gathered, evaluated and finished in turn.
-  Batches finish in the order they were gathered, so a search from a seed is the same whatever the timing.
+- batches in flight: how many gathered batches the search keeps unfinished; with n, n - 1 worker threads compute
+  evaluations. With 2, a worker thread computes one batch's evaluation while the search thread gathers the next, so the network and the search's own Python
+  work overlap: onnxruntime releases the GIL while it runs, and the evaluation's Python parts (cache, encoding,
+  decoding) stay in the search thread (evaluator.prepare). With 1, each batch is gathered, evaluated and
+  finished in turn. Batches finish in the order they were gathered, so a search from a seed is the same
+  whatever the timing.
   Every reading of the tree (stop decisions that end the search, snapshots, the result) is made with no batch in
   flight, when no virtual loss is left in the statistics. Batches overlap only once the tree is large beside
   the leaves in flight (IN_FLIGHT_TREE_SHARE), so short searches are as without.
@@ -64,7 +66,7 @@ import numpy as np
 
 from gtp_engine.board import BLACK, WHITE, opponent
 from gtp_engine.coords import PASS
-from gtp_engine.evaluator import EvaluationBatch, Evaluator
+from gtp_engine.evaluator import EvaluationBatch, Evaluator, prepare
 from gtp_engine.game import GameState
 from gtp_engine.mcts import MoveFilter, Node, PendingBatch, Tree, TreeConfig
 
@@ -122,9 +124,17 @@ class SearchConfig:
     choice: ChoiceConfig = ChoiceConfig()
     noise: NoiseConfig = NoiseConfig()
     batch_size: int = 8  # leaves per evaluator call
-    batches_in_flight: int = 2  # gathered batches not yet finished: 2 overlaps the network with the search; 1 none
+    batches_in_flight: int | None = None  # gathered batches not yet finished (1: no overlap); None: in_flight_for
     reuse_tree: bool = True  # keep the subtree of the moves played since the last search
     seed: int | None = None  # random seed for noise and temperature
+
+    def in_flight_for(self, area: int) -> int:
+        """Batches in flight on a board of `area` points: as configured, else by board size. On small boards the
+        network is cheap beside the search's own work: one evaluation thread (2 in flight) keeps up with it. On
+        larger ones two (3 in flight) keep every core on the network while the search thread waits for it."""
+        if self.batches_in_flight is not None:
+            return max(1, self.batches_in_flight)
+        return 2 if area <= SMALL_BOARD_AREA else 3
 
 
 # Seconds in which the batch time forgets half of a slow batch (a page fault, a core the machine gave away). By the
@@ -134,6 +144,7 @@ MAX_BATCH_SHARE = 0.5  # of a search's time to a deadline, the most kept for its
 # A small tree has few good leaves: batches overlap only once the root has this many times their leaves in visits, so
 # that short searches select as one batch at a time would (the leaves in flight all carry virtual loss).
 IN_FLIGHT_TREE_SHARE = 8
+SMALL_BOARD_AREA = 81  # boards up to 9x9 keep 2 batches in flight by default, larger ones 3 (in_flight_for)
 SWITCH_INTERVAL = 5e-5  # seconds a thread may hold the GIL while another waits, once batches are evaluated in a worker
 
 
@@ -250,9 +261,9 @@ class Searcher:
         self._prepare_root(tree, exclude, cfg)
         next_snapshot = start + snapshot_interval if on_snapshot and snapshot_interval is not None else math.inf
         batch_size = max(1, cfg.batch_size)
-        depth = max(1, cfg.batches_in_flight)
+        depth = cfg.in_flight_for(tree.area)
         overlap_from = IN_FLIGHT_TREE_SHARE * batch_size * depth  # root visits
-        in_flight: collections.deque[tuple[PendingBatch, Future]] = collections.deque()
+        in_flight: collections.deque[tuple[PendingBatch, Callable[[], EvaluationBatch]]] = collections.deque()
         selections = 0  # of the batches in flight
         last_finish = clock()
         snapshot_due = False  # set when a batch finishes past next_snapshot
@@ -281,7 +292,7 @@ class Searcher:
                     snapshot_due = False
                     continue
                 pending, evaluation = in_flight[0]
-                batch = evaluation.result()
+                batch = evaluation()
                 in_flight.popleft()
                 selections -= len(pending.selected)
                 playouts += tree.finish(pending, batch)
@@ -300,21 +311,30 @@ class Searcher:
             on_snapshot(snapshot if ownership_in_snapshots else replace(snapshot, ownership=None))
         return SearchResult(self._choose(tree, state, snapshot, cfg.choice), snapshot, list(tree.root.moves))
 
-    def _evaluate(self, evaluator: Evaluator, states: list[GameState], workers: int) -> Future:
-        """The evaluation of a gathered batch's positions: in a worker thread, or here and now without workers."""
-        if workers and states:
-            if self._workers is None or self._workers.count != workers:
-                if self._workers is not None:
-                    self._workers.close()
-                self._workers = EvaluationThreads(workers)
-                weakref.finalize(self, self._workers.close)
-            return self._workers.submit(evaluator, states)
+    def _evaluate(self, evaluator: Evaluator, states: list[GameState], workers: int) -> Callable[[], EvaluationBatch]:
+        """What returns the evaluation of a gathered batch's positions (None for none). With workers, the
+        evaluation is prepared here, computed in a worker thread, and its result taken here (evaluator.prepare):
+        the worker then needs no GIL while the search thread gathers the next batch. Without, it is done now."""
         done: Future = Future()
         try:
+            if workers and states:
+                if self._workers is None or self._workers.count != workers:
+                    if self._workers is not None:
+                        self._workers.close()
+                    self._workers = EvaluationThreads(workers)
+                    weakref.finalize(self, self._workers.close)
+                evaluation = prepare(evaluator, states)
+                computed = self._workers.submit(evaluation.compute)
+
+                def result() -> EvaluationBatch:
+                    computed.result()  # raises what compute() raised
+                    return evaluation.result()
+
+                return result
             done.set_result(evaluator.evaluate(states) if states else None)
-        except Exception as error:
+        except Exception as error:  # raised where the batch is finished, which abandons it
             done.set_exception(error)
-        return done
+        return done.result
 
     # ---- tree reuse -----------------------------------------------------------------------------------
 
@@ -460,7 +480,8 @@ class Searcher:
 
 
 class EvaluationThreads:
-    """Daemon threads that evaluate batches in flight, oldest first; they never hold up the interpreter's exit."""
+    """Daemon threads that compute the evaluations of batches in flight, oldest first; they never hold up the
+    interpreter's exit."""
 
     def __init__(self, count: int):
         self.count = count
@@ -471,9 +492,9 @@ class EvaluationThreads:
         # interval (5 ms by default, longer than a batch) before it could hand its result back.
         sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
 
-    def submit(self, evaluator: Evaluator, states: list[GameState]) -> Future:
+    def submit(self, work: Callable[[], object]) -> Future:
         future: Future = Future()
-        self._jobs.put((future, evaluator, states))
+        self._jobs.put((future, work))
         return future
 
     def close(self) -> None:
@@ -482,10 +503,10 @@ class EvaluationThreads:
 
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
-            future, evaluator, states = job
+            future, work = job
             if future.set_running_or_notify_cancel():
                 try:
-                    future.set_result(evaluator.evaluate(states))
+                    future.set_result(work())
                 except BaseException as error:  # noqa: BLE001 - the search thread raises it
                     future.set_exception(error)
 

@@ -5,8 +5,8 @@ Leela Zero 0.17 on a network of the same size when it is installed.
 Networks: the shipped ones (weights/9x9.onnx, weights/default.onnx for 19x19, each with its NAME.int8.onnx where
 it exists), or with --preset a randomly initialised preset, quantized here on random positions (speed does not
 depend on the weights). Each is searched as the engine does it: OnnxEvaluator behind a CachedEvaluator, with
-the batch size, batches in flight and network thread count of the default EngineConfig (two batches in flight,
-onnxruntime on one core fewer than the machine's, the search thread on the last). Each round searches for
+the batch size, batches in flight and network thread count of the default EngineConfig (batches in flight by
+board size: 2 on 9x9, 3 on larger boards; on 2 cores one onnxruntime thread per run). Each round searches for
 --seconds per network (from the empty board and from positions after random moves, a fresh tree each time), then
 runs the bare onnxruntime session (on onnxruntime's own thread count: all cores) on the very batches that search
 sent it (inputs encoded beforehand), fp32 and int8 in ten turns of --seconds / 10 each. The best rate of each is
@@ -185,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="onnxruntime threads of the search's network (default: the engine's, see --threads of "
                              "gtp-engine); the bare session always runs with onnxruntime's own choice")
     parser.add_argument("--batches-in-flight", type=int, default=defaults.player.search.batches_in_flight,
-                        help="batches the search keeps in flight (1: no overlap of network and search)")
+                        help="batches the search keeps in flight (1: no overlap of network and search; default: the "
+                             "engine's, by board size)")
     parser.add_argument("--seconds", type=float, default=5.0, help="search time per measurement")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--leela", choices=["auto", "off"], default="auto",
@@ -238,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                       + ", ".join(f"{what} {'ok' if ok else 'BELOW'}" for what, ok in verdicts), flush=True)
         print(f"onnxruntime cpu: bare sessions on its own thread count, the search's on {threads or 'its own'}; "
               f"symmetry random, CachedEvaluator; search config: batch {config.batch_size}, "
-              f"{config.batches_in_flight} in flight, virtual loss {config.tree.virtual_loss}; targets: "
+              f"{config.batches_in_flight or 'by board size'} in flight, virtual loss {config.tree.virtual_loss}; targets: "
               f"search/session >= {SEARCH_TARGET}, int8/fp32 >= {INT8_TARGET}")
 
         binary = next((b for b in map(shutil.which, LEELA_PATHS) if b), None)

@@ -96,9 +96,10 @@ def test_the_analysis_table_takes_search_options_only(tmp_path):
 
 
 def test_the_network_leaves_the_search_a_core_when_batches_overlap():
-    assert config.build({}).network_threads(cores=2) == 1  # batches in flight by default: one core each
-    assert config.build({}).network_threads(cores=16) == 15
+    assert config.build({}).network_threads(cores=2) == 1  # batches in flight by default: a core each
+    assert config.build({}).network_threads(cores=16) == 7  # up to two evaluation threads share 15 cores
     assert config.build({}).network_threads(cores=1) == 1
+    assert config.build({"batches-in-flight": "2"}).network_threads(cores=16) == 15
     assert config.build({"batches-in-flight": "1"}).network_threads(cores=16) == 0  # onnxruntime's own choice
     assert config.build({"threads": "3", "batches-in-flight": "2"}).network_threads(cores=16) == 3
     assert config.build({"batches-in-flight": "3"}).player.search.batches_in_flight == 3

@@ -445,7 +445,7 @@ def test_background_search_stops_within_a_batch_and_leaves_a_consistent_tree():
     assert background.running
     result = background.stop()
     # The batches the interrupt may have caught in flight (gathered, their evaluation not yet begun), no other.
-    assert evaluator.late_calls <= searcher.config.batches_in_flight
+    assert evaluator.late_calls <= searcher.config.in_flight_for(81)
     assert not background.running and result is not None and background.error is None
     assert len(snapshots) >= 3  # every 0.02 s on the search's clock: every other batch
     check_tree(searcher.tree)
