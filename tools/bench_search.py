@@ -42,7 +42,7 @@ import numpy as np
 from gtp_engine import features
 from gtp_engine.__main__ import shipped_weights
 from gtp_engine.config import EngineConfig
-from gtp_engine.evaluator import CachedEvaluator
+from gtp_engine.evaluator import CachedEvaluator, prepare
 from gtp_engine.game import GameState
 from gtp_engine.network_evaluator import with_precision
 from gtp_engine.onnx_evaluator import OnnxEvaluator
@@ -65,10 +65,18 @@ class RecordingEvaluator:
         self.batches: list[list[GameState]] = []
 
     def evaluate(self, states):
+        self._record(states)
+        return self.inner.evaluate(states)
+
+    def prepare(self, states):
+        """As the engine's evaluators: only the network's forward runs in the search's evaluation threads."""
+        self._record(states)
+        return prepare(self.inner, states)
+
+    def _record(self, states) -> None:
         self.positions += len(states)
         if len(self.batches) < RECORDED_BATCHES:
             self.batches.append([s.copy() for s in states])
-        return self.inner.evaluate(states)
 
 
 def session_rate(onnx: OnnxEvaluator, inputs: list[tuple[np.ndarray, np.ndarray]], seconds: float) -> float:
