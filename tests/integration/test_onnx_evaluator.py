@@ -2,12 +2,13 @@
 
 import json
 import logging
+import threading
 
 import numpy as np
 import pytest
 
 from gtp_engine import features, symmetry
-from gtp_engine.evaluator import CachedEvaluator
+from gtp_engine.evaluator import CachedEvaluator, prepare
 from gtp_engine.onnx_evaluator import METADATA_KEY, ModelLoadError, OnnxEvaluator
 
 onnx = pytest.importorskip("onnx")
@@ -82,6 +83,27 @@ def test_cache_over_a_random_symmetry_evaluator_gives_identical_answers(tiny_onn
     second = cache.evaluate(states)
     assert np.array_equal(first.policy, second.policy) and np.array_equal(first.value, second.value)
     assert (cache.hits, cache.misses) == (4, 4)
+
+
+@pytest.mark.parametrize("mode", ["random", "average", 5])
+def test_a_prepared_evaluation_computed_in_another_thread_equals_evaluate(tiny_onnx_model, random_states, mode):
+    states = random_states(9, 6, seed=8)
+    whole = CachedEvaluator(OnnxEvaluator(tiny_onnx_model, device="cpu", symmetry_mode=mode, seed=3))
+    split = CachedEvaluator(OnnxEvaluator(tiny_onnx_model, device="cpu", symmetry_mode=mode, seed=3))
+    expected = whole.evaluate(states)
+    evaluation = prepare(split, states)
+    assert split.misses == 6 and len(split) == 0  # looked up now, stored with the result
+    worker = threading.Thread(target=evaluation.compute)
+    worker.start()
+    worker.join()
+    got = evaluation.result()
+    assert len(split) == 6
+    for field in ("policy", "value", "score", "ownership"):
+        assert np.array_equal(getattr(got, field), getattr(expected, field)), field
+    again = prepare(split, states[:3] + states[:1])  # all cached: nothing left to compute
+    again.compute()
+    assert np.array_equal(again.result().value, expected.value[[0, 1, 2, 0]])
+    assert split.misses == 6
 
 
 def test_the_provider_in_use_is_logged_once(tiny_onnx_model, caplog, random_states):

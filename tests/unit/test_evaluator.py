@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gtp_engine.coords import PASS
-from gtp_engine.evaluator import CachedEvaluator, EvaluationBatch, UniformEvaluator
+from gtp_engine.evaluator import CachedEvaluator, EvaluationBatch, UniformEvaluator, prepare
 from gtp_engine.features import position_key
 from gtp_engine.game import GameState
 
@@ -150,3 +150,18 @@ def test_rows_are_the_rows_of_a_batch(random_states):
 def test_cache_rejects_a_useless_capacity():
     with pytest.raises(ValueError):
         CachedEvaluator(UniformEvaluator(), capacity=0)
+
+
+def test_an_evaluator_without_prepare_computes_its_whole_evaluation_in_the_compute_step():
+    inner = CountingEvaluator()
+    cache = CachedEvaluator(inner)
+    states = [GameState(5), GameState(5)]
+    states[1].play(states[1].grid.point(2, 2))
+    evaluation = prepare(cache, states)
+    assert inner.calls == 0  # nothing evaluated before compute
+    evaluation.compute()
+    assert inner.calls == 1 and len(cache) == 0  # stored with the result, in the caller's thread
+    batch = evaluation.result()
+    assert len(cache) == 2 and len(batch) == 2
+    cached = cache.evaluate(states)
+    assert np.array_equal(cached.value, batch.value) and inner.calls == 1
