@@ -37,11 +37,11 @@ Terms:
   the trees that share an evaluator send theirs in one call, each finishes its batch.
 - background search: pondering and analysis in a thread; stop() interrupts it within the batches in flight and
   joins.
-- batches in flight: how many gathered batches the search keeps unfinished; with n, n - 1 worker threads compute
-  evaluations. With 2, a worker thread computes one batch's evaluation while the search thread gathers the next, so the network and the search's own Python
-  work overlap: onnxruntime releases the GIL while it runs, and the evaluation's Python parts (cache, encoding,
-  decoding) stay in the search thread (evaluator.prepare). With 1, each batch is gathered, evaluated and
-  finished in turn. Batches finish in the order they were gathered, so a search from a seed is the same
+- batches in flight: how many gathered batches the search keeps unfinished; with n, n - 1 worker threads
+  compute evaluations while the search thread gathers the next batch, so the network and the search's own
+  Python work overlap: onnxruntime releases the GIL while it runs, and the evaluation's Python parts (cache,
+  encoding, decoding) stay in the search thread (evaluator.prepare). With 1, each batch is gathered, evaluated
+  and finished in turn. Batches finish in the order they were gathered, so a search from a seed is the same
   whatever the timing.
   Every reading of the tree (stop decisions that end the search, snapshots, the result) is made with no batch in
   flight, when no virtual loss is left in the statistics. Batches overlap only once the tree is large beside
