@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from charged_evaluation import ChargedEvaluation
 
 from gtp_engine import coords
 from gtp_engine.board import WHITE
@@ -41,22 +42,31 @@ class FakeClock:
 
 
 class TimedEvaluator(UniformEvaluator):
-    """Every call takes BATCH_SECONDS on the fake clock while a command is handled, and none between commands
-    (pondering's: its time is the opponent's). The search may call it from its evaluation thread."""
+    """Every call takes BATCH_SECONDS on the fake clock, except pondering's: its time is the opponent's. The time
+    is charged in the searching thread (the main thread for a command's search, not pondering's), when the search
+    takes the result (prepare, with batches in flight): the answers' times never depend on thread timing."""
 
     def __init__(self, clock: FakeClock):
         self.clock = clock
         self.calls = 0
         self.stall_after: float | None = None  # the first call from this time on takes STALL_SECONDS
-        self.on_clock = False  # set by the Controller while the session handles a command
 
     def evaluate(self, states):
+        self._charge(len(states))
+        return self._evaluate(states)
+
+    def prepare(self, states):
+        return ChargedEvaluation(lambda: self._evaluate(states), self._charge, len(states))
+
+    def _charge(self, count: int) -> None:
         self.calls += 1
-        if self.on_clock:
+        if threading.current_thread() is threading.main_thread():
             stall = self.stall_after is not None and self.clock() >= self.stall_after
             if stall:
                 self.stall_after = None
             self.clock.advance(STALL_SECONDS if stall else BATCH_SECONDS)
+
+    def _evaluate(self, states):
         batch = super().evaluate(states)
         for row, state in enumerate(states):  # White likes one reply: pondering can guess it
             if state.to_play != WHITE:
@@ -118,11 +128,7 @@ class Controller:
         self.input = threading.Event()  # set by the next line
         command = replace(parse(line), received=self.clock())
         stream = Stream(command, Writer(), self.input, threading.Event())
-        self.players.evaluator.on_clock = True
-        try:
-            return self.session.handler(command.name)(command, stream)
-        finally:
-            self.players.evaluator.on_clock = False
+        return self.session.handler(command.name)(command, stream)
 
     def timed(self, line: str) -> tuple[str, float]:
         start = self.clock()

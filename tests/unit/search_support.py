@@ -6,6 +6,7 @@ import math
 import threading
 
 import numpy as np
+from charged_evaluation import ChargedEvaluation
 
 from gtp_engine.board import BLACK, Board
 from gtp_engine.evaluator import EvaluationBatch, UniformEvaluator
@@ -141,6 +142,15 @@ class TimedEvaluator:
         self.calls += 1
         self.clock.advance(self.seconds(len(states)))
         return self.inner.evaluate(states)
+
+    def prepare(self, states):
+        """With batches in flight the call's time is charged when the search takes the result, in the search's
+        own thread: where the search stops then never depends on how the threads interleave."""
+        return ChargedEvaluation(lambda: self.inner.evaluate(states), self._charge, len(states))
+
+    def _charge(self, count: int) -> None:
+        self.calls += 1
+        self.clock.advance(self.seconds(count))
 
 
 class InterruptWatcher:
