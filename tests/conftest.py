@@ -41,9 +41,10 @@ def random_states():
 
 
 @pytest.fixture(scope="session")
-def tiny_int8_model(tiny_onnx_model):
-    """Path of tiny_onnx_model quantized to int8 (training/quantize.py) beside it as tiny.int8.onnx, calibrated
-    on 64 positions of random games; the agreement targets are not required of a random network."""
+def tiny_int8_model(tiny_onnx_model, tmp_path_factory):
+    """Path of tiny_onnx_model quantized to int8 (training/quantize.py), tiny.int8.onnx in a temporary folder (the
+    committed fixtures are read, never written), calibrated on 64 positions of random games; the agreement
+    targets are not required of a random network."""
     pytest.importorskip("onnx")
     import numpy as np
 
@@ -59,6 +60,6 @@ def tiny_int8_model(tiny_onnx_model):
             if state.is_over:
                 break
         positions.append(state)
-    path = quantize.default_out(tiny_onnx_model)
+    path = tmp_path_factory.mktemp("int8") / "tiny.int8.onnx"
     quantize.quantize(tiny_onnx_model, path, positions, [], calibration_name="random games", require_targets=False)
     return path

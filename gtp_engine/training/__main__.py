@@ -50,7 +50,7 @@ import torch
 from gtp_engine.config import ConfigError, read_toml
 from gtp_engine.network_evaluator import ModelLoadError
 from gtp_engine.training import checkpoint as checkpoint_lib
-from gtp_engine.training import dataset, export_onnx, gating, import_onnx, loop, quantize, runs, selfplay, sgf_ingest
+from gtp_engine.training import board_masks, dataset, export_onnx, gating, import_onnx, loop, quantize, runs, selfplay, sgf_ingest
 from gtp_engine.training import train
 from gtp_engine.training.alphago import policy_gradient, policy_play, rollout_train, value_net
 from gtp_engine.training.torch_evaluator import BACKENDS
@@ -239,7 +239,7 @@ def _file_value(action: argparse.Action, value: Any) -> Any:
 
 
 # Commands that parse their own arguments (the main parser only lists them).
-_OWN_PARSERS = {"export": export_onnx.main, "quantize": quantize.main}
+_OWN_PARSERS = {"export": export_onnx.main, "quantize": quantize.main, "drop-board-masks": board_masks.main}
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -351,6 +351,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     shrink = commands.add_parser("quantize", help="fp32 ONNX -> int8 ONNX, calibrated on real games and checked "
                                                   "against its source (quantize.py's options)", add_help=False)
     shrink.add_argument("arguments", nargs=argparse.REMAINDER)
+
+    unmask = commands.add_parser("drop-board-masks", help="ONNX -> the same network without its board-mask "
+                                                          "multiplications, for whole-board input (board_masks.py)",
+                                 add_help=False)
+    unmask.add_argument("arguments", nargs=argparse.REMAINDER)
 
     for command, subparser in commands.choices.items():
         if command not in _OWN_PARSERS:

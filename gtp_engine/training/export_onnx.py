@@ -9,6 +9,8 @@ Terms:
 - parity check: before the file gets its real name, onnxruntime (through the engine's own loader) and torch
   evaluate the same random positions of sizes PARITY_SIZES; any output differing by more than the tolerance
   (1e-4 in fp32) aborts the export with ExportError and leaves no file behind.
+- board masks: dropped from the graph unless asked to keep them (board_masks.py): every caller of an exported
+  network sends whole boards, where they only cost time.
 - random model: a freshly initialised preset, exported the same way; tests and tools use it so that nothing
   depends on shipped weights.
 
@@ -33,6 +35,7 @@ import torch
 from gtp_engine import features
 from gtp_engine.game import GameState, Rules
 from gtp_engine.onnx_evaluator import METADATA_KEY, ModelLoadError, OnnxEvaluator
+from gtp_engine.training import board_masks
 from gtp_engine.training import checkpoint as checkpoint_lib
 from gtp_engine.training import model as model_lib
 from gtp_engine.training.files import replacing
@@ -44,6 +47,7 @@ MIN_SIZE, MAX_SIZE = 2, 25
 PARITY_SIZES = (9, 13, 19)
 TOLERANCE = 1e-4
 _RULES = ("chinese", "japanese", "tromp-taylor")
+RANDOM_PROVENANCE = {"data": "none: random weights", "steps": 0}
 
 
 class ExportError(Exception):
@@ -51,7 +55,7 @@ class ExportError(Exception):
 
 
 def export(net: model_lib.GoNet, out_path: str | os.PathLike, trained_sizes=(), provenance: dict | None = None,
-           tolerance: float = TOLERANCE, seed: int = 0) -> dict:
+           tolerance: float = TOLERANCE, seed: int = 0, keep_board_masks: bool = False) -> dict:
     """Writes `net` as ONNX to out_path after the parity check; returns the metadata written."""
     out_path = Path(out_path)
     net = net.eval()
@@ -72,6 +76,8 @@ def export(net: model_lib.GoNet, out_path: str | os.PathLike, trained_sizes=(), 
         "torch": torch.__version__,
     }
     proto = _to_onnx(net)
+    if not keep_board_masks:
+        metadata.update(board_masks="dropped", board_masks_dropped=board_masks.drop(proto))
     with replacing(out_path, suffix=".tmp.onnx") as tmp:
         metadata["parity_max_abs_diff"] = 0.0
         _write(proto, metadata, tmp)
@@ -104,10 +110,10 @@ def random_model(preset: str = "tiny", seed: int = 0) -> model_lib.GoNet:
     return net.eval()
 
 
-def export_random(out_path: str | os.PathLike, preset: str = "tiny", seed: int = 0) -> dict:
+def export_random(out_path: str | os.PathLike, preset: str = "tiny", seed: int = 0, **kwargs) -> dict:
     """random_model(preset, seed), exported (for tests and benchmarks; it plays randomly)."""
-    return export(random_model(preset, seed), out_path, trained_sizes=(),
-                  provenance={"data": "none: random weights", "steps": 0}, seed=seed)
+    return export(random_model(preset, seed), out_path, trained_sizes=(), provenance=RANDOM_PROVENANCE, seed=seed,
+                  **kwargs)
 
 
 def parity(net: model_lib.GoNet, onnx_path: str | os.PathLike, seed: int = 0) -> float:
@@ -175,14 +181,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--random", action="store_true", help="export a randomly initialised preset")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tolerance", type=float, default=TOLERANCE)
+    parser.add_argument("--keep-board-masks", action="store_true",
+                        help="keep the board-mask multiplications (for callers that pad boards into larger tensors)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
     logging.getLogger("gtp_engine").setLevel(logging.INFO)
     try:
         if args.random:
-            metadata = export_random(args.out, args.source, seed=args.seed)
+            metadata = export_random(args.out, args.source, seed=args.seed, keep_board_masks=args.keep_board_masks)
         else:
-            metadata = export_checkpoint(args.source, args.out, tolerance=args.tolerance, seed=args.seed)
+            metadata = export_checkpoint(args.source, args.out, tolerance=args.tolerance, seed=args.seed,
+                                         keep_board_masks=args.keep_board_masks)
     except (ExportError, checkpoint_lib.CheckpointError, ModelLoadError, ValueError) as e:
         print(f"export failed: {e}", file=sys.stderr)
         return 1
