@@ -152,6 +152,10 @@ def quantize(source: str | os.PathLike, out: str | os.PathLike, calibration: lis
     if meta.get("precision", "fp32") != "fp32":
         raise QuantizeError(f"{source}: already {meta['precision']}; quantize its fp32 source")
 
+    # Equal batches: the histogram calibrators (percentile, entropy) stack the outputs of all batches.
+    batch = min(batch, len(calibration))
+    calibration = calibration[: len(calibration) - len(calibration) % batch]
+
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
             self.batches = iter(range(0, len(calibration), batch))

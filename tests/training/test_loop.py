@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 from gtp_engine import sgf_io  # noqa: E402
 from gtp_engine.onnx_evaluator import OnnxEvaluator  # noqa: E402
 from gtp_engine.training import checkpoint as checkpoint_lib  # noqa: E402
-from gtp_engine.training import dataset, gating, loop, selfplay, sgf_ingest, train  # noqa: E402
+from gtp_engine.training import dataset, gating, loop, quantize, selfplay, sgf_ingest, train  # noqa: E402
 from gtp_engine.training.gating import GateConfig  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -157,6 +157,47 @@ def test_a_generation_runs_end_to_end_and_promotes_into_promote_to(tiny_checkpoi
     assert [Path(d).parts[-3:-1] for d in later.data] == [("gen-0001", "selfplay")] * 2
     with pytest.raises(ValueError, match="no shard folders"):  # a window of one: generation 2, not played yet
         loop.train_config(dataclasses.replace(config, window_generations=1), run, 2, "tiny")
+
+
+def test_an_int8_loop_quantizes_on_its_own_games_and_promotes_the_int8_sibling(tiny_checkpoint, tmp_path,
+                                                                                  monkeypatch):
+    run, weights = tmp_path / "run", tmp_path / "weights" / "5x5.onnx"
+    weights.parent.mkdir()
+    stale = quantize.default_out(weights)
+    stale.write_bytes(b"an int8 file of an older network")
+    played = []
+    real_play = selfplay.play
+    monkeypatch.setattr(selfplay, "play", lambda evaluator, *a, **k: played.append(evaluator.info.path) or
+                        real_play(evaluator, *a, **k))
+    gated = []
+    real_gate = loop.run_gate
+    monkeypatch.setattr(loop, "run_gate", lambda job, *a, **k: gated.append((job.candidate, job.best)) or
+                        real_gate(job, *a, **k))
+    monkeypatch.setattr(quantize, "MIN_TOP1_AGREEMENT", 0.0)  # a tiny random network: any agreement will do
+    monkeypatch.setattr(quantize, "MAX_VALUE_DIFF", 2.0)
+    config = loop.LoopConfig(init=str(tiny_checkpoint), promote_to=str(weights), precision="int8",
+                             **{**TINY, "generations": 2,
+                                "gate": dataclasses.replace(TINY["gate"], fixed_games=1, fixed_score=0.0)})
+    loop.run(config, run, progress=False)
+    # Generation 1 plays in fp32 (no games to calibrate on yet); its gate and generation 2 in int8.
+    assert [Path(p).name for p in played[:2]] == ["best.onnx"] * 2
+    assert [Path(p).name for p in played[2:]] == ["best.int8.onnx"] * 2
+    assert [(Path(a).name, Path(b).name) for a, b in gated] == [("model.int8.onnx", "best.int8.onnx")] * 2
+    int8 = OnnxEvaluator(run / "best.int8.onnx", device="cpu")
+    assert int8.info.precision == "int8"
+    assert "self-play of gen-0002" in int8.info.metadata["quantization"]["calibration"]
+    assert stale.read_bytes() == (run / "best.int8.onnx").read_bytes()  # promoted along with its fp32 source
+    assert weights.read_bytes() == (run / "best.onnx").read_bytes()
+
+
+def test_promoting_a_network_without_int8_sibling_removes_the_stale_one(tmp_path):
+    source, target = tmp_path / "a" / "model.onnx", tmp_path / "b" / "9x9.onnx"
+    source.parent.mkdir()
+    target.parent.mkdir()
+    source.write_bytes(b"new")
+    quantize.default_out(target).write_bytes(b"old int8")
+    loop._copy_network(source, target)
+    assert target.read_bytes() == b"new" and not quantize.default_out(target).exists()
 
 
 def test_an_exception_in_training_resumes_without_replaying_self_play(tiny_onnx_model, tmp_path, monkeypatch):
