@@ -203,17 +203,20 @@ def test_first_report_after_delays_the_first_report(analysis):
 
 def test_terminate_by_turn_numbers_and_terminate_all(analysis):
     engine = analysis("-analysis-threads", "1")
-    engine.send(position("g", ["E5", "C3"], analyzeTurns=[0, 1, 2], maxVisits=10_000_000))
+    engine.send(position("g", ["E5", "C3"], analyzeTurns=[0, 1, 2], maxVisits=10_000_000,
+                         reportDuringSearchEvery=0.05))
     engine.send({"id": "t1", "action": "terminate", "terminateId": "g", "turnNumbers": [1, 2]})
     seen = []
     while not any(r.get("action") == "terminate" for r in seen):
         seen.append(engine.next())
-    # Turn 0 runs (the highest priority ties go to the first turn); 1 and 2 waited and answer noResults.
-    no_results = []
-    while len(no_results) < 2:
+    # Turn 0 runs (the highest priority ties go to the first turn); 1 and 2 waited and answer noResults. Wait for
+    # a report of turn 0 too: terminated before its search started (a slow network load), it would have none.
+    no_results, running = [], False
+    while len(no_results) < 2 or not running:
         response = engine.next()
         if response.get("noResults"):
             no_results.append(response)
+        running = running or (response.get("turnNumber") == 0 and response.get("isDuringSearch") is True)
     assert sorted(r["turnNumber"] for r in no_results) == [1, 2]
     assert all(r["isDuringSearch"] is False and r["id"] == "g" for r in no_results)
     engine.send({"id": "all", "action": "terminate_all"})
