@@ -37,7 +37,7 @@ Terms:
 - Elo: a gate's estimate is the candidate's rating against the best's; the best's cumulative Elo is the sum of
   the estimates of the promoted candidates (generation 0 at 0), the curve of strength.png. A score of 0 or 1
   counts as half a game short of it, to keep sums finite.
-- precision: what self-play and the gate play with. fp32: the exported networks themselves. int8: each
+- precision: what self-play, the gate and the GNU Go matches play with. fp32: the exported networks themselves. int8: each
   network's int8 sibling NAME.int8.onnx (quantize.py), made the first time it is needed and calibrated on
   positions of the latest finished self-play games (this generation's, else the previous one's), held-out
   games checking the agreement; the fp32 file plays while no self-play games exist yet (generation 1's
@@ -440,7 +440,7 @@ def _gnugo(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) -> di
     generation = state["generation"]
     folder = _gen_dir(run_dir, generation) / "gnugo"
     if config.gnugo_every and generation % config.gnugo_every == 0 and not (folder / "result.json").exists():
-        result = match_gnugo(run_dir / BEST_ONNX, config, folder)
+        result = match_gnugo(play_network(config, run_dir, run_dir / BEST_ONNX, generation), config, folder)
         log.info("generation %d: the best (generation %d) against GNU Go level %d: score %.3f, Elo %+.0f",
                  generation, state["best_generation"], config.gnugo_level, result["score"], result["elo"])
     return {**state, "phase": "record"}
