@@ -108,10 +108,9 @@ def drop_file(source: str | os.PathLike, out: str | os.PathLike | None = None, s
     CHECK_SIZES; returns the largest difference of any output. A file whose masks are already dropped is left
     as it is (0.0)."""
     import onnx
-
-    source, out = Path(source), Path(out or source)
     from google.protobuf.message import DecodeError
 
+    source, out = Path(source), Path(out or source)
     try:
         model = onnx.load(str(source))
     except FileNotFoundError:
