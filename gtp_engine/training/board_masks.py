@@ -32,7 +32,7 @@ import numpy as np
 from gtp_engine import features
 from gtp_engine.network_evaluator import ModelLoadError
 from gtp_engine.onnx_evaluator import METADATA_KEY, OnnxEvaluator
-from gtp_engine.training.files import replacing
+from gtp_engine.training.files import replacing, set_network_metadata
 
 log = logging.getLogger(__name__)
 
@@ -94,15 +94,6 @@ def metadata_of(model) -> dict:
     raise BoardMaskError(f"no {METADATA_KEY} metadata: not a gtp_engine network")
 
 
-def set_metadata(model, metadata: dict) -> None:
-    for entry in model.metadata_props:
-        if entry.key == METADATA_KEY:
-            entry.value = json.dumps(metadata, sort_keys=True)
-            return
-    entry = model.metadata_props.add()
-    entry.key, entry.value = METADATA_KEY, json.dumps(metadata, sort_keys=True)
-
-
 def drop_file(source: str | os.PathLike, out: str | os.PathLike | None = None, seed: int = 0) -> float:
     """Writes `source` without its board masks to `out` (default: in place) once both agree on whole boards of
     CHECK_SIZES; returns the largest difference of any output. A file whose masks are already dropped is left
@@ -129,7 +120,7 @@ def drop_file(source: str | os.PathLike, out: str | os.PathLike | None = None, s
     if not removed:
         raise BoardMaskError(f"{source}: no multiplication by the board mask found")
     metadata.update(board_masks="dropped", board_masks_dropped=removed)
-    set_metadata(model, metadata)
+    set_network_metadata(model, metadata)
     with replacing(out, suffix=".tmp.onnx") as tmp:
         onnx.save(model, str(tmp))
         worst = difference(source, tmp, seed)
@@ -142,7 +133,7 @@ def drop_file(source: str | os.PathLike, out: str | os.PathLike | None = None, s
 
 def difference(a: str | os.PathLike, b: str | os.PathLike, seed: int = 0) -> float:
     """Largest absolute difference of any output of networks a and b on random whole-board positions."""
-    from gtp_engine.training.export_onnx import random_positions
+    from gtp_engine.training.export_onnx import random_positions  # (export_onnx imports this module)
 
     rng = np.random.default_rng(seed)
     first = OnnxEvaluator(a, device="cpu", symmetry_mode="none")

@@ -34,11 +34,11 @@ import torch
 
 from gtp_engine import features
 from gtp_engine.game import GameState, Rules
-from gtp_engine.onnx_evaluator import METADATA_KEY, ModelLoadError, OnnxEvaluator
+from gtp_engine.onnx_evaluator import ModelLoadError, OnnxEvaluator
 from gtp_engine.training import board_masks
 from gtp_engine.training import checkpoint as checkpoint_lib
 from gtp_engine.training import model as model_lib
-from gtp_engine.training.files import replacing
+from gtp_engine.training.files import replacing, set_network_metadata
 
 log = logging.getLogger(__name__)
 
@@ -167,10 +167,7 @@ def _to_onnx(net: model_lib.GoNet):
 def _write(proto, metadata: dict, path: str | os.PathLike) -> None:
     import onnx  # only needed here; the engine reads models through onnxruntime
 
-    del proto.metadata_props[:]
-    entry = proto.metadata_props.add()
-    entry.key, entry.value = METADATA_KEY, json.dumps(metadata, sort_keys=True)
-    proto.doc_string = f"gtp_engine network {metadata['preset']}, features v{metadata['features_version']}"
+    set_network_metadata(proto, metadata)
     onnx.save(proto, str(path))
 
 

@@ -1,4 +1,5 @@
-"""Files of the training package: atomic replacement, and the names shared by every run folder.
+"""Files of the training package: atomic replacement, the names shared by every run folder, and the metadata
+document of a network file.
 
 Atomic replacement: a file is written beside its target and moved over it only once complete. An interrupted
 run (a killed process, a full disk) therefore leaves either the old file or the new one, never a half-written
@@ -9,10 +10,13 @@ made for other machines, out of checkpoints, shards and exported networks.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from pathlib import Path
 from typing import Iterator
+
+from gtp_engine.onnx_evaluator import METADATA_KEY
 
 PERMISSIONS = 0o644
 # A training run folder (train, reinforce, value-train) keeps its latest checkpoint, one metrics row per
@@ -35,3 +39,15 @@ def replacing(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Path]:
         os.replace(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)
+
+
+def set_network_metadata(proto, metadata: dict) -> None:
+    """Makes `metadata` the ONNX ModelProto's one gtp_engine document (METADATA_KEY), and its doc string a summary
+    of it: the one writer of network metadata (export, quantize, board_masks)."""
+    del proto.metadata_props[:]
+    entry = proto.metadata_props.add()
+    entry.key, entry.value = METADATA_KEY, json.dumps(metadata, sort_keys=True)
+    precision = metadata.get("precision", "fp32")
+    proto.doc_string = (f"gtp_engine network {metadata.get('preset', '?')}"
+                        + (f", {precision}" if precision != "fp32" else "")
+                        + f", features v{metadata['features_version']}")

@@ -37,8 +37,8 @@ Terms:
 - Elo: a gate's estimate is the candidate's rating against the best's; the best's cumulative Elo is the sum of
   the estimates of the promoted candidates (generation 0 at 0), the curve of strength.png. A score of 0 or 1
   counts as half a game short of it, to keep sums finite.
-- precision: what self-play, the gate and the GNU Go matches play with. fp32: the exported networks themselves. int8: each
-  network's int8 sibling NAME.int8.onnx (quantize.py), made the first time it is needed and calibrated on
+- precision: what self-play, the gate and the GNU Go matches play with. fp32: the exported networks themselves.
+  int8: each network's int8 sibling NAME.int8.onnx (quantize.py), made the first time it is needed and calibrated on
   positions of the latest finished self-play games (this generation's, else the previous one's), held-out
   games checking the agreement; the fp32 file plays while no self-play games exist yet (generation 1's
   self-play) or when the int8 one misses quantize's agreement targets. On a CPU the int8 network runs at 2.7x
@@ -86,8 +86,8 @@ PRECISIONS = ("fp32", "int8")
 CALIBRATION_POSITIONS = 1024  # int8 precision: self-play positions for calibration, as many for the agreement
 TRAIN_CHECKPOINT_STEPS = 500  # a candidate's training validates and checkpoints this often: what a kill can lose
 # Settings a rerun may change: how far to go, where to promote, and how the work is executed (dotted: nested).
-RESUMABLE_CHANGES = ("generations", "promote_to", "backend", "device", "precision", "train.device", "gnugo_every", "gnugo_games",
-                     "gnugo_level")
+RESUMABLE_CHANGES = ("generations", "promote_to", "backend", "device", "precision", "train.device", "gnugo_every",
+                     "gnugo_games", "gnugo_level")
 # The fields of the nested configs that the loop sets itself for each job: the loop's board, komi and rules, a
 # seed per job, and the candidate's data, start, preset and checkpoint interval.
 LOOP_SETS = {"selfplay": ("size", "komi", "rules", "seed"), "gate": ("size", "komi", "rules", "seed"),
@@ -413,7 +413,8 @@ def play_network(config: LoopConfig, run_dir: Path, network: Path, generation: i
     held_out = quantize.game_positions(games[0], config.size, CALIBRATION_POSITIONS, held_out=True,
                                        seed=config.seed + 1)
     try:
-        quantize.quantize(network, int8, calibration, held_out, calibration_name=f"self-play of {games[0].parent.name}")
+        quantize.quantize(network, int8, calibration, held_out,
+                          calibration_name=f"self-play of {games[0].parent.name}")
     except quantize.QuantizeError as error:
         log.warning("%s plays in fp32: %s", network, error)
         return network

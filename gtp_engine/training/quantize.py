@@ -44,8 +44,8 @@ import numpy as np
 from gtp_engine import features, sgf_io
 from gtp_engine.game import GameState
 from gtp_engine.network_evaluator import ModelLoadError
-from gtp_engine.onnx_evaluator import INT8_SUFFIX, METADATA_KEY, OnnxEvaluator
-from gtp_engine.training.files import replacing
+from gtp_engine.onnx_evaluator import INT8_SUFFIX, OnnxEvaluator
+from gtp_engine.training.files import replacing, set_network_metadata
 from gtp_engine.training.dataset import split_of
 from gtp_engine.training.sgf_ingest import game_key
 
@@ -220,10 +220,7 @@ def _write_metadata(path: Path, meta: dict) -> None:
     import onnx  # the train extra; the engine reads models through onnxruntime
 
     proto = onnx.load(str(path))
-    del proto.metadata_props[:]
-    entry = proto.metadata_props.add()
-    entry.key, entry.value = METADATA_KEY, json.dumps(meta, sort_keys=True)
-    proto.doc_string = f"gtp_engine network {meta.get('preset', '?')}, int8, features v{meta['features_version']}"
+    set_network_metadata(proto, meta)
     onnx.save(proto, str(path))
 
 
