@@ -254,6 +254,7 @@ class Tree:
         self.root_prior: np.ndarray | None = None  # replaces the root's priors in selection (noise)
         self.root_excluded: np.ndarray | None = None  # bool per root edge: never select (e.g. pass in cleanup)
         self.move_filter = move_filter  # a kept root must have been grown under the same filter
+        self._filter_depth = move_filter.depth  # read for every new leaf
         self._banned: dict[tuple[int, int], np.ndarray] = {}  # (colour, ply) -> move_filter.banned(...)
         self._in_flight: dict[int, int] = {}  # id(leaf) -> selections awaiting it, per leaf of an unfinished batch
         self._awaited: dict[int, list] = {}  # id(leaf) -> [result, ownership, selections left], once it is evaluated
@@ -511,7 +512,7 @@ class Tree:
 
     def _filter(self, state: GameState, mask: np.ndarray, ply: int) -> np.ndarray:
         """mask less the moves the filter takes away at `ply`, unless that leaves no legal move."""
-        if ply > self.move_filter.depth:
+        if ply > self._filter_depth:
             return mask
         key = (state.to_play, ply)
         banned = self._banned.get(key)
