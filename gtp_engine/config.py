@@ -252,12 +252,6 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
            "weight of the score lead in what the search maximises, 0 winrate only (default: 0.1)", "W"),
     Option("score-scale", _SEARCH + ("tree", "score_scale"), _positive,
            "points at which the score's utility saturates (default: half the square root of the area)", "POINTS"),
-    Option("stdev-scale", _SEARCH + ("tree", "stdev_scale"), _non_negative,
-           "how much exploration grows with the spread of a node's backed-up utilities, KataGo's "
-           "cpuctUtilityStdevScale (default: 0, off)", "X"),
-    Option("stdev-prior", _SEARCH + ("tree", "stdev_prior"), _positive,
-           "the utility spread at which exploration is unchanged, and the prior of a node's spread (default: 0.4)",
-           "X"),
     Option("early-stop", _SEARCH + ("stop", "early_stop"), _bool,
            "stop once the best move cannot be overtaken: on or off (default: on)", "on|off"),
     Option("default-visits", _SEARCH + ("stop", "default_visits"), _positive_int,

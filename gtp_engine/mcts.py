@@ -17,10 +17,6 @@ Terms (AlphaGo Zero / KataGo notation):
 - tree config (TreeConfig): the parameters of selection and of the utility below; every tree is built from one.
 - PUCT: an edge's score is Q + c * P * sqrt(sum N) / (1 + N) with Q = W / N, and
   c = c_puct + c_puct_log * ln((sum N + c_puct_base) / c_puct_base), growing slowly with visits (KataGo).
-- exploration spread (KataGo's cpuctUtilityStdevScale): with stdev_scale > 0, c is multiplied by
-  1 + stdev_scale * (sigma / stdev_prior - 1), sigma the standard deviation of the utilities backed up through the
-  node, shrunk towards stdev_prior as if STDEV_PRIOR_WEIGHT backups had it: nodes whose lines disagree are
-  explored wider, settled ones narrower. 0 (the default) leaves c alone.
 - FPU (first play urgency): an unvisited edge's Q is the node's own network utility minus
   fpu_reduction * sqrt(total prior of the visited edges) (Leela Zero's FPU reduction).
 - virtual loss: while a leaf waits in a batch, every edge on its path counts virtual_loss extra visits that
@@ -70,7 +66,6 @@ _STATS = 6  # rows of Node.stats: N, W, W2, V, S, S2
 OWNERSHIP_DEPTH = 2  # plies below the root whose nodes sum ownership: tree reuse after our move and the reply
 _EMPTY_CODE = np.uint8(EMPTY)
 _VECTOR_EDGES = 12  # select() scores more tried edges than this with numpy, fewer in a Python loop (faster there)
-STDEV_PRIOR_WEIGHT = 2.0  # backups' worth of stdev_prior in a node's utility spread (KataGo's)
 
 
 @dataclass(frozen=True)
@@ -135,8 +130,6 @@ class TreeConfig:
     virtual_loss: float = 1.0  # lost visits a pending leaf adds to its path while its batch is evaluated
     score_utility: float = 0.1  # weight of the score lead in what the search maximises (0: winrate only)
     score_scale: float | None = None  # points for which tanh(lead / scale) saturates; None: sqrt(board area) / 2
-    stdev_scale: float = 0.0  # how much exploration follows a node's utility spread (KataGo 0.85); 0: not at all
-    stdev_prior: float = 0.4  # the spread at which it is unchanged, and the prior of a node's spread (KataGo's)
 
     def scale_for(self, area: int) -> float:
         return self.score_scale if self.score_scale is not None else math.sqrt(area) / 2
@@ -145,8 +138,7 @@ class TreeConfig:
 class Node:
     __slots__ = (
         "moves", "prior", "tried", "tried_prior", "stats", "N", "W", "W2", "V", "S", "S2", "nsum", "children",
-        "visits", "utility_sum", "utility_square_sum", "net_v", "net_u", "net_s", "terminal", "ownership",
-        "ownership_sum", "ownership_count",
+        "visits", "net_v", "net_u", "net_s", "terminal", "ownership", "ownership_sum", "ownership_count",
     )
 
     def __init__(self) -> None:
@@ -158,7 +150,6 @@ class Node:
         self.nsum = 0.0  # sum of N over the edges, virtual loss included
         self.children: dict[int, Node] = {}  # edge index -> child
         self.visits = 0  # backups through this node (its own evaluation included)
-        self.utility_sum = self.utility_square_sum = 0.0  # over those backups (the exploration spread)
         self.net_v = self.net_u = self.net_s = 0.0  # its evaluation; exact for a terminal node
         self.terminal = False
         self.ownership: np.ndarray | None = None  # terminal nodes: exact area ownership, Black's view
@@ -245,7 +236,6 @@ class Tree:
         self.c_puct, self.c_puct_log, self.c_puct_base = config.c_puct, config.c_puct_log, config.c_puct_base
         self.fpu_reduction, self.root_fpu_reduction = config.fpu_reduction, config.root_fpu_reduction
         self.virtual_loss = config.virtual_loss
-        self.stdev_scale, self.stdev_prior = config.stdev_scale, config.stdev_prior
         self.score_utility = config.score_utility
         self.score_scale = config.scale_for(root_state.grid.area)
         g = root_state.grid
@@ -273,24 +263,6 @@ class Tree:
         c = self.c_puct + self.c_puct_log * math.log((nsum + self.c_puct_base) / self.c_puct_base)
         return c * math.sqrt(nsum)
 
-    def spread_factor(self, node: Node) -> float:
-        """The exploration spread's factor on c at `node` (see the module docstring); 1 when it is off."""
-        if not self.stdev_scale:
-            return 1.0
-        n = node.visits
-        prior = self.stdev_prior
-        mean = node.utility_sum / n if n else 0.0
-        square = node.utility_square_sum / n if n else 0.0
-        if n <= 1 or square <= mean * mean:
-            return 1.0
-        weight = STDEV_PRIOR_WEIGHT
-        variance = ((mean * mean + prior * prior) * weight + square * n) / (weight + n - 1.0) - mean * mean
-        return 1.0 + self.stdev_scale * (math.sqrt(max(variance, 0.0)) / prior - 1.0)
-
-    def node_exploration(self, node: Node) -> float:
-        """exploration() at `node`, with its spread factor: the factor on P / (1 + N) in its PUCT scores."""
-        return self.exploration(node.nsum) * self.spread_factor(node)
-
     def puct_scores(self, node: Node, fpu_reduction: float, prior: np.ndarray | None = None) -> np.ndarray:
         """PUCT score of every edge of an expanded node, FPU applied to unvisited edges (the reference rule)."""
         n_edges = len(node.moves)
@@ -304,7 +276,7 @@ class Tree:
         visited = N > 0
         fpu = node.net_u - fpu_reduction * math.sqrt(float(node.prior @ visited))
         scores = np.where(visited, W / np.maximum(N, 1e-9), fpu)
-        scores += self.node_exploration(node) * prior / (1.0 + N)
+        scores += self.exploration(node.nsum) * prior / (1.0 + N)
         return scores
 
     def select(self, node: Node) -> int:
@@ -318,8 +290,6 @@ class Tree:
         nsum = node.nsum
         base = self.c_puct_base
         coef = (self.c_puct + self.c_puct_log * math.log((nsum + base) / base)) * math.sqrt(nsum)  # exploration()
-        if self.stdev_scale:
-            coef *= self.spread_factor(node)
         best, best_score = -1, -math.inf
         if k > _VECTOR_EDGES:
             N = node.N[:k]
@@ -467,7 +437,6 @@ class Tree:
         (v, u, s), = self._expand_leaves([self.root], [state], [mask], batch)
         self.root.try_all()
         self.root.visits = 1
-        self.root.utility_sum, self.root.utility_square_sum = u, u * u
         sign = 1.0 if state.to_play == BLACK else -1.0
         self.root.add_ownership(sign * batch.ownership[0].astype(np.float64))
 
@@ -568,18 +537,13 @@ class Tree:
     def _backup(self, leaf: Node, path: list, v: float, u: float, s: float) -> None:
         """Adds one playout's result (leaf's view) along path, replacing the path's virtual loss."""
         vl = self.virtual_loss
-        square = u * u
         leaf.visits += 1
-        leaf.utility_sum += u
-        leaf.utility_square_sum += square
         # One column of increments (N, W, W2, V, S, S2) per player: the leaf's parent is its player's opponent.
-        theirs = np.array((1.0 - vl, -u + vl, square, -v, -s, s * s))
-        ours = np.array((1.0 - vl, u + vl, square, v, s, s * s))
+        theirs = np.array((1.0 - vl, -u + vl, u * u, -v, -s, s * s))
+        ours = np.array((1.0 - vl, u + vl, u * u, v, s, s * s))
         flipped = True
         for node, edge in reversed(path):
             node.stats[:, edge] += theirs if flipped else ours
-            node.utility_sum += -u if flipped else u
-            node.utility_square_sum += square
             flipped = not flipped
             node.nsum += 1.0 - vl
             node.visits += 1

@@ -297,7 +297,7 @@ class _SelfPlay:
             kept = visits
             if config.prune_policy_target:
                 q = root.W[: len(root.moves)] / np.maximum(visits, 1)
-                kept = prune_visits(visits, q, root.prior, tree.node_exploration(root))
+                kept = prune_visits(visits, q, root.prior, tree.exploration(float(visits.sum())))
             policy[[g.flat(p) for p in root.moves]] = kept / kept.sum()
         game.policy.append(policy)
         game.policy_mask.append(bool(policy.any()))
@@ -378,7 +378,7 @@ def prune_visits(visits: np.ndarray, q: np.ndarray, prior: np.ndarray, explorati
     root noise and virtual loss in place of forced playouts).
 
     visits, q (utility per visit), prior (the network's, without noise): per root edge; exploration:
-    Tree.node_exploration of the root. The most visited edge keeps its visits; every other edge keeps at
+    Tree.exploration of the root's visits. The most visited edge keeps its visits; every other edge keeps at
     most the visits n for which PUCT under the network's prior would still have chosen it against the most
     visited edge's final score S: q + exploration * prior / n >= S, that is n <= exploration * prior / (S - q).
     An edge left with at most one visit keeps none.
