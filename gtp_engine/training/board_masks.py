@@ -21,7 +21,6 @@ Terms:
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -32,7 +31,7 @@ import numpy as np
 from gtp_engine import features
 from gtp_engine.network_evaluator import ModelLoadError
 from gtp_engine.onnx_evaluator import METADATA_KEY, OnnxEvaluator
-from gtp_engine.training.files import replacing, set_network_metadata
+from gtp_engine.training.files import network_metadata, replacing, set_network_metadata
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +87,10 @@ def _identity(source: str, name: str):
 
 
 def metadata_of(model) -> dict:
-    for entry in model.metadata_props:
-        if entry.key == METADATA_KEY:
-            return json.loads(entry.value)
-    raise BoardMaskError(f"no {METADATA_KEY} metadata: not a gtp_engine network")
+    metadata = network_metadata(model)
+    if metadata is None:
+        raise BoardMaskError(f"no {METADATA_KEY} metadata: not a gtp_engine network")
+    return metadata
 
 
 def drop_file(source: str | os.PathLike, out: str | os.PathLike | None = None, seed: int = 0) -> float:

@@ -1,5 +1,5 @@
 """Files of the training package: atomic replacement, the names shared by every run folder, and the metadata
-document of a network file.
+document of a network file (its one reader and one writer).
 
 Atomic replacement: a file is written beside its target and moved over it only once complete. An interrupted
 run (a killed process, a full disk) therefore leaves either the old file or the new one, never a half-written
@@ -39,6 +39,14 @@ def replacing(path: str | os.PathLike, suffix: str = ".tmp") -> Iterator[Path]:
         os.replace(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)
+
+
+def network_metadata(proto) -> dict | None:
+    """The ONNX ModelProto's gtp_engine document (METADATA_KEY), None when it has none."""
+    for entry in proto.metadata_props:
+        if entry.key == METADATA_KEY:
+            return json.loads(entry.value)
+    return None
 
 
 def set_network_metadata(proto, metadata: dict) -> None:

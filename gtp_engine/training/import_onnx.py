@@ -23,7 +23,6 @@ Terms:
 from __future__ import annotations
 
 import ast
-import json
 import logging
 import os
 from pathlib import Path
@@ -33,10 +32,11 @@ import torch
 
 from gtp_engine import features
 from gtp_engine.game import GameState, Rules
-from gtp_engine.onnx_evaluator import METADATA_KEY, ModelLoadError, OnnxEvaluator
+from gtp_engine.onnx_evaluator import ModelLoadError, OnnxEvaluator
 from gtp_engine.training import checkpoint as checkpoint_lib
 from gtp_engine.training import export_onnx
 from gtp_engine.training import model as model_lib
+from gtp_engine.training.files import network_metadata
 
 log = logging.getLogger(__name__)
 
@@ -209,10 +209,9 @@ def calibration_positions(path: Path, size: int, games: int, seed: int) -> list[
 
 
 def _metadata(proto, path: Path) -> dict:
-    entries = {entry.key: entry.value for entry in proto.metadata_props}
-    if METADATA_KEY not in entries:
+    metadata = network_metadata(proto)
+    if metadata is None:
         raise OnnxImportError(path, "no gtp_engine metadata (not exported by export_onnx)")
-    metadata = json.loads(entries[METADATA_KEY])
     if metadata.get("format") != export_onnx.FORMAT:
         raise OnnxImportError(path, f"format {metadata.get('format')!r}, not {export_onnx.FORMAT}")
     if metadata.get("features_version") != features.FEATURES_VERSION:
