@@ -17,7 +17,9 @@ Terms:
 - decision rule (verdict): from sprt_min_games finished games on, the SPRT of elo0 against elo1 decides as
   soon as it can (H1 promotes, H0 rejects). A match that reaches max_games undecided promotes only when it
   played at least fixed_games games and scored at least fixed_score (">= 55% over >= 100 games"); so a match
-  capped below fixed_games promotes only through the SPRT. Either way a promotion is a significant win.
+  capped below fixed_games promotes only through the SPRT. An SPRT promotion is a significant win (alpha); the
+  fixed rule is weaker: at its defaults it promotes an equal candidate about one time in six (simulated, 4%
+  draws), so a loop that improves slowly needs a longer cap or a higher fixed_score to keep its curve honest.
 - match folder: games.jsonl (one line per finished game, written as it ends, so an interrupted match resumes
   with the games it has), sgf/game-N.sgf, and result.json, written last: a match is complete when it exists.
 """
