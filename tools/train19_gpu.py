@@ -256,21 +256,14 @@ def bench(args: argparse.Namespace) -> list[dict]:
     config = train.TrainConfig(data=tuple(str(folder) for folder in folders), batch_size=args.batch_size)
     for preset in args.presets:
         torch.manual_seed(0)
-        net = model_lib.build(preset).to(device)
-        if device.type == "cuda":  # as train.py runs it
-            net = net.to(memory_format=torch.channels_last)
-            torch.backends.cudnn.benchmark = True
+        net = train.prepare(model_lib.build(preset), device)
         optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
         batches = [next(stream) for _ in range(args.bench_steps + 2)]
         for number, batch in enumerate(batches):
             if number == 2:  # two warm-up steps (cudnn.benchmark picks its kernels in the first)
                 _synchronize(device)
                 started, cpu_started = time.perf_counter(), time.process_time()
-            spatial, global_, targets = dataset.expand(dataset.to_device(batch, device), shards.height, shards.width)
-            if device.type == "cuda":
-                spatial = spatial.contiguous(memory_format=torch.channels_last)
-            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
-                outputs = net(spatial, global_)
+            outputs, targets = train.forward(net, batch, shards.height, shards.width, device, config.compute_dtype)
             loss = train.losses(outputs, targets, config)["loss"]
             optimizer.zero_grad(set_to_none=True)
             loss.backward()

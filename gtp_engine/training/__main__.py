@@ -74,6 +74,8 @@ _HELP = {
     "val_samples": "validation samples used at each evaluation",
     "window_samples": "samples loaded and shuffled together",
     "device": "auto, cpu, cuda, cuda:1, ...",
+    "compute_dtype": "what the forward pass computes in: float32, bfloat16 (autocast), or auto (bfloat16 on CUDA "
+                     "and on CPUs with bf16 instructions, about twice float32's samples/s there)",
     "generations": "run until this generation is recorded (a rerun with more continues)",
     "games_per_generation": "self-play games per generation",
     "batch_games": "self-play games per shard folder (the unit of resumption and of Ray work)",

@@ -17,6 +17,10 @@ Terms:
   after the current step; the loop saves a checkpoint first. Signals are handled only while the StopFlag is
   entered; outside, they act as usual.
 - device: a torch device name, or "auto": CUDA when there is one, else the CPU.
+- compute dtype: what the forward pass computes in (COMPUTE_DTYPES): "float32"; "bfloat16", under autocast (no
+  loss scaling needed; losses and the optimizer stay in float32); "auto", bfloat16 where the device has it
+  natively (CUDA, or a CPU whose oneDNN has bf16 instructions: AVX512-BF16 or AMX), else float32. On a CPU
+  without them bfloat16 is emulated and slower than float32.
 """
 
 from __future__ import annotations
@@ -49,6 +53,27 @@ def device(name: str):
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
+
+
+COMPUTE_DTYPES = ("auto", "float32", "bfloat16")
+
+
+def computes_bf16(device, compute_dtype: str) -> bool:
+    """Whether a run on `device` with this compute dtype setting computes its forward pass in bfloat16."""
+    import torch
+
+    if compute_dtype not in COMPUTE_DTYPES:
+        raise ValueError(f"compute dtype must be one of {COMPUTE_DTYPES}, not {compute_dtype!r}")
+    if compute_dtype != "auto":
+        return compute_dtype == "bfloat16"
+    return device.type == "cuda" or (device.type == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
+def autocast(device, compute_dtype: str):
+    """The context the forward pass runs in (see compute dtype)."""
+    import torch
+
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=computes_bf16(device, compute_dtype))
 
 
 def progress(enabled: bool = True, **bar: Any) -> tqdm:

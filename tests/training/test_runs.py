@@ -101,6 +101,17 @@ def test_auto_is_cuda_only_where_there_is_one():
     assert runs.device("cpu").type == "cpu"
 
 
+def test_compute_dtype_auto_is_bfloat16_where_the_device_has_it_natively():
+    import torch
+
+    cpu = torch.device("cpu")
+    assert runs.computes_bf16(cpu, "bfloat16") and not runs.computes_bf16(cpu, "float32")
+    assert runs.computes_bf16(cpu, "auto") == torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    assert runs.computes_bf16(torch.device("cuda"), "auto")
+    with pytest.raises(ValueError, match="half"):
+        runs.computes_bf16(cpu, "half")
+
+
 # ---- config files --------------------------------------------------------------------------------------------
 
 def test_a_config_file_sets_flags_and_the_command_line_wins(tmp_path):

@@ -97,6 +97,20 @@ def test_resume_refuses_other_settings(shards, tmp_path, one_thread):
         train.train(config_for(shards, steps=2, lr=0.1), tmp_path, export=False, progress=False)
 
 
+def test_the_compute_dtype_reaches_the_forward_pass_and_a_resumed_run_may_change_it(shards, tmp_path, one_thread):
+    net = train.prepare(train.model_lib.build("tiny"), torch.device("cpu"))
+    batch = train.dataset.take(train.dataset.Shards([str(shards)], "val").head(8), np.arange(8))
+    for compute_dtype, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
+        outputs, _ = train.forward(net, batch, 9, 9, torch.device("cpu"), compute_dtype)
+        assert outputs[1].dtype == dtype  # the value head ends in a linear layer: autocast computes it in bfloat16
+    with pytest.raises(ValueError, match="compute_dtype"):
+        config_for(shards, compute_dtype="half")
+    train.train(config_for(shards, steps=4, compute_dtype="float32"), tmp_path, stop_at=2, export=False,
+                progress=False)
+    done = train.train(config_for(shards, steps=4, compute_dtype="bfloat16"), tmp_path, export=False, progress=False)
+    assert done["finished"] and math.isfinite(done["validation"]["loss"])
+
+
 def test_learning_rate_schedules():
     cosine = TrainConfig(data=("x",), steps=100, lr=1.0, warmup_steps=10)
     assert train.learning_rate(cosine, 0) == pytest.approx(0.1, rel=0.01)
