@@ -66,7 +66,8 @@ _HELP = {
     "val_fraction": "fraction of games held out for validation",
     "shard_samples": "samples per shard file (a 19x19 sample is about 11 bytes on disk)",
     "workers": "worker processes (0: one per core)",
-    "seed": "seed of the shuffles (records before sharding; batches and symmetries in training)",
+    "seed": "seed of the command's randomness (ingest: the record shuffle; training: batches and symmetries; "
+            "games: openings, noise and move sampling)",
     "data": "shard folders written by ingest",
     "preset": "model preset (training/model.py)",
     "steps": "optimizer steps in the whole run",
