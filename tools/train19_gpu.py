@@ -43,7 +43,7 @@ import torch
 
 from gtp_engine import sgf_io
 from gtp_engine.training import checkpoint as checkpoint_lib
-from gtp_engine.training import dataset, export_onnx, sgf_ingest, train
+from gtp_engine.training import dataset, export_onnx, runs, sgf_ingest, train
 from gtp_engine.training import model as model_lib
 from gtp_engine.training.files import CHECKPOINT, METRICS, replacing
 
@@ -251,8 +251,7 @@ def bench(args: argparse.Namespace) -> list[dict]:
         next(stream)
     stream_rate = args.bench_steps * args.batch_size / (time.perf_counter() - started)
     rows = []
-    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available()
-                          else "cpu" if args.device == "auto" else args.device)
+    device = runs.device(args.device)
     config = train.TrainConfig(data=tuple(str(folder) for folder in folders), batch_size=args.batch_size)
     for preset in args.presets:
         torch.manual_seed(0)

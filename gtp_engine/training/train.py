@@ -25,8 +25,8 @@ Terms:
 - stop: after `steps` steps, or earlier at max_minutes, at stop_at, or on SIGINT/SIGTERM; every stop saves a
   checkpoint first, and running the same command again resumes from it.
 - compute dtype: runs.py's; by default bfloat16 on CUDA and on CPUs with bf16 instructions (about twice the
-  samples/s of float32 on the project's 2-core AMD EPYC), float32 elsewhere. The network and its inputs are kept channels-last on
-  every device: oneDNN's convolutions and cuDNN's are faster in that layout.
+  samples/s of float32 on the project's 2-core AMD EPYC), float32 elsewhere. The network and its inputs are kept
+  channels-last on every device: oneDNN's convolutions and cuDNN's are faster in that layout.
 """
 
 from __future__ import annotations
