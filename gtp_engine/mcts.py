@@ -19,6 +19,10 @@ Terms (AlphaGo Zero / KataGo notation):
   c = c_puct + c_puct_log * ln((sum N + c_puct_base) / c_puct_base), growing slowly with visits (KataGo).
 - FPU (first play urgency): an unvisited edge's Q is the node's own network utility minus
   fpu_reduction * sqrt(total prior of the visited edges) (Leela Zero's FPU reduction).
+- forced playouts (KataGo, self-play only): with root_forced_k = k > 0, a root edge whose visits N are below
+  sqrt(k * P * sum N) (P the root's selection prior, noise included) is chosen before PUCT is consulted, so
+  that every move the noise lifts gets a few visits; the policy target then prunes the visits its prior does
+  not explain (selfplay.prune_visits). 0 (play, analysis): never.
 - virtual loss: while a leaf waits in a batch, every edge on its path counts virtual_loss extra visits that
   were all lost, so the next selections of the batch spread to other leaves. It is always reverted, by the
   backup or, when evaluation fails, by abandon().
@@ -243,6 +247,7 @@ class Tree:
         self._point_of_flat = np.append(g.point_of, PASS)
         self.root_prior: np.ndarray | None = None  # replaces the root's priors in selection (noise)
         self.root_excluded: np.ndarray | None = None  # bool per root edge: never select (e.g. pass in cleanup)
+        self.root_forced_k = 0.0  # forced playouts at the root (self-play): k of sqrt(k * P * sum N), 0 none
         self.move_filter = move_filter  # a kept root must have been grown under the same filter
         self._filter_depth = move_filter.depth  # read for every new leaf
         self._banned: dict[tuple[int, int], np.ndarray] = {}  # (colour, ply) -> move_filter.banned(...)
@@ -316,13 +321,22 @@ class Tree:
         return best
 
     def select_root(self) -> int:
-        """The root's edge: puct_scores with root_fpu_reduction, over noisy priors, skipping excluded edges.
+        """The root's edge: puct_scores with root_fpu_reduction, over noisy priors, skipping excluded edges;
+        among edges short of their forced playouts, the best of those by the same scores.
 
         Every root edge has statistics (try_all), so any edge can be chosen, not only the next by prior.
         """
-        scores = self.puct_scores(self.root, self.root_fpu_reduction, self.root_prior)
+        root = self.root
+        prior = root.prior if self.root_prior is None else self.root_prior
+        scores = self.puct_scores(root, self.root_fpu_reduction, prior)
         if self.root_excluded is not None:
             scores[self.root_excluded] = -np.inf
+        if self.root_forced_k > 0:
+            short = root.N[: len(root.moves)] < np.sqrt(self.root_forced_k * prior * root.nsum)
+            if self.root_excluded is not None:
+                short &= ~self.root_excluded
+            if short.any():
+                scores = np.where(short, scores, -np.inf)
         return int(scores.argmax())
 
     # ---- one batch ------------------------------------------------------------------------------------

@@ -598,11 +598,13 @@ def choose_edge(tree: Tree, choice: ChoiceConfig) -> int:
     return int(lcb.argmax())
 
 
-def draw_edge(tree: Tree, temperature: float, rng: np.random.Generator) -> int | None:
+def draw_edge(tree: Tree, temperature: float, rng: np.random.Generator,
+              visits: np.ndarray | None = None) -> int | None:
     """A root edge drawn with probability proportional to visits ** (1 / temperature), never a pass (a drawn pass
-    gives the game away for nothing) nor an excluded edge; None when no other edge has visits."""
+    gives the game away for nothing) nor an excluded edge; None when no other edge has visits. visits: per root
+    edge, the root's own when None (self-play with forced playouts gives its pruned visits)."""
     root = tree.root
-    visits = root.N[: len(root.moves)].astype(np.float64)
+    visits = (root.N[: len(root.moves)] if visits is None else np.asarray(visits)).astype(np.float64)
     drawable = np.where(np.array(root.moves) == PASS, 0.0, visits)
     if tree.root_excluded is not None:
         drawable[tree.root_excluded] = 0.0
@@ -612,11 +614,12 @@ def draw_edge(tree: Tree, temperature: float, rng: np.random.Generator) -> int |
     return int(rng.choice(len(weights), p=weights / weights.sum()))
 
 
-def pick_edge(tree: Tree, choice: ChoiceConfig, move_number: int, rng: np.random.Generator) -> int:
+def pick_edge(tree: Tree, choice: ChoiceConfig, move_number: int, rng: np.random.Generator,
+              visits: np.ndarray | None = None) -> int:
     """The root edge to play at `move_number`: drawn with the temperature in the first temperature_moves moves
-    (draw_edge), otherwise choose_edge's."""
+    (draw_edge, from `visits` when given), otherwise choose_edge's."""
     if choice.temperature > 0 and move_number < choice.temperature_moves:
-        edge = draw_edge(tree, choice.temperature, rng)
+        edge = draw_edge(tree, choice.temperature, rng, visits)
         if edge is not None:
             return edge
     return choose_edge(tree, choice)

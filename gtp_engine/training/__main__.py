@@ -114,6 +114,8 @@ _HELP = {
     "noise_alpha_total": "Dirichlet alpha times the number of legal moves at the root",
     "noise_fraction": "weight of the Dirichlet noise in a full search's root priors",
     "prune_policy_target": "drop the visits that noise and virtual loss alone explain from policy targets",
+    "forced_playouts": "k of KataGo's forced playouts: each root move of a full search gets at least "
+                       "sqrt(k * prior * visits) visits (KataGo: 2; 0: none)",
     "temperature_moves": "first moves drawn in proportion to visits (default: area // 8)",
     "resign_winrate": "resign below this winrate (0: never)",
     "resign_consecutive": "searches in a row of one player below resign_winrate before it resigns",

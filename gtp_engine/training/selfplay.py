@@ -11,6 +11,10 @@ Terms:
 - playout cap randomization (KataGo): each search is full with probability full_search_fraction (full_visits,
   Dirichlet noise at the root, and its visit distribution becomes a policy target) or else fast (fast_visits,
   no noise, no policy target: its sample trains value, score and ownership only, policy_mask False).
+- forced playouts (KataGo): in a full search with forced_playouts = k > 0, each root move gets at least
+  sqrt(k * P * sum N) visits, P its noisy prior (mcts.Tree.root_forced_k); with them, the policy target is always
+  pruned and the moves drawn at temperature are drawn from the pruned visits, so that the forced visits train
+  nothing and play nothing.
 - noise: Dirichlet(alpha) mixed into the root priors with weight noise_fraction, alpha = noise_alpha_total /
   the number of legal moves (KataGo: 10.83 = 0.03 * 361, whatever the board size): search.add_noise.
 - move choice (search.pick_edge): the first temperature_moves moves of a game are drawn in proportion to the
@@ -78,6 +82,7 @@ class SelfPlayConfig:
     noise_alpha_total: float = 10.83  # Dirichlet alpha times the number of legal moves (KataGo: 0.03 * 361)
     noise_fraction: float = 0.25  # full searches only
     prune_policy_target: bool = True  # prune_visits before a full search's visits become its policy target
+    forced_playouts: float = 0.0  # k of KataGo's forced playouts in full searches (KataGo: 2); 0: none
     temperature_moves: int | None = None  # moves drawn in proportion to visits; None: area // 8 (10 on 9x9)
     resign_winrate: float = 0.05  # 0: never resign
     resign_consecutive: int = 3  # searches in a row of the same player below resign_winrate
@@ -95,6 +100,8 @@ class SelfPlayConfig:
             raise ValueError("visits must satisfy 1 <= fast_visits <= full_visits")
         if min(self.parallel_games, self.leaves_per_game, self.resign_consecutive, self.shard_samples) < 1:
             raise ValueError("parallel_games, leaves_per_game, resign_consecutive and shard_samples must be positive")
+        if self.forced_playouts < 0:
+            raise ValueError("forced_playouts must not be negative")
         for name in ("full_search_fraction", "noise_fraction", "no_resign_fraction", "resign_winrate"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1]")
@@ -256,6 +263,8 @@ class _SelfPlay:
         game.full = bool(self.rng.random() < config.full_search_fraction)
         game.visits = config.full_visits if game.full else config.fast_visits
         game.noise_due = game.full and config.noise_fraction > 0
+        if game.full:
+            game.tree.root_forced_k = config.forced_playouts
         self._noise(game)
 
     def _noise(self, game: _Game) -> None:
@@ -286,7 +295,12 @@ class _SelfPlay:
                 game.would_resign = color
 
         visits = root.N[: len(root.moves)]
-        edge = pick_edge(tree, self.choice, state.move_number, self.rng)
+        kept = visits
+        if game.full and visits.sum() > 0 and (config.prune_policy_target or config.forced_playouts):
+            q = root.W[: len(root.moves)] / np.maximum(visits, 1)
+            kept = prune_visits(visits, q, root.prior, tree.exploration(float(visits.sum())))
+        drawn_from = kept if game.full and config.forced_playouts else None
+        edge = pick_edge(tree, self.choice, state.move_number, self.rng, visits=drawn_from)
         point = root.moves[edge]
 
         self.unencoded.append((game, state.copy()))
@@ -294,10 +308,6 @@ class _SelfPlay:
         game.moves.append(g.flat(point))
         policy = np.zeros(self.area + 1, np.float32)
         if game.full and visits.sum() > 0:
-            kept = visits
-            if config.prune_policy_target:
-                q = root.W[: len(root.moves)] / np.maximum(visits, 1)
-                kept = prune_visits(visits, q, root.prior, tree.exploration(float(visits.sum())))
             policy[[g.flat(p) for p in root.moves]] = kept / kept.sum()
         game.policy.append(policy)
         game.policy_mask.append(bool(policy.any()))

@@ -229,3 +229,51 @@ def test_moves_drawn_by_visits_are_never_a_pass(tmp_path):
     for number in range(4):
         record = sgf_io.load_sgf_file(tmp_path / f"sgf/game-{number}.sgf")
         assert PASS not in [point for _, point in record.moves[:12]]  # ... but never drawn
+
+
+class FavourOnePoint:
+    """Nine tenths of the prior on the first legal point, the rest spread; a value of 0."""
+
+    def evaluate(self, states):
+        batch = UniformEvaluator().evaluate(states)
+        for row in batch.policy:
+            row *= 0.1
+            row[int(np.flatnonzero(row)[0])] += 0.9
+        batch.value[:] = 0.0
+        return batch
+
+
+def test_forced_playouts_visit_every_root_move_and_their_targets_are_pruned(tmp_path, monkeypatch):
+    pruned = []
+
+    def recording_prune(visits, q, prior, exploration):
+        kept = prune_visits(visits, q, prior, exploration)
+        pruned.append((visits.copy(), kept))
+        return kept
+
+    prune_visits = selfplay.prune_visits
+    monkeypatch.setattr(selfplay, "prune_visits", recording_prune)
+    unvisited = {}
+    for forced in (0.0, 2.0):
+        pruned.clear()
+        config = SelfPlayConfig(size=SIZE, komi=2.0, full_visits=48, fast_visits=8, full_search_fraction=1.0,
+                                forced_playouts=forced, noise_fraction=0.0, parallel_games=2,
+                                max_moves=12, val_fraction=0.0, resign_winrate=0.0, seed=4)
+        out = tmp_path / str(forced)
+        out.mkdir()
+        report = selfplay.play(FavourOnePoint(), 2, config, out, progress=False)
+        policy = all_samples(out)["policy"].astype(np.float64)
+        assert np.allclose(policy.sum(axis=1), 1.0, atol=2e-3)
+        assert len(pruned) == report.policy_samples
+        unvisited[forced] = sum(int((visits == 0).sum()) for visits, _ in pruned if visits.sum() >= 40)
+        assert any((kept < visits).any() for visits, kept in pruned)
+    # Without forced playouts PUCT leaves the moves of tiny prior alone; with them each one gets a visit or more
+    # (N < sqrt(2 * P * sum N) holds at N = 0 for any P > 0).
+    assert unvisited[0.0] > 0 and unvisited[2.0] == 0
+    config = SelfPlayConfig(size=SIZE, full_visits=16, fast_visits=16, full_search_fraction=1.0,
+                            forced_playouts=2.0, prune_policy_target=False, parallel_games=2, max_moves=4)
+    pruned.clear()
+    selfplay.play(FavourOnePoint(), 1, config, tmp_path / "unpruned", progress=False)
+    assert pruned  # forced visits are pruned from the targets whatever prune_policy_target says
+    with pytest.raises(ValueError, match="forced_playouts"):
+        SelfPlayConfig(forced_playouts=-1.0)

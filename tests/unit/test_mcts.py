@@ -351,3 +351,48 @@ def test_batches_in_flight_finished_in_order_keep_the_bookkeeping():
         total += tree.finish(pending, evaluator.evaluate(pending.states) if pending.states else None)
     assert tree.root.visits == total == 1 + 23 * 8
     check_tree(tree, legality=True)
+
+
+def test_forced_playouts_choose_the_best_root_edge_short_of_its_share():
+    tree = make_tree(GameState(5))
+    # Edge 0 is far ahead by PUCT; edges 1 and 2 are short of sqrt(2 * P * 50) = 1.22 and 0.71 visits.
+    tree.root = hand_built_node(prior=[0.98, 0.015, 0.005], N=[50, 0, 0], W=[45.0, 0.0, 0.0], net_u=-1.0)
+    assert tree.select_root() == 0
+    tree.root_forced_k = 2.0
+    assert tree.select_root() == 1  # both unvisited, the same FPU: the higher prior
+    tree.root.N[1] = 2
+    tree.root.nsum += 2
+    assert tree.select_root() == 2
+    tree.root.N[2] = 1  # nobody short any more (sqrt(2 * 0.005 * 53) = 0.73): PUCT again
+    tree.root.nsum += 1
+    assert tree.select_root() == 0
+    tree.root.N[2] = 0
+    tree.root.nsum -= 1
+    tree.root_excluded = np.array([False, False, True])  # an excluded edge is never forced
+    assert tree.select_root() == 0
+
+
+def test_a_search_with_forced_playouts_gives_every_root_move_its_share():
+    state = position("""
+        . . . . .
+        . . . . .
+        . . X . .
+        . . . . .
+        . . . . .""", to_play=WHITE)
+    best = state.grid.flat(state.grid.point(1, 1))
+
+    def value(s):  # Black to move after White's reply: lost after the best reply, won after any other
+        return -0.9 if s.moves and s.grid.flat(s.moves[-1][1]) == best else 0.9
+
+    evaluator = ScriptedEvaluator(favour=[state.grid.point(1, 1)], value=value)
+    k = 2.0
+    for forced in (False, True):
+        tree = make_tree(state.copy(), evaluator)
+        tree.root_forced_k = k if forced else 0.0
+        while tree.root.visits < 1000:
+            tree.run_batch(1)
+        root = tree.root
+        N, prior = root.N[: len(root.moves)], root.prior
+        short = N < np.sqrt(k * prior * root.nsum) - 1  # -1: the threshold grows between two selections
+        assert short.any() != forced
+        check_tree(tree)
