@@ -103,6 +103,8 @@ _HELP = {
     "l2": "L2 penalty on the weights",
     "init_from": "checkpoint whose weights start a new run (same preset)",
     "value_weight": "weight of the value loss",
+    "opponent_policy_weight": "weight of the auxiliary opponent-reply policy loss (KataGo: 0.15); above 0 the "
+                              "network gets that output (left out of the ONNX export); 0: none",
     "search_value_weight": "share of the search's value (self-play shards) in the value target; the game's "
                            "result has the rest",
     "rules": "rule set of the games (game.py's names: chinese, tromp-taylor, ...)",

@@ -25,6 +25,11 @@ Terms:
                                     still trains value, score and ownership)
   optional (self-play; see search value):
     search_value float16 [n]        the search's value of the position for the side to move, in [-1, 1]
+  derived when a shard is loaded (not stored):
+    opponent_move int16 [n]        the move played after the sample's move (the opponent's reply, H*W a pass):
+                                   the next sample's move when that sample is of the same game and its
+                                   history starts with this sample's move; -1 where there is none (a game's
+                                   last position). The target of the auxiliary opponent policy (train.py)
   and per game (g games in the shard):
     game_key        uint64 [g]     hash of the board size, setup and moves: the validation split and dedup key
     game_source     str [g]        where the record came from
@@ -50,7 +55,8 @@ Terms:
   windows, and the last samples of a window that do not fill a batch are left out of that epoch.
 - batch stream: the batches of a run, a pure function of (seed, batch index), so a resumed run continues
   exactly where its checkpoint stopped.
-- symmetry: symmetry.py's numbering, applied by expand() to the cells, the points (ko, history, move), the
+- symmetry: symmetry.py's numbering, applied by expand() to the cells, the points (ko, history, move,
+  opponent_move), the
   policy distribution (pass unchanged) and the ownership exactly as features.encode applies it to a board.
 """
 
@@ -93,6 +99,7 @@ OPTIONAL_SAMPLE_FIELDS = {
     "policy_mask": np.bool_,
     "search_value": np.float16,
 }
+DERIVED_SAMPLE_FIELDS = {"opponent_move": np.int16}
 _OPTIONAL_GROUPS = (("policy", "policy_mask"), ("search_value",))  # each present whole or not at all
 GAME_FIELDS = {
     "game_key": np.uint64,
@@ -178,12 +185,13 @@ def expand(batch: dict[str, torch.Tensor], height: int, width: int) -> tuple[tor
     With a "symmetry" entry each sample is transformed by its symmetry, exactly as features.encode(states,
     symmetries) would encode the position (square boards when any symmetry transposes). targets: move (long,
     pass = H*W), value (long, -1 masked), score, score_mask, ownership (float [B, H, W], +1 owned by the side
-    to move), ownership_mask, and where the batch has them policy (float [B, H*W + 1]) and policy_mask, and
-    search_value (float).
+    to move), ownership_mask, and where the batch has them policy (float [B, H*W + 1]) and policy_mask,
+    search_value (float) and opponent_move (long, -1 masked).
     """
     cells = batch["cells"].long()
     device, count, area = cells.device, cells.shape[0], cells.shape[1]
     ko, history, move = batch["ko"].long(), batch["history"].long(), batch["move"].long()
+    opponent_move = batch["opponent_move"].long() if "opponent_move" in batch else None
     ownership = batch["ownership"].long()
     policy = batch["policy"].float() if "policy" in batch else None
     if "symmetry" in batch:
@@ -196,7 +204,9 @@ def expand(batch: dict[str, torch.Tensor], height: int, width: int) -> tuple[tor
             policy = torch.cat([policy[:, :area].gather(1, perm), policy[:, area:]], dim=1)
         lands = lands[sym]
         ko, history = _move_points(ko, lands), _move_points(history, lands)
-        move = torch.where(move < area, lands.gather(1, move.clamp(max=area - 1)[:, None])[:, 0], move)
+        move = _move_moves(move, lands)
+        if opponent_move is not None:
+            opponent_move = _move_moves(opponent_move, lands)
         if bool((sym & symmetry.TRANSPOSE).any()):
             height, width = width, height
 
@@ -228,6 +238,8 @@ def expand(batch: dict[str, torch.Tensor], height: int, width: int) -> tuple[tor
         targets["policy_mask"] = batch["policy_mask"].bool()
     if "search_value" in batch:
         targets["search_value"] = batch["search_value"].float()
+    if opponent_move is not None:
+        targets["opponent_move"] = opponent_move
     return planes.reshape(count, -1, height, width), batch["globals"].float(), targets
 
 
@@ -236,6 +248,13 @@ def _move_points(points: torch.Tensor, lands: torch.Tensor) -> torch.Tensor:
     flat = points.reshape(points.shape[0], -1)
     moved = torch.where(flat >= 0, lands.gather(1, flat.clamp(min=0)), flat)
     return moved.reshape(points.shape)
+
+
+def _move_moves(moves: torch.Tensor, lands: torch.Tensor) -> torch.Tensor:
+    """Moves [B] (flat indices, a pass H*W, -1 for none) moved by each row's lands table; pass and -1 stay."""
+    area = lands.shape[1]
+    on_board = (moves >= 0) & (moves < area)
+    return torch.where(on_board, lands.gather(1, moves.clamp(0, area - 1)[:, None])[:, 0], moves)
 
 
 # ---- writing --------------------------------------------------------------------------------------------------
@@ -393,7 +412,20 @@ def load_shard(path: str | os.PathLike) -> dict[str, np.ndarray]:
     if "policy" in arrays and arrays["policy"].shape != (len(arrays["move"]), arrays["cells"].shape[1] + 1):
         raise DatasetError(f"{path}: policy of shape {arrays['policy'].shape} for {len(arrays['move'])} samples "
                            f"of {arrays['cells'].shape[1]} points")
+    arrays["opponent_move"] = opponent_moves(arrays)
     return arrays
+
+
+def opponent_moves(arrays: dict[str, np.ndarray]) -> np.ndarray:
+    """Per sample, the move played after its move (see opponent_move), -1 where there is none."""
+    move, game, history = arrays["move"], arrays["game"], arrays["history"]
+    area = arrays["cells"].shape[1]
+    out = np.full(len(move), -1, DERIVED_SAMPLE_FIELDS["opponent_move"])
+    if len(move) > 1:
+        previous = history[1:, 0]  # the move before the next sample's position: -1 for a pass
+        follows = (game[1:] == game[:-1]) & (previous == np.where(move[:-1] == area, -1, move[:-1]))
+        out[:-1] = np.where(follows, move[1:], -1)
+    return out
 
 
 def concatenate(shards: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -422,7 +454,7 @@ def _with_result_as_search_value(arrays: dict[str, np.ndarray]) -> dict[str, np.
 
 
 def _is_sample_field(key: str) -> bool:
-    return key in SAMPLE_FIELDS or key in OPTIONAL_SAMPLE_FIELDS
+    return key in SAMPLE_FIELDS or key in OPTIONAL_SAMPLE_FIELDS or key in DERIVED_SAMPLE_FIELDS
 
 
 def take(arrays: dict[str, np.ndarray], index: np.ndarray) -> dict[str, np.ndarray]:

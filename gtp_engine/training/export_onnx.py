@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
 import json
 import logging
@@ -67,7 +68,7 @@ def export(net: model_lib.GoNet, out_path: str | os.PathLike, trained_sizes=(), 
         "min_size": MIN_SIZE,
         "max_size": MAX_SIZE,
         "preset": net.config.name,
-        "config": net.config.to_dict(),
+        "config": dataclasses.replace(net.config, opponent_policy=False).to_dict(),  # the file has no such output
         "trained_sizes": sorted(trained_sizes),
         "training": dict(provenance or {}),
         "value": "logits of (win, loss, draw) for the side to move",

@@ -120,7 +120,7 @@ def folded_pairs(net: model_lib.GoNet) -> dict[str, str]:
     folds), found by tracing the model."""
     from torch import fx
 
-    graph = fx.symbolic_trace(net).graph
+    graph = fx.symbolic_trace(net, concrete_args={"opponent": False}).graph
     modules = dict(net.named_modules())
     pairs = {}
     for node in graph.nodes:

@@ -15,6 +15,10 @@ Terms:
   value     [N, 3] logits of (win, loss, draw) for the side to move;
   score     [N] lead of the side to move in points;
   ownership [N, H, W] tanh, +1 owned by the side to move, 0 off the board.
+- opponent policy (KataGo's auxiliary target, ModelConfig.opponent_policy): a second output of the policy head,
+  logits like policy's for the opponent's reply to the move played. It only trains the trunk and the policy head:
+  forward(..., opponent=True) returns it as a fifth output, and the ONNX export (the default forward) leaves it
+  out, so the contract above holds whether a network has it or not.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ class ModelConfig:
     value_hidden: int
     spatial_channels: int = features.SPATIAL_CHANNELS
     global_features: int = features.GLOBAL_FEATURES
+    opponent_policy: bool = False  # the auxiliary opponent-reply output of the policy head
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -142,6 +147,9 @@ class GoNet(nn.Module):
         self.policy_norm = nn.BatchNorm2d(hc)
         self.policy_out = _conv(hc, 1, 1)
         self.pass_out = nn.Linear(3 * hc, 1)
+        if config.opponent_policy:
+            self.opponent_out = _conv(hc, 1, 1)
+            self.opponent_pass_out = nn.Linear(3 * hc, 1)
         # value, score and ownership heads
         self.value_conv = _conv(c, hc, 1)
         self.value_norm = nn.BatchNorm2d(hc)
@@ -149,7 +157,11 @@ class GoNet(nn.Module):
         self.value_out = nn.Linear(config.value_hidden, 4)  # win, loss, draw logits and score
         self.ownership_out = _conv(hc, 1, 1)
 
-    def forward(self, spatial: torch.Tensor, global_: torch.Tensor):
+    def forward(self, spatial: torch.Tensor, global_: torch.Tensor, opponent: bool = False):
+        """(policy, value, score, ownership), and the opponent policy after them when `opponent` (which needs a
+        network built with it)."""
+        if opponent and not self.config.opponent_policy:
+            raise ValueError(f"this {self.config.name} network has no opponent policy output")
         mask = spatial[:, :1]
         x = (self.stem(spatial) + self.stem_global(global_)[:, :, None, None]) * mask
         for block in self.blocks:
@@ -162,12 +174,17 @@ class GoNet(nn.Module):
         p = F.relu(self.policy_norm(p)) * mask
         board_logits = self.policy_out(p) * mask + (1.0 - mask) * OFF_BOARD_LOGIT
         policy = torch.cat([board_logits.flatten(1), self.pass_out(pooled)], dim=1)
+        if opponent:
+            board_logits = self.opponent_out(p) * mask + (1.0 - mask) * OFF_BOARD_LOGIT
+            opponent_policy = torch.cat([board_logits.flatten(1), self.opponent_pass_out(pooled)], dim=1)
 
         v = F.relu(self.value_norm(self.value_conv(trunk))) * mask
         head = self.value_out(F.relu(self.value_hidden(pool(v, mask))))
         value = head[:, :3]
         score = head[:, 3] * SCORE_SCALE
         ownership = torch.tanh(self.ownership_out(v)[:, 0]) * mask[:, 0]
+        if opponent:
+            return policy, value, score, ownership, opponent_policy
         return policy, value, score, ownership
 
 

@@ -17,10 +17,14 @@ Terms:
   (win, loss, draw), against the game's result blended with the search value (dataset.py) where the shards
   have one: (1 - search_value_weight) * result + search_value_weight * ((1 + q) / 2 win, (1 - q) / 2 loss)
   + score_weight * Huber loss of the score in units of 20 points + ownership_weight * mean
-  squared ownership error; the last three only over samples that have that target.
+  squared ownership error + opponent_policy_weight * cross-entropy of the opponent policy against the reply
+  played (KataGo's auxiliary target: dataset.py's opponent_move); the last four only over samples that have
+  that target. With opponent_policy_weight > 0 the network is built with the opponent policy output
+  (model.py); it costs nothing at play time, where the export leaves it out.
 - top-1 accuracy: how often the move played is the policy's largest logit.
 - initial weights: a new run starts from random weights, or from the weights of the checkpoint init_from
-  (same preset; its optimizer state and step count are not taken). A resumed run ignores it: its own
+  (same preset; its optimizer state and step count are not taken; an opponent policy output the one network
+  has and the other lacks is left at its initial weights or dropped). A resumed run ignores it: its own
   checkpoint holds everything.
 - stop: after `steps` steps, or earlier at max_minutes, at stop_at, or on SIGINT/SIGTERM; every stop saves a
   checkpoint first, and running the same command again resumes from it.
@@ -56,7 +60,7 @@ OPTIMIZERS = ("adamw", "sgd")
 SCHEDULES = ("cosine", "step")
 # Fields that may change between a run and its resumption: they do not change what is computed.
 _RESUMABLE_CHANGES = ("data", "device", "compute_dtype", "eval_every", "val_samples")
-_LOSSES = ("loss", "policy_loss", "policy_top1", "value_loss", "score_loss", "ownership_loss")
+_LOSSES = ("loss", "policy_loss", "policy_top1", "value_loss", "score_loss", "ownership_loss", "opponent_policy_loss")
 COLUMNS = ("step", "samples", "epoch", "lr", "seconds", "samples_per_s") + tuple(f"train_{k}" for k in _LOSSES) \
     + tuple(f"val_{k}" for k in _LOSSES)
 
@@ -77,6 +81,7 @@ class TrainConfig:
     search_value_weight: float = 0.0  # share of the search value in the value target, where shards have one
     score_weight: float = 0.1
     ownership_weight: float = 0.5
+    opponent_policy_weight: float = 0.0  # the auxiliary opponent-reply policy (KataGo: 0.15); 0: no such output
     augment: bool = True  # one random symmetry per sample
     eval_every: int = 500
     val_samples: int = 50_000
@@ -92,6 +97,8 @@ class TrainConfig:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}")
+        if self.opponent_policy_weight < 0:
+            raise ValueError("opponent_policy_weight must not be negative")
         if not 0.0 <= self.search_value_weight <= 1.0:
             raise ValueError("search_value_weight must be in [0, 1]")
         if self.compute_dtype not in runs.COMPUTE_DTYPES:
@@ -102,6 +109,11 @@ class TrainConfig:
     def to_dict(self) -> dict:
         return {**dataclasses.asdict(self), "data": list(self.data)}
 
+    @property
+    def model(self) -> model_lib.ModelConfig:
+        """The network this run trains: the preset, with the opponent policy output when it has a weight."""
+        return dataclasses.replace(model_lib.preset(self.preset), opponent_policy=self.opponent_policy_weight > 0)
+
 
 def prepare(net: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     """`net` on `device`, channels-last (see compute dtype)."""
@@ -111,11 +123,12 @@ def prepare(net: torch.nn.Module, device: torch.device) -> torch.nn.Module:
 
 
 def forward(net: torch.nn.Module, batch: dict, height: int, width: int, device: torch.device,
-            compute_dtype: str) -> tuple[tuple, dict]:
-    """(outputs, targets) of a batch from dataset.take() on a prepare()d net."""
+            compute_dtype: str, opponent: bool = False) -> tuple[tuple, dict]:
+    """(outputs, targets) of a batch from dataset.take() on a prepare()d net; the opponent policy among the
+    outputs when `opponent`."""
     spatial, global_, targets = dataset.expand(dataset.to_device(batch, device), height, width)
     with runs.autocast(device, compute_dtype):
-        return net(spatial.contiguous(memory_format=torch.channels_last), global_), targets
+        return net(spatial.contiguous(memory_format=torch.channels_last), global_, opponent=opponent), targets
 
 
 def learning_rate(config: TrainConfig, step: int) -> float:
@@ -131,7 +144,7 @@ def learning_rate(config: TrainConfig, step: int) -> float:
 
 def losses(outputs, targets: dict, config: TrainConfig) -> dict[str, torch.Tensor]:
     """Each term (scalar tensors) and their weighted sum "loss"; masked terms average over their samples."""
-    policy, value, score, ownership = (o.float() for o in outputs)
+    policy, value, score, ownership = (o.float() for o in outputs[:4])
     move = targets["move"]
     if "policy" in targets:
         soft = -(targets["policy"] * F.log_softmax(policy, dim=1)).sum(dim=1)
@@ -152,8 +165,14 @@ def losses(outputs, targets: dict, config: TrainConfig) -> dict[str, torch.Tenso
     out["score_loss"] = _masked_mean(score_error, targets["score_mask"])
     ownership_error = (ownership - targets["ownership"]).square().mean(dim=(1, 2))
     out["ownership_loss"] = _masked_mean(ownership_error, targets["ownership_mask"])
+    out["opponent_policy_loss"] = torch.zeros((), device=policy.device)
+    if len(outputs) > 4:
+        replied = targets["opponent_move"] >= 0
+        reply_loss = F.cross_entropy(outputs[4].float(), targets["opponent_move"].clamp(min=0), reduction="none")
+        out["opponent_policy_loss"] = _masked_mean(reply_loss, replied)
     out["loss"] = (out["policy_loss"] + config.value_weight * out["value_loss"]
-                   + config.score_weight * out["score_loss"] + config.ownership_weight * out["ownership_loss"])
+                   + config.score_weight * out["score_loss"] + config.ownership_weight * out["ownership_loss"]
+                   + config.opponent_policy_weight * out["opponent_policy_loss"])
     return out
 
 
@@ -175,7 +194,7 @@ class _Trainer:
                                        f"--val-fraction above 0")
         self.fingerprint = _fingerprint(self.train_set) + "/" + _fingerprint(self.val_set)
         torch.manual_seed(config.seed)
-        self.net = prepare(model_lib.build(config.preset), self.device)
+        self.net = prepare(model_lib.build(config.model), self.device)
         decay = [p for p in self.net.parameters() if p.ndim > 1]  # no weight decay on norms and biases
         rest = [p for p in self.net.parameters() if p.ndim <= 1]
         groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": rest, "weight_decay": 0.0}]
@@ -209,12 +228,17 @@ class _Trainer:
     def initialise(self, path: Path) -> None:
         """Loads the weights of the checkpoint at path (only them) into the new run's model."""
         ckpt = checkpoint_lib.load(path)
-        wanted = model_lib.preset(self.config.preset)
-        if ckpt.config != wanted:
+        wanted = self.config.model
+        if dataclasses.replace(ckpt.config, opponent_policy=wanted.opponent_policy) != wanted:
             raise ValueError(f"{path}: a {ckpt.config.name} network ({ckpt.config.blocks} blocks, "
                              f"{ckpt.config.channels} channels) cannot start a {wanted.name} run; use --preset "
                              f"{ckpt.config.name} or another checkpoint")
-        self.net.load_state_dict(ckpt.state_dict)
+        own = self.net.state_dict()
+        weights = {key: value for key, value in ckpt.state_dict.items() if key in own}  # an opponent output dropped
+        missing = set(own) - set(weights)
+        if any(not key.startswith("opponent_") for key in missing):
+            raise ValueError(f"{path}: weights missing for {sorted(missing)[:3]}")
+        self.net.load_state_dict(weights, strict=False)
         log.info("starting from the weights of %s (%s steps)", path, ckpt.provenance.get("steps", "?"))
 
     def provenance(self, val: dict | None) -> dict:
@@ -238,7 +262,7 @@ class _Trainer:
 
     def forward(self, batch: dict):
         return losses(*forward(self.net, batch, self.train_set.height, self.train_set.width, self.device,
-                               self.config.compute_dtype), self.config)
+                               self.config.compute_dtype, opponent=self.config.model.opponent_policy), self.config)
 
     def validate(self) -> dict[str, float]:
         if self.val_cache is None:
@@ -326,8 +350,8 @@ def train(config: TrainConfig, run_dir: str | Path, *, max_minutes: float | None
 # ---- metrics --------------------------------------------------------------------------------------------------
 
 def read_metrics(path: str | Path) -> list[dict[str, float]]:
-    """A train run's metrics.csv, every value a number."""
-    return [{key: float(value) for key, value in row.items()} for row in metrics_csv.read(path)]
+    """A train run's metrics.csv, every value a number (NaN in a column added after the row was written)."""
+    return [{key: float(value) if value else math.nan for key, value in row.items()} for row in metrics_csv.read(path)]
 
 
 def plot_metrics(metrics_path: str | Path, png_path: str | Path) -> None:

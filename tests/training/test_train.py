@@ -193,3 +193,66 @@ def test_the_search_value_blends_into_the_value_target_by_its_weight():
     assert torch.isclose(blended, expected)  # sample 2 has no value target: its search value counts for nothing
     with pytest.raises(ValueError, match="search_value_weight"):
         TrainConfig(data=("x",), search_value_weight=1.5)
+
+
+def test_the_opponent_move_is_the_reply_played_and_turns_with_the_board(shards):
+    from gtp_engine import symmetry
+    from gtp_engine.training import dataset
+
+    arrays = dataset.Shards([str(shards)], "train").head(10_000)
+    move, game, reply = arrays["move"], arrays["game"], arrays["opponent_move"]
+    last_of_game = np.append(game[1:] != game[:-1], True)
+    assert (reply[last_of_game] == -1).all()
+    assert np.array_equal(reply[~last_of_game], move[1:][~last_of_game[:-1]])
+    # Positions that do not follow each other (every other one kept) have no reply to learn.
+    every_other = dataset.take(arrays, np.arange(0, len(move), 2))
+    every_other["cells"] = arrays["cells"][::2]
+    assert (dataset.opponent_moves(every_other) == -1).all()
+    # Under a symmetry the reply turns as the next position's move does.
+    pairs = np.flatnonzero(~last_of_game)[:40]
+    for s in symmetry.ALL:
+        batch = dataset.take(arrays, np.concatenate([pairs, pairs + 1]))
+        batch["symmetry"] = np.full(2 * len(pairs), s, np.uint8)
+        _, _, targets = dataset.expand(dataset.to_device(batch, "cpu"), 9, 9)
+        assert torch.equal(targets["opponent_move"][: len(pairs)], targets["move"][len(pairs):]), s
+
+
+def test_the_opponent_policy_loss_is_cross_entropy_over_the_positions_with_a_reply():
+    count, area = 4, 9
+    outputs = (torch.randn(count, area + 1), torch.randn(count, 3), torch.randn(count),
+               torch.tanh(torch.randn(count, 3, 3)), torch.randn(count, area + 1))
+    targets = {"move": torch.tensor([0, 1, 9, 2]), "value": torch.full((count,), -1), "score": torch.zeros(count),
+               "score_mask": torch.zeros(count, dtype=torch.bool), "ownership": torch.ones(count, 3, 3),
+               "ownership_mask": torch.zeros(count, dtype=torch.bool), "opponent_move": torch.tensor([3, -1, 9, -1])}
+    config = TrainConfig(data=("x",), opponent_policy_weight=0.15)
+    terms = train.losses(outputs, targets, config)
+    expected = torch.nn.functional.cross_entropy(outputs[4][[0, 2]], torch.tensor([3, 9]))
+    assert torch.isclose(terms["opponent_policy_loss"], expected)
+    assert torch.isclose(terms["loss"], terms["policy_loss"] + 0.15 * expected)
+    assert train.losses(outputs[:4], targets, TrainConfig(data=("x",)))["opponent_policy_loss"] == 0
+    with pytest.raises(ValueError, match="opponent_policy_weight"):
+        TrainConfig(data=("x",), opponent_policy_weight=-0.1)
+
+
+def test_a_run_with_the_opponent_policy_starts_from_a_network_without_it_and_exports_without_it(shards, tmp_path,
+                                                                                                one_thread):
+    import onnx
+
+    train.train(config_for(shards, steps=2), tmp_path / "plain", export=False, progress=False)
+    plain = tmp_path / "plain" / train.CHECKPOINT
+    result = train.train(config_for(shards, steps=3, init_from=str(plain), opponent_policy_weight=0.15),
+                         tmp_path / "aux", progress=False)
+    aux = checkpoint_lib.load(tmp_path / "aux" / train.CHECKPOINT)
+    assert aux.config.opponent_policy and "opponent_out.weight" in aux.state_dict
+    for key, value in checkpoint_lib.load(plain).state_dict.items():  # started from the plain weights
+        assert key in aux.state_dict
+    rows = train.read_metrics(tmp_path / "aux" / train.METRICS)
+    assert all(0 < row["val_opponent_policy_loss"] < 10 for row in rows)
+    # The export has the four outputs of the contract, and says it has no opponent output.
+    exported = onnx.load(result["onnx"])
+    assert [o.name for o in exported.graph.output] == ["policy", "value", "score", "ownership"]
+    assert json.loads(exported.metadata_props[0].value)["config"]["opponent_policy"] is False
+    # And a run without it starts from the network with it, dropping that output.
+    train.train(config_for(shards, steps=1, init_from=str(tmp_path / "aux" / train.CHECKPOINT)),
+                tmp_path / "dropped", export=False, progress=False)
+    assert not checkpoint_lib.load(tmp_path / "dropped" / train.CHECKPOINT).config.opponent_policy
