@@ -384,8 +384,8 @@ class _SelfPlay:
 
 
 def prune_visits(visits: np.ndarray, q: np.ndarray, prior: np.ndarray, exploration: float) -> np.ndarray:
-    """The root's visits less those its own prior does not explain (KataGo's policy target pruning, with the
-    root noise and virtual loss in place of forced playouts).
+    """The root's visits less those its own prior does not explain (KataGo's policy target pruning: the visits
+    of forced playouts, root noise and virtual loss).
 
     visits, q (utility per visit), prior (the network's, without noise): per root edge; exploration:
     Tree.exploration of the root's visits. The most visited edge keeps its visits; every other edge keeps at
