@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import io
 import json
 import logging
@@ -68,7 +67,7 @@ def export(net: model_lib.GoNet, out_path: str | os.PathLike, trained_sizes=(), 
         "min_size": MIN_SIZE,
         "max_size": MAX_SIZE,
         "preset": net.config.name,
-        "config": dataclasses.replace(net.config, opponent_policy=False).to_dict(),  # the file has no such output
+        "config": {k: v for k, v in net.config.to_dict().items() if k != "opponent_policy"},  # not in the file
         "trained_sizes": sorted(trained_sizes),
         "training": dict(provenance or {}),
         "value": "logits of (win, loss, draw) for the side to move",
