@@ -204,9 +204,9 @@ def expand(batch: dict[str, torch.Tensor], height: int, width: int) -> tuple[tor
             policy = torch.cat([policy[:, :area].gather(1, perm), policy[:, area:]], dim=1)
         lands = lands[sym]
         ko, history = _move_points(ko, lands), _move_points(history, lands)
-        move = _move_moves(move, lands)
+        move = _move_points(move, lands)
         if opponent_move is not None:
-            opponent_move = _move_moves(opponent_move, lands)
+            opponent_move = _move_points(opponent_move, lands)
         if bool((sym & symmetry.TRANSPOSE).any()):
             height, width = width, height
 
@@ -244,17 +244,12 @@ def expand(batch: dict[str, torch.Tensor], height: int, width: int) -> tuple[tor
 
 
 def _move_points(points: torch.Tensor, lands: torch.Tensor) -> torch.Tensor:
-    """Flat indices ([B] or [B, k], -1 for none) moved by each row's lands table."""
-    flat = points.reshape(points.shape[0], -1)
-    moved = torch.where(flat >= 0, lands.gather(1, flat.clamp(min=0)), flat)
-    return moved.reshape(points.shape)
-
-
-def _move_moves(moves: torch.Tensor, lands: torch.Tensor) -> torch.Tensor:
-    """Moves [B] (flat indices, a pass H*W, -1 for none) moved by each row's lands table; pass and -1 stay."""
+    """Flat indices ([B] or [B, k]; -1 for none, H*W a pass: both stay) moved by each row's lands table."""
     area = lands.shape[1]
-    on_board = (moves >= 0) & (moves < area)
-    return torch.where(on_board, lands.gather(1, moves.clamp(0, area - 1)[:, None])[:, 0], moves)
+    flat = points.reshape(points.shape[0], -1)
+    on_board = (flat >= 0) & (flat < area)
+    moved = torch.where(on_board, lands.gather(1, flat.clamp(0, area - 1)), flat)
+    return moved.reshape(points.shape)
 
 
 # ---- writing --------------------------------------------------------------------------------------------------

@@ -262,7 +262,7 @@ class _Trainer:
 
     def forward(self, batch: dict):
         return losses(*forward(self.net, batch, self.train_set.height, self.train_set.width, self.device,
-                               self.config.compute_dtype, opponent=self.config.model.opponent_policy), self.config)
+                               self.config.compute_dtype, opponent=self.net.config.opponent_policy), self.config)
 
     def validate(self) -> dict[str, float]:
         if self.val_cache is None:
