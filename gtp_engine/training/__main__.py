@@ -111,6 +111,11 @@ _HELP = {
     "full_visits": "root visits of a full search (its visit distribution is a policy target)",
     "fast_visits": "root visits of a fast search (no policy target, no noise)",
     "full_search_fraction": "share of searches that are full ones",
+    "final_full_visits": "full visits at the end of the schedule (playout cap annealing, as KataGo's 600 to 1000); "
+                         "0: no schedule",
+    "final_fast_visits": "fast visits at the end of the schedule; 0: no schedule",
+    "visit_ramp_generations": "generation at which the full and fast visits reach their final values, linearly "
+                              "from the self-play settings at generation 1; 0: no schedule",
     "parallel_games": "games played together; their leaves share one evaluator call per round",
     "leaves_per_game": "leaves each game's tree adds to a round (virtual loss)",
     "noise_alpha_total": "Dirichlet alpha times the number of legal moves at the root",

@@ -29,7 +29,8 @@ Terms:
   if it was cut short) -> record. state.json moves to the next phase only after a phase's output is complete,
   and every phase can run again over a partial output of its own, so a kill costs at most the unfinished part
   of one phase.
-- metrics.csv columns: games, samples, selfplay_seconds (summed over batches: with several workers more than
+- metrics.csv columns: games, samples, full_visits and fast_visits (the generation's playout caps),
+  selfplay_seconds (summed over batches: with several workers more than
   the wall time), games_per_hour and evaluations_per_second (per self-play process), train_* and val_* (the
   candidate's last training and validation losses), gate_* (games, score and Elo with their 95% intervals,
   LLR), promoted, best_generation, best_elo, candidate_elo (Elo as below), gnugo_* (games, score and Elo of
@@ -105,9 +106,9 @@ EARLIER_NAMES = {
 }
 # A candidate's training, where the loop's defaults differ from a supervised run's: shorter, slower, smaller.
 TRAIN = train.TrainConfig(steps=1000, lr=3e-4, warmup_steps=50, val_samples=10_000)
-COLUMNS = ("generation", "games", "samples", "selfplay_seconds", "games_per_hour", "evaluations_per_second",
-           "train_samples", "train_steps", "train_loss", "val_policy_loss", "val_value_loss", "val_policy_top1",
-           "gate_games", "gate_score", "gate_score_low", "gate_score_high", "gate_elo", "gate_elo_low",
+COLUMNS = ("generation", "games", "samples", "full_visits", "fast_visits", "selfplay_seconds", "games_per_hour",
+           "evaluations_per_second", "train_samples", "train_steps", "train_loss", "val_policy_loss",
+           "val_value_loss", "val_policy_top1", "gate_games", "gate_score", "gate_score_low", "gate_score_high", "gate_elo", "gate_elo_low",
            "gate_elo_high", "gate_llr", "promoted", "best_generation", "best_elo", "candidate_elo", "gnugo_games",
            "gnugo_score", "gnugo_elo", "gnugo_elo_low", "gnugo_elo_high", "seconds")
 
@@ -135,6 +136,12 @@ class LoopConfig:
     device: str = "auto"  # the backend's device for self-play and gating
     precision: str = "fp32"  # the networks self-play and the gate play with: fp32, or their int8 siblings
     seed: int = 0
+    # Playout cap randomization's schedule (KataGo anneals its caps over a run, 600/100 to 1000/200): the full
+    # and fast visits move linearly from selfplay.full_visits and fast_visits at generation 1 to these at
+    # generation visit_ramp_generations, and stay there. 0: self-play keeps its visits.
+    final_full_visits: int = 0
+    final_fast_visits: int = 0
+    visit_ramp_generations: int = 0
     selfplay: selfplay.SelfPlayConfig = field(default_factory=selfplay.SelfPlayConfig)
     train: train.TrainConfig = TRAIN  # train.device: the torch device of training
     gate: gating.GateConfig = field(default_factory=gating.GateConfig)  # gate.visits also for GNU Go matches
@@ -153,6 +160,11 @@ class LoopConfig:
             raise ValueError(f"--precision must be one of {', '.join(PRECISIONS)}, not {self.precision!r}")
         if self.preset:
             model_lib.preset(self.preset)
+        ramp = (self.final_full_visits, self.final_fast_visits, self.visit_ramp_generations)
+        if any(ramp) and not (self.visit_ramp_generations >= 1 and 1 <= self.final_fast_visits
+                              <= self.final_full_visits):
+            raise ValueError("--final-full-visits, --final-fast-visits and --visit-ramp-generations go together, "
+                             "with 1 <= final fast visits <= final full visits and a ramp of at least 1 generation")
         # The nested configs say what their jobs will do: the loop's board, komi and rules.
         board = {"size": self.size, "komi": self.komi, "rules": self.rules}
         object.__setattr__(self, "selfplay", dataclasses.replace(self.selfplay, **board))
@@ -169,7 +181,20 @@ class LoopConfig:
         return cls(**{**values, **built})
 
     def selfplay_config(self, generation: int, batch: int) -> selfplay.SelfPlayConfig:
-        return dataclasses.replace(self.selfplay, seed=_seed(self.seed, generation, batch))
+        full, fast = self.visits(generation)
+        return dataclasses.replace(self.selfplay, seed=_seed(self.seed, generation, batch), full_visits=full,
+                                   fast_visits=fast)
+
+    def visits(self, generation: int) -> tuple[int, int]:
+        """The full and fast visits of the generation's self-play, on the schedule when one is set."""
+        start = (self.selfplay.full_visits, self.selfplay.fast_visits)
+        if not self.visit_ramp_generations:
+            return start
+        ramp = self.visit_ramp_generations
+        progress = 1.0 if generation >= ramp else (generation - 1) / (ramp - 1)
+        full, fast = (round(a + progress * (b - a))  # rounding keeps fast <= full, as at both ends
+                      for a, b in zip(start, (self.final_full_visits, self.final_fast_visits)))
+        return full, fast
 
     def gate_config(self, generation: int) -> gating.GateConfig:
         return dataclasses.replace(self.gate, seed=_seed(self.seed, generation, 999))
@@ -482,6 +507,7 @@ def _record(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) -> d
         "generation": generation,
         "games": sum(r["games"] for r in reports),
         "samples": sum(r["samples"] for r in reports),
+        **dict(zip(("full_visits", "fast_visits"), config.visits(generation))),
         "selfplay_seconds": round(seconds, 1),
         "games_per_hour": round(3600 * sum(r["games"] for r in reports) / max(seconds, 1e-9), 1),
         "evaluations_per_second": round(sum(r["evaluations"] for r in reports) / max(seconds, 1e-9), 1),

@@ -145,6 +145,7 @@ def test_a_generation_runs_end_to_end_and_promotes_into_promote_to(tiny_checkpoi
     rows = loop.read_metrics(run / loop.METRICS)
     assert len(rows) == 1 and rows[0]["generation"] == "1" and rows[0]["promoted"] == "True"
     assert int(rows[0]["games"]) == 6 and int(rows[0]["gate_games"]) == 4
+    assert (rows[0]["full_visits"], rows[0]["fast_visits"]) == ("12", "4")
     assert float(rows[0]["gate_score_low"]) <= float(rows[0]["gate_score"]) <= float(rows[0]["gate_score_high"])
     assert float(rows[0]["best_elo"]) == pytest.approx(float(rows[0]["gate_elo"]))
     assert (run / loop.PLOT).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -265,6 +266,22 @@ def test_a_batch_cut_short_is_played_again(tiny_onnx_model, tmp_path):
     report = loop.run_selfplay(job, progress=False)
     assert report["games"] == 2 and not (batch / "junk").exists() and (batch / selfplay.REPORT).exists()
     assert loop.run_selfplay(job, progress=False) == report  # complete: not played again
+
+
+def test_the_playout_caps_follow_their_schedule_and_then_stay(tiny_onnx_model):
+    config = loop.LoopConfig(init=str(tiny_onnx_model), final_full_visits=20, final_fast_visits=9,
+                             visit_ramp_generations=3, **TINY)
+    assert [config.visits(g) for g in (1, 2, 3, 4, 50)] == [(12, 4), (16, 6), (20, 9), (20, 9), (20, 9)]
+    second = config.selfplay_config(2, 1)
+    assert (second.full_visits, second.fast_visits) == (16, 6)
+    assert second.seed != config.selfplay_config(2, 0).seed  # each batch its own games
+    assert loop.LoopConfig(init=str(tiny_onnx_model), final_full_visits=20, final_fast_visits=9,
+                           visit_ramp_generations=1, **TINY).visits(1) == (20, 9)  # a ramp of one: the end at once
+    assert loop.LoopConfig(init=str(tiny_onnx_model), **TINY).visits(30) == (12, 4)  # no schedule
+    for bad in ({"final_full_visits": 20}, {"final_full_visits": 8, "final_fast_visits": 9,
+                                            "visit_ramp_generations": 3}):
+        with pytest.raises(ValueError, match="go together"):
+            loop.LoopConfig(init=str(tiny_onnx_model), **bad, **TINY)
 
 
 def test_an_unknown_backend_is_refused(tiny_onnx_model):

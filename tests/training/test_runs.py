@@ -117,11 +117,13 @@ def test_compute_dtype_auto_is_bfloat16_where_the_device_has_it_natively():
 def test_a_config_file_sets_flags_and_the_command_line_wins(tmp_path):
     path = tmp_path / "loop.toml"
     path.write_text('init = "net.onnx"\nout = "runs/x"\ngenerations = 3\nkomi = 7\n'
+                    'final-full-visits = 200\nfinal-fast-visits = 40\nvisit-ramp-generations = 10\n'
                     '[selfplay]\nnoise-fraction = 0.1\nresign_winrate = 0.02\nleaves-per-game = 4\n'
                     '[train]\nweight-decay = 3e-5\nsteps = 50\n[gate]\nparallel-games = 8\n')
     args = parse_args(["--threads", "1", "loop", "--config", str(path), "--generations", "5", "--lr", "0.01"])
     config = _loop_config(args)
     assert (args.out, config.init, config.generations, config.komi) == ("runs/x", "net.onnx", 5, 7.0)
+    assert (config.final_full_visits, config.final_fast_visits, config.visit_ramp_generations) == (200, 40, 10)
     assert (config.selfplay.noise_fraction, config.selfplay.resign_winrate, config.selfplay.leaves_per_game) == \
         (0.1, 0.02, 4)
     assert (config.train.weight_decay, config.train.steps, config.train.lr) == (3e-5, 50, 0.01)
