@@ -183,10 +183,11 @@ def restore(carry: Path, run_dir: Path) -> int:
 def train_config(args: argparse.Namespace, folders: list[Path], train_samples: int) -> train.TrainConfig:
     steps = args.steps or math.ceil(args.epochs * train_samples / args.batch_size)
     return train.TrainConfig(
-        data=tuple(str(folder) for folder in folders), preset=args.preset, batch_size=args.batch_size, steps=steps, lr=args.lr,
+        data=tuple(str(folder) for folder in folders), preset=args.preset, batch_size=args.batch_size, steps=steps,
+        lr=args.lr,
         warmup_steps=min(args.warmup_steps, max(1, steps // 10)), weight_decay=args.weight_decay,
         eval_every=args.eval_every, val_samples=args.val_samples, window_samples=args.window_samples,
-        seed=args.seed, device=args.device, init_from=args.init_from or "")
+        seed=args.seed, device=args.device, compile=args.compile, init_from=args.init_from or "")
 
 
 def step(args: argparse.Namespace, started: float) -> dict:
@@ -257,12 +258,15 @@ def bench(args: argparse.Namespace) -> list[dict]:
         torch.manual_seed(0)
         net = train.prepare(model_lib.build(preset), device)
         optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
+        step_net = train.compiled(net) if args.compile else net
         batches = [next(stream) for _ in range(args.bench_steps + 2)]
+        warm_up = time.perf_counter()
         for number, batch in enumerate(batches):
-            if number == 2:  # two warm-up steps (cudnn.benchmark picks its kernels in the first)
+            if number == 2:  # two warm-up steps (cudnn.benchmark picks its kernels, torch.compile compiles)
                 _synchronize(device)
                 started, cpu_started = time.perf_counter(), time.process_time()
-            outputs, targets = train.forward(net, batch, shards.height, shards.width, device, config.compute_dtype)
+                warm_up = started - warm_up
+            outputs, targets = train.forward(step_net, batch, shards.height, shards.width, device, config.compute_dtype)
             loss = train.losses(outputs, targets, config)["loss"]
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -272,7 +276,8 @@ def bench(args: argparse.Namespace) -> list[dict]:
         # Per CPU second of this process too: on a shared machine the wall-clock rate says more about the others.
         cpu_rate = args.bench_steps * args.batch_size / max(time.process_time() - cpu_started, 1e-9)
         rows.append({"preset": preset, "samples_per_s": round(rate, 1), "samples_per_cpu_s": round(cpu_rate, 1),
-                     "parameters": sum(p.numel() for p in net.parameters())})
+                     "parameters": sum(p.numel() for p in net.parameters()), "compile": args.compile,
+                     "warm_up_seconds": round(warm_up, 1)})
     reference = rows[0]["samples_per_s"]
     cpu_reference = rows[0]["samples_per_cpu_s"]
     for row in rows:
@@ -308,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
                               "call cut short keeps the finished ones")
         sub.add_argument("--device", default="auto", help="auto (cuda when there is one), cuda or cpu")
         sub.add_argument("--batch-size", type=int, default=RECIPE["batch_size"])
+        sub.add_argument("--compile", action="store_true",
+                         help="training steps through torch.compile (train.py's compile; each call compiles again, "
+                              "from inductor's cache on a warm machine)")
     run = commands.choices["step"]
     run.add_argument("--out", required=True, help="where the checkpoint parts, manifest, metrics (and ONNX) go")
     run.add_argument("--carry", default=".ckpt19", help="the last call's --out files, carried back")

@@ -75,6 +75,8 @@ _HELP = {
     "val_samples": "validation samples used at each evaluation",
     "window_samples": "samples loaded and shuffled together",
     "device": "auto, cpu, cuda, cuda:1, ...",
+    "compile": "run the training steps through torch.compile (1.27x on a 2-core CPU for b6c64 on 19x19, after "
+               "about 35 s of compilation)",
     "compute_dtype": "what the forward pass computes in: float32, bfloat16 (autocast), or auto (bfloat16 on CUDA "
                      "and on CPUs with bf16 instructions, about twice float32's samples/s there)",
     "generations": "run until this generation is recorded (a rerun with more continues)",

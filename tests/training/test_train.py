@@ -111,6 +111,27 @@ def test_the_compute_dtype_reaches_the_forward_pass_and_a_resumed_run_may_change
     assert done["finished"] and math.isfinite(done["validation"]["loss"])
 
 
+def test_compiled_steps_learn_what_plain_ones_do_and_a_resumed_run_may_turn_compile_on(shards, tmp_path,
+                                                                                      one_thread, monkeypatch):
+    graphs = []
+
+    def recording_backend(graph, example_inputs):  # what dynamo captured, run as it is (no code generation)
+        graphs.append(graph)
+        return graph.forward
+
+    monkeypatch.setattr(train, "COMPILE_BACKEND", recording_backend)
+    config = config_for(shards, steps=4, compute_dtype="float32")
+    train.train(config, tmp_path / "plain", export=False, progress=False)
+    train.train(config, tmp_path / "compiled", stop_at=2, export=False, progress=False)
+    done = train.train(config_for(shards, steps=4, compute_dtype="float32", compile=True), tmp_path / "compiled",
+                       export=False, progress=False)
+    assert done["finished"] and graphs  # the last two steps went through torch.compile
+    plain = checkpoint_lib.load(tmp_path / "plain" / train.CHECKPOINT).state_dict
+    compiled = checkpoint_lib.load(tmp_path / "compiled" / train.CHECKPOINT).state_dict
+    assert plain.keys() == compiled.keys()  # saved from the module itself, not the compiled wrapper
+    assert all(torch.allclose(plain[k], compiled[k], atol=1e-5) for k in plain)
+
+
 def test_learning_rate_schedules():
     cosine = TrainConfig(data=("x",), steps=100, lr=1.0, warmup_steps=10)
     assert train.learning_rate(cosine, 0) == pytest.approx(0.1, rel=0.01)

@@ -109,3 +109,14 @@ def test_bench_reports_each_preset_against_the_first(tmp_path, archive, capsys, 
     assert [row["preset"] for row in rows] == ["tiny", "tiny"] and rows[0]["ratio_to_tiny"] == 1.0
     assert all(row["samples_per_s"] > 0 and row["samples_per_cpu_s"] > 0 and row["batch_stream_samples_per_s"] > 0
                for row in rows)
+
+
+def test_bench_with_compile_runs_the_steps_through_torch_compile(tmp_path, archive, capsys, one_thread, monkeypatch):
+    graphs = []
+    monkeypatch.setattr(train19_gpu.train, "COMPILE_BACKEND",
+                        lambda graph, example_inputs: graphs.append(graph) or graph.forward)  # no code generation
+    assert train19_gpu.main(["bench", "--archive", str(archive), "--work", str(tmp_path / "work"), "--workers", "1",
+                             "--ingest-parts", "1", "--device", "cpu", "--batch-size", "8", "--bench-steps", "1",
+                             "--presets", "tiny", "--compile"]) == 0
+    row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert row["compile"] and row["warm_up_seconds"] >= 0 and row["samples_per_s"] > 0 and graphs
