@@ -113,6 +113,8 @@ _HELP = {
     "full_visits": "root visits of a full search (its visit distribution is a policy target)",
     "fast_visits": "root visits of a fast search (no policy target, no noise)",
     "full_search_fraction": "share of searches that are full ones",
+    "gated": "play a gate match before promoting a candidate (--no-gated: every candidate is promoted, as in "
+             "AlphaZero and KataGo, and strength shows only in the GNU Go matches)",
     "final_full_visits": "full visits at the end of the schedule (playout cap annealing, as KataGo's 600 to 1000); "
                          "0: no schedule",
     "final_fast_visits": "fast visits at the end of the schedule; 0: no schedule",

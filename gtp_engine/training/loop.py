@@ -23,8 +23,9 @@ Terms:
 - generation g >= 1, in phases: selfplay (batches of games by the best network; a batch that was cut short is
   played again) -> train (the candidate continues from the previous candidate's weights, or the initial
   checkpoint's, on the self-play of the last window_generations generations, plus anchor_samples samples of
-  expert games when an anchor is set) -> gate (candidate against best: gating.py's rule) -> promote (copies
-  into best.*, and into promote_to when set, each atomically) -> gnugo (every gnugo_every generations, when
+  expert games when an anchor is set) -> gate (candidate against best: gating.py's rule; with gated off no match
+  is played and every candidate is promoted, as in AlphaZero and KataGo) -> promote (copies into best.*, and into
+  promote_to when set, each atomically) -> gnugo (every gnugo_every generations, when
   set: the best, as the engine at the gate's visits, against GNU Go in a match of match.py, played again whole
   if it was cut short) -> record. state.json moves to the next phase only after a phase's output is complete,
   and every phase can run again over a partial output of its own, so a kill costs at most the unfinished part
@@ -34,7 +35,8 @@ Terms:
   the wall time), games_per_hour and evaluations_per_second (per self-play process), train_* and val_* (the
   candidate's last training and validation losses), gate_* (games, score and Elo with their 95% intervals,
   LLR), promoted, best_generation, best_elo, candidate_elo (Elo as below), gnugo_* (games, score and Elo of
-  the best against GNU Go, where played), seconds (self-play, training and gate time, exports excluded).
+  the best against GNU Go, where played), seconds (self-play, training and gate time, exports excluded). An
+  ungated loop leaves the gate_* and Elo columns empty: its strength curve is the GNU Go matches'.
 - Elo: a gate's estimate is the candidate's rating against the best's; the best's cumulative Elo is the sum of
   the estimates of the promoted candidates (generation 0 at 0), the curve of strength.png. A score of 0 or 1
   counts as half a game short of it, to keep sums finite.
@@ -129,6 +131,7 @@ class LoopConfig:
     anchor_samples: int = 0  # samples of it per generation, a fresh random draw of whole games each time
     preset: str = ""  # candidates' model preset; "": the initial network's
     promote_to: str = ""  # also copy each promoted network here (e.g. weights/9x9.onnx); "": nowhere
+    gated: bool = True  # False: no gate match, every candidate is promoted (the gate's settings serve GNU Go)
     gnugo_every: int = 0  # play the best against GNU Go every this many generations (0: never)
     gnugo_games: int = 20
     gnugo_level: int = 10
@@ -411,6 +414,8 @@ def train_config(config: LoopConfig, run_dir: Path, generation: int, preset: str
 
 def _gate(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) -> dict:
     generation = state["generation"]
+    if not config.gated:
+        return {**state, "phase": "promote"}
     folder = _gen_dir(run_dir, generation)
     candidate = play_network(config, run_dir, folder / "train" / train.ONNX, generation)
     best = play_network(config, run_dir, run_dir / BEST_ONNX, generation)
@@ -449,15 +454,16 @@ def play_network(config: LoopConfig, run_dir: Path, network: Path, generation: i
 def _promote(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) -> dict:
     generation = state["generation"]
     folder = _gen_dir(run_dir, generation)
-    result = gating.read_result(folder / "gate")
-    if not result.promoted:
+    result = gating.read_result(folder / "gate") if config.gated else None
+    if result is not None and not result.promoted:
         log.info("generation %d not promoted: %s", generation, result.describe())
         return {**state, "phase": "gnugo", "promoted": False}
     _copy(folder / "train" / train.CHECKPOINT, run_dir / BEST_CHECKPOINT)
     for target in [run_dir / BEST_ONNX] + ([Path(config.promote_to)] if config.promote_to else []):
         _copy_network(folder / "train" / train.ONNX, target)
-    best_elo = state["best_elo"] + _finite_elo(result)
-    log.info("generation %d promoted (cumulative Elo %+.0f): %s", generation, best_elo, result.describe())
+    best_elo = state["best_elo"] + (_finite_elo(result) if result else 0.0)
+    log.info("generation %d promoted %s", generation,
+             f"(cumulative Elo {best_elo:+.0f}): {result.describe()}" if result else "(no gate)")
     return {**state, "phase": "gnugo", "promoted": True, "best_generation": generation, "best_elo": best_elo,
             "previous_best_elo": state["best_elo"]}
 
@@ -499,7 +505,7 @@ def _record(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) -> d
     generation = state["generation"]
     folder = _gen_dir(run_dir, generation)
     reports = [json.loads((batch / selfplay.REPORT).read_text()) for batch in _batches(run_dir, generation)]
-    gate = gating.read_result(folder / "gate")
+    gate = gating.read_result(folder / "gate") if config.gated else None
     metrics = train.read_metrics(folder / "train" / train.METRICS)[-1]
     seconds = sum(r["seconds"] for r in reports)
     before = state.get("previous_best_elo", state["best_elo"]) if state["promoted"] else state["best_elo"]
@@ -517,27 +523,21 @@ def _record(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) -> d
         "val_policy_loss": metrics["val_policy_loss"],
         "val_value_loss": metrics["val_value_loss"],
         "val_policy_top1": metrics["val_policy_top1"],
-        "gate_games": gate.games,
-        "gate_score": gate.score,
-        "gate_score_low": gate.score_low,
-        "gate_score_high": gate.score_high,
-        "gate_elo": _finite_elo(gate),
-        "gate_elo_low": gate.elo_low if math.isfinite(gate.elo_low) else None,
-        "gate_elo_high": gate.elo_high if math.isfinite(gate.elo_high) else None,
-        "gate_llr": gate.llr,
+        **_gate_columns(gate),
         "promoted": state["promoted"],
         "best_generation": state["best_generation"],
-        "best_elo": state["best_elo"],
-        "candidate_elo": before + _finite_elo(gate),
+        "best_elo": state["best_elo"] if gate else None,
+        "candidate_elo": before + _finite_elo(gate) if gate else None,
         **_gnugo_columns(folder / "gnugo" / "result.json"),
-        "seconds": round(seconds + metrics["seconds"] + gate.seconds, 1),
+        "seconds": round(seconds + metrics["seconds"] + (gate.seconds if gate else 0.0), 1),
     }
     with replacing(folder / SUMMARY) as tmp:
         tmp.write_text(json.dumps(summary, indent=1))
     _write_metrics(run_dir)
     plot_strength(run_dir / METRICS, run_dir / PLOT)
-    log.info("generation %d recorded: %d games, %d samples, gate %.3f, best generation %d (Elo %+.0f)", generation,
-             summary["games"], summary["samples"], gate.score, state["best_generation"], state["best_elo"])
+    log.info("generation %d recorded: %d games, %d samples, %s, best generation %d", generation, summary["games"],
+             summary["samples"], f"gate {gate.score:.3f}, Elo {state['best_elo']:+.0f}" if gate else "no gate",
+             state["best_generation"])
     state = {k: v for k, v in state.items() if k not in ("promoted", "previous_best_elo")}
     return {**state, "generation": generation + 1, "phase": "selfplay"}
 
@@ -570,10 +570,11 @@ def plot_strength(metrics_path: str | Path, png_path: str | Path) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # no pyplot: no global backend state
     from matplotlib.figure import Figure
 
-    rows = read_metrics(metrics_path)
+    every = read_metrics(metrics_path)
+    rows = [r for r in every if r["gate_games"]]  # an ungated generation has no Elo
     generations = [0] + [int(r["generation"]) for r in rows]
     best = [0.0] + [float(r["best_elo"]) for r in rows]
-    against_gnugo = [r for r in rows if r.get("gnugo_score")]
+    against_gnugo = [r for r in every if r.get("gnugo_score")]
     figure = Figure(figsize=(9, 8 if against_gnugo else 5), dpi=80)
     FigureCanvasAgg(figure)
     axes = figure.add_subplot(2 if against_gnugo else 1, 1, 1)
@@ -606,6 +607,15 @@ def plot_strength(metrics_path: str | Path, png_path: str | Path) -> None:
 
 
 # ---- helpers --------------------------------------------------------------------------------------------
+
+
+def _gate_columns(gate: gating.GateResult | None) -> dict:
+    if gate is None:
+        return {}
+    return {"gate_games": gate.games, "gate_score": gate.score, "gate_score_low": gate.score_low,
+            "gate_score_high": gate.score_high, "gate_elo": _finite_elo(gate),
+            "gate_elo_low": gate.elo_low if math.isfinite(gate.elo_low) else None,
+            "gate_elo_high": gate.elo_high if math.isfinite(gate.elo_high) else None, "gate_llr": gate.llr}
 
 
 def _gnugo_columns(path: Path) -> dict:

@@ -160,6 +160,20 @@ def test_a_generation_runs_end_to_end_and_promotes_into_promote_to(tiny_checkpoi
         loop.train_config(dataclasses.replace(config, window_generations=1), run, 2, "tiny")
 
 
+def test_an_ungated_loop_promotes_every_candidate_without_a_match(tiny_checkpoint, tmp_path):
+    run = tmp_path / "run"
+    state = loop.run(loop.LoopConfig(init=str(tiny_checkpoint), gated=False, **{**TINY, "generations": 2}), run,
+                     progress=False)
+    assert state["generation"] == 3 and state["best_generation"] == 2
+    assert not any(run.glob("gen-*/gate"))  # no match played
+    assert (run / loop.BEST_ONNX).read_bytes() == (run / "gen-0002" / "train" / train.ONNX).read_bytes()
+    rows = loop.read_metrics(run / loop.METRICS)
+    assert [(r["promoted"], r["gate_games"], r["best_elo"], r["candidate_elo"]) for r in rows] == \
+        [("True", "", "", "")] * 2
+    assert (run / loop.PLOT).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "generation 2 promoted (no gate)" in (run / loop.LOG).read_text()
+
+
 def test_an_int8_loop_quantizes_on_its_own_games_and_promotes_the_int8_sibling(tiny_checkpoint, tmp_path,
                                                                                   monkeypatch):
     run, weights = tmp_path / "run", tmp_path / "weights" / "5x5.onnx"
