@@ -43,8 +43,9 @@ Terms:
 - precision: what self-play, the gate and the GNU Go matches play with. fp32: the exported networks themselves.
   int8: each network's int8 sibling NAME.int8.onnx (quantize.py), made the first time it is needed and calibrated on
   positions of the latest finished self-play games (this generation's, else the previous one's), held-out
-  games checking the agreement; the fp32 file plays while no self-play games exist yet (generation 1's
-  self-play) or when the int8 one misses quantize's agreement targets. On a CPU the int8 network runs at 2.7x
+  games checking the agreement, with the fewest leading block convolutions in fp32 (INT8_FP32_CONVS) that meet
+  quantize's agreement targets (the shipped 19x19 network needs two); the fp32 file plays while no self-play games
+  exist yet (generation 1's self-play) or when no int8 version meets them. On a CPU the int8 network runs at 2.7x
   its fp32 source, and self-play at 1.7x the games per hour (tools/bench_selfplay.py, 9x9 b6c64).
   Training, export and promotion stay in fp32; promotion copies the int8 sibling along.
 - runner: what executes the phases' work (self-play and gate jobs, whose Engine opens their networks, and
@@ -87,6 +88,7 @@ SUMMARY = "summary.json"
 ANCHOR = "anchor"
 PRECISIONS = ("fp32", "int8")
 CALIBRATION_POSITIONS = 1024  # int8 precision: self-play positions for calibration, as many for the agreement
+INT8_FP32_CONVS = (0, 1, 2)  # int8 precision: leading block convolutions kept in fp32, tried in turn (see precision)
 TRAIN_CHECKPOINT_STEPS = 500  # a candidate's training validates and checkpoints this often: what a kill can lose
 # Settings a rerun may change: how far to go, where to promote, and how the work is executed (dotted: nested).
 RESUMABLE_CHANGES = ("generations", "promote_to", "backend", "device", "precision", "train.device", "gnugo_every",
@@ -442,13 +444,16 @@ def play_network(config: LoopConfig, run_dir: Path, network: Path, generation: i
                                           seed=config.seed)
     held_out = quantize.game_positions(games[0], config.size, CALIBRATION_POSITIONS, held_out=True,
                                        seed=config.seed + 1)
-    try:
-        quantize.quantize(network, int8, calibration, held_out,
-                          calibration_name=f"self-play of {games[0].parent.name}")
-    except quantize.QuantizeError as error:
-        log.warning("%s plays in fp32: %s", network, error)
-        return network
-    return int8
+    for fp32_convs in INT8_FP32_CONVS:
+        try:
+            quantize.quantize(network, int8, calibration, held_out, fp32_convs=fp32_convs,
+                              calibration_name=f"self-play of {games[0].parent.name}")
+            return int8
+        except quantize.QuantizeError as error:
+            failure = error
+    log.warning("%s plays in fp32 (int8 tried with %s leading block convolutions in fp32): %s", network,
+                "/".join(map(str, INT8_FP32_CONVS)), failure)
+    return network
 
 
 def _promote(config: LoopConfig, run_dir: Path, state: dict, runner: Runner) -> dict:

@@ -205,6 +205,38 @@ def test_an_int8_loop_quantizes_on_its_own_games_and_promotes_the_int8_sibling(t
     assert weights.read_bytes() == (run / "best.onnx").read_bytes()
 
 
+def test_int8_keeps_more_block_convolutions_in_fp32_until_the_agreement_is_met(tiny_onnx_model, tmp_path,
+                                                                              monkeypatch):
+    run = tmp_path / "run"
+    batch = run / "gen-0001" / "selfplay" / "batch-000"
+    config = loop.LoopConfig(init=str(tiny_onnx_model), precision="int8", **TINY)
+    loop.run_selfplay(loop.SelfPlayJob(str(tiny_onnx_model), 3, config.selfplay_config(1, 0), str(batch),
+                                       loop.Engine(device="cpu", threads=1)), progress=False)
+    network = run / "best.onnx"
+    shutil.copyfile(tiny_onnx_model, network)
+    tried, real_quantize = [], quantize.quantize
+
+    def quantize_missing_below_two(*args, fp32_convs, **kwargs):  # as the shipped 19x19 network did
+        tried.append(fp32_convs)
+        if fp32_convs < 2:
+            raise quantize.QuantizeError("agreement below target")
+        return real_quantize(*args, fp32_convs=fp32_convs, require_targets=False, **kwargs)
+
+    monkeypatch.setattr(quantize, "quantize", quantize_missing_below_two)
+    played = loop.play_network(config, run, network, 1)
+    assert tried == [0, 1, 2] and played == quantize.default_out(network)
+    assert "first 2 block convolutions fp32" in OnnxEvaluator(played, device="cpu").info.metadata["quantization"][
+        "method"]
+    def quantize_missing_always(*args, fp32_convs, **kwargs):
+        tried.append(fp32_convs)
+        raise quantize.QuantizeError("agreement below target")
+
+    monkeypatch.setattr(quantize, "quantize", quantize_missing_always)
+    played.unlink()
+    assert loop.play_network(config, run, network, 1) == network  # none meets the targets: fp32
+    assert tried == [0, 1, 2, 0, 1, 2]
+
+
 def test_promoting_a_network_without_int8_sibling_removes_the_stale_one(tmp_path):
     source, target = tmp_path / "a" / "model.onnx", tmp_path / "b" / "9x9.onnx"
     source.parent.mkdir()
