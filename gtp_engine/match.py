@@ -9,6 +9,11 @@ Terms:
   -referee): area scoring whatever the engines think.
 - result, score, Elo with its 95% interval, SPRT: as match_stats.py defines them; with an SPRT the match stops
   when it decides.
+- opening: the first moves of a game, played to both engines and the referee before the first genmove (as
+  twogtp's -openings). Two deterministic engines (ours at fixed visits with a warm evaluation cache, GNU Go)
+  otherwise replay the same two games; with openings, games 2k-1 and 2k start from opening k (in turn, again
+  from the first when the match outlasts them), colours swapped, so a pair of games compares the engines on
+  one position. load_openings takes them from game records.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from gtp_engine import coords, match_stats, sgf_io
 from gtp_engine.board import BLACK, WHITE
@@ -101,10 +106,35 @@ class GameResult:
         return 1.0 if black_won == self.a_is_black else 0.0
 
 
+Opening = Sequence[tuple[int, int]]  # (color, point) moves
+
+
+def load_openings(path: str | Path, size: int, moves: int) -> list[Opening]:
+    """The first `moves` moves of every game record in path (an SGF file, folder or archive: sgf_io's
+    read_sgf_files) on a size x size board without handicap or setup stones, in name order; records that are
+    shorter, illegal or unreadable are left out. Raises ValueError when none is left."""
+    openings, skipped = [], 0
+    for name, data in sgf_io.read_sgf_files(path):
+        try:
+            record = sgf_io.load_sgf(data, source=name)
+            if (record.width, record.height) != (size, size) or record.setup or len(record.moves) < moves:
+                continue
+            game = record.to_game(max_moves=moves)
+        except sgf_io.SgfError as error:
+            log.debug("opening left out: %s", error)
+            skipped += 1
+            continue
+        openings.append(list(game.moves))
+    if not openings:
+        raise ValueError(f"{path}: no {size}x{size} game record without setup stones and with at least {moves} "
+                         f"moves" + (f" ({skipped} unreadable)" if skipped else ""))
+    return openings
+
+
 def play_game(black: Program, white: Program, referee: Program, size: int, komi: float = KOMI,
-              max_moves: int = 0, time_settings: str | None = None) -> tuple[str, GameState]:
-    """Plays one game (max_moves: scored after this many moves; 0: three times the area); returns the SGF result
-    and the game record.
+              max_moves: int = 0, time_settings: str | None = None, opening: Opening = ()) -> tuple[str, GameState]:
+    """Plays one game from `opening` (max_moves: scored after this many moves; 0: three times the area); returns
+    the SGF result and the game record.
 
     time_settings ("main byoyomi stones", GTP's time_settings arguments) goes to both players before the game, as
     twogtp's -time does; each player keeps its own clock (the match does not forfeit on time)."""
@@ -118,6 +148,10 @@ def play_game(black: Program, white: Program, referee: Program, size: int, komi:
     game = GameState(size, komi=komi)
     players = {BLACK: black, WHITE: white}
     letters = {BLACK: "B", WHITE: "W"}
+    for color, point in opening:
+        game.play(point, color)
+        for program in (black, white, referee):
+            program.send(f"play {letters[color]} {coords.to_gtp(game.grid, point)}")
     while not game.is_over and game.move_number < max_moves:
         color = game.to_play
         answer = players[color].send(f"genmove {letters[color].lower()}").lower()
@@ -170,10 +204,10 @@ class Sprt:
 def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, referee: str = REFEREE,
                max_moves: int = 0, time_settings: str | None = None, sgf_dir: str | Path | None = None,
                sprt: Sprt | None = None, deadline: float | None = None, verbose: bool = False,
-               on_game: Callable[[int, Program, Program, GameResult], None] | None = None
-               ) -> tuple[str, str, list[GameResult]]:
-    """Plays up to `games` games of the commands a and b (A Black in odd games), game-N.sgf into sgf_dir when
-    given; on_game(number, black, white, result) after each. No game starts once time.monotonic() has passed
+               on_game: Callable[[int, Program, Program, GameResult], None] | None = None,
+               openings: Sequence[Opening] = ()) -> tuple[str, str, list[GameResult]]:
+    """Plays up to `games` games of the commands a and b (A Black in odd games; each pair from the next of
+    `openings` when given), game-N.sgf into sgf_dir when given; on_game(number, black, white, result) after each. No game starts once time.monotonic() has passed
     deadline. Returns the names of A and B and the results. Raises GtpError when a program fails."""
     if sgf_dir is not None:
         Path(sgf_dir).mkdir(parents=True, exist_ok=True)
@@ -189,7 +223,8 @@ def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, ref
                 break
             a_is_black = number % 2 == 1
             black, white = (first, second) if a_is_black else (second, first)
-            result, game = play_game(black, white, judge, size, komi, max_moves, time_settings)
+            opening = openings[(number - 1) // 2 % len(openings)] if openings else ()
+            result, game = play_game(black, white, judge, size, komi, max_moves, time_settings, opening)
             results.append(GameResult(a_is_black, result, game.move_number))
             if sgf_dir is not None:
                 sgf = sgf_io.save_sgf(game, black=black.name, white=white.name, result=result)

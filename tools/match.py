@@ -7,10 +7,13 @@ Terms:
   the finished game with final_score (GNU Go by default, as twogtp's -referee).
 - result, score, Elo with its 95% interval, SPRT: as gtp_engine/match_stats.py defines them (the training
   loop's gating uses the same arithmetic); with --sprt the match stops when the SPRT decides.
+- openings (--openings): each pair of games starts from the first --opening-moves moves of the next game record,
+  so that deterministic engines do not replay the same two games (gtp_engine/match.py).
 
 Usage (from the repository root):
   python -m tools.match --a "gtp-engine --weights a.onnx" --b "gnugo --mode gtp --level 1" \\
       --size 9 --komi 7 --games 20 --sgf-dir games/ [--sprt 0,50] [--referee "gnugo --mode gtp --chinese-rules"]
+      [--openings ../shared/data/go9_curated.tar.xz --opening-moves 4]
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pathlib import Path
 
 from gtp_engine import match_stats
 from gtp_engine.game import KOMI
-from gtp_engine.match import REFEREE, GameResult, GtpError, Program, Sprt, play_match, summary
+from gtp_engine.match import REFEREE, GameResult, GtpError, Program, Sprt, load_openings, play_match, summary
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,8 +45,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sgf-dir", type=Path, help="write game-N.sgf here")
     parser.add_argument("--sprt", metavar="ELO0,ELO1", help="stop when an SPRT (alpha = beta = 0.05) decides")
     parser.add_argument("--max-minutes", type=float, help="start no new game after this many minutes")
+    parser.add_argument("--openings", type=Path,
+                        help="SGF file, folder or archive: each pair of games starts from the next record's first "
+                             "moves (colours swapped within the pair)")
+    parser.add_argument("--opening-moves", type=int, default=4, help="moves of each opening (default: 4)")
     parser.add_argument("--verbose", action="store_true", help="show the programs' stderr")
     args = parser.parse_args(argv)
+    openings = []
+    if args.openings is not None:
+        if args.opening_moves < 1:
+            parser.error("--opening-moves must be positive")
+        try:
+            openings = load_openings(args.openings, args.size, args.opening_moves)
+        except (OSError, ValueError) as error:
+            parser.error(f"--openings: {error}")
     sprt = None
     if args.sprt:
         try:
@@ -75,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         a, b, games = play_match(args.a, args.b, args.games, args.size, args.komi, referee=args.referee,
                                  max_moves=args.max_moves, time_settings=args.time_settings, sgf_dir=args.sgf_dir,
                                  sprt=sprt, deadline=deadline, verbose=args.verbose,
-                                 on_game=report)
+                                 on_game=report, openings=openings)
         print(summary(a, b, games))
     except GtpError as error:
         print(f"match stopped: {error}", file=sys.stderr)

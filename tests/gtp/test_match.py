@@ -61,3 +61,33 @@ def test_no_game_starts_after_the_deadline(tiny_onnx_model):
     engine = f"{sys.executable} -m gtp_engine --weights {tiny_onnx_model} --visits 1"
     _, _, games = match.play_match(engine, engine, games=4, size=9, referee=engine, deadline=time.monotonic())
     assert games == []
+
+
+OPENING_RECORDS = ROOT / "tests" / "training" / "fixtures"  # real 9x9 games
+
+
+def test_openings_are_the_first_moves_of_each_usable_record_in_name_order():
+    openings = match.load_openings(OPENING_RECORDS, 9, 6)
+    records = [sgf_io.load_sgf(data, name) for name, data in sgf_io.read_sgf_files(OPENING_RECORDS)]
+    usable = [r for r in records if (r.width, r.height) == (9, 9) and not r.setup and len(r.moves) >= 6]
+    assert len(openings) == len(usable) >= 3
+    assert openings == [r.moves[:6] for r in usable]
+    with pytest.raises(ValueError, match=r"fixtures: no 13x13 game record"):
+        match.load_openings(OPENING_RECORDS, 13, 6)
+
+
+def test_each_pair_of_games_starts_from_the_next_opening_with_colours_swapped(tiny_onnx_model, tmp_path):
+    engine = f"{sys.executable} -m gtp_engine --weights {tiny_onnx_model} --device cpu --visits 1 --seed 1"
+    openings = match.load_openings(OPENING_RECORDS, 9, 4)[:2]
+    _, _, games = match.play_match(engine, engine, games=5, size=9, referee=engine, max_moves=10,
+                                   sgf_dir=tmp_path, openings=openings)
+    assert [g.a_is_black for g in games] == [True, False, True, False, True]
+    played = [sgf_io.load_sgf_file(tmp_path / f"game-{n}.sgf").moves for n in range(1, 6)]
+    assert [moves[:4] for moves in played] == [openings[0], openings[0], openings[1], openings[1], openings[0]]
+    assert all(len(moves) == 10 for moves in played)  # the engines played on from the opening
+
+
+def test_openings_that_cannot_be_used_are_a_usage_error(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        match_command.main(["--a", "x", "--b", "y", "--size", "13", "--openings", str(OPENING_RECORDS)])
+    assert "--openings" in capsys.readouterr().err
