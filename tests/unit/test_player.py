@@ -83,6 +83,26 @@ def test_passes_after_the_opponent_passed_when_passing_wins_by_the_count():
     assert player.genmove(after_white_pass(SPLIT, komi=0.5), BLACK, QUICK).point == PASS
 
 
+def black_lives_only_if_it_moves_first(state):
+    """Black's wall (column 2) is dead in play that goes on after Black passed, alive otherwise: an unsettled
+    group whose status turns on who plays first."""
+    passed = (BLACK, PASS) in state.moves
+    return np.where(np.arange(state.grid.area) % 5 <= 2, -1.0 if passed else 1.0, -1.0)
+
+
+def test_does_not_end_the_game_with_a_group_that_lives_only_if_it_moves_first():
+    # Ahead by 4.5 with Black to move, but the game Black's pass would end is White's by the count: play on.
+    player = Player(ScriptedEvaluator(favour=[PASS], ownership=black_lives_only_if_it_moves_first),
+                    player_config(seed=0, resign_threshold=None))
+    game = after_white_pass(SPLIT, komi=0.5)
+    assert player.final_score(game) == pytest.approx(4.5)  # the count with Black to move
+    assert player.genmove(game, BLACK, QUICK).point != PASS
+    # Passing first is refused too (there the search itself sees the dead wall behind its pass).
+    assert Player(BlackLovesPass(favour=[PASS], value=loves_pass, ownership=black_lives_only_if_it_moves_first),
+                  player_config(seed=0, resign_threshold=None)).genmove(
+        position(SPLIT, BLACK, komi=0.5), BLACK, QUICK).point != PASS
+
+
 def test_never_passes_while_behind():
     # komi 10.5: Black is behind by 5.5. The network wants to pass; Black must play on, outside its own area.
     player = Player(ScriptedEvaluator(favour=[PASS], ownership=split_ownership),
