@@ -28,8 +28,9 @@ Terms:
   1. After the opponent's pass, passing ends the game: pass exactly when the count and the count after passing
      both win.
   2. Passing first leaves the game to the opponent, so it needs a decided, settled game: the search prefers
-     pass (it chose pass, or a move that only fills our own territory), the count and the count after passing
-     win, the raw count wins even
+     pass (it chose pass, or a move that only fills our own territory), no chain of ours the count keeps alive
+     is in atari (against GNU Go on 9x9 the engine passed first with one, and the capture that followed lost
+     the game), the count and the count after passing win, the raw count wins even
      if the opponent got every neutral point, and the ownership of every point that is not neutral is at least
      SETTLED_OWNERSHIP sure. The raw-count condition asks nothing of the network: on an empty board, after
      one stone, or while most points are neutral it fails, whatever a network claims; so the engine never
@@ -289,9 +290,24 @@ class Player:
         sign = 1 if state.to_play == BLACK else -1
         owner = state.area_ownership()
         neutral = owner == 0
-        return (self._margin(state, ownership) > 0 and self._margin_after_passing(state) > 0
+        return (self._margin(state, ownership) > 0
                 and sign * state.score() - np.count_nonzero(neutral) > 0
-                and bool(np.all(np.abs(ownership[~neutral]) >= SETTLED_OWNERSHIP)))
+                and bool(np.all(np.abs(ownership[~neutral]) >= SETTLED_OWNERSHIP))
+                and not self._living_chain_in_atari(state, ownership)
+                and self._margin_after_passing(state) > 0)  # the one search: last
+
+    def _living_chain_in_atari(self, state: GameState, ownership: np.ndarray) -> bool:
+        """Whether a chain of the side to move that the count keeps alive has a single liberty."""
+        board, me = state.board, state.to_play
+        dead = set(self._dead_stones_of(state, me, ownership))
+        seen: set[int] = set()
+        for point in board.stones(me):
+            if point in seen or point in dead:
+                continue
+            seen.update(board.chain(point))
+            if board.chain_liberties(point) == 1:
+                return True
+        return False
 
     @staticmethod
     def _dead_stones_of(state: GameState, color: int, ownership: np.ndarray) -> list[int]:
