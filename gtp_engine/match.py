@@ -207,8 +207,9 @@ def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, ref
                on_game: Callable[[int, Program, Program, GameResult], None] | None = None,
                openings: Sequence[Opening] = ()) -> tuple[str, str, list[GameResult]]:
     """Plays up to `games` games of the commands a and b (A Black in odd games; each pair from the next of
-    `openings` when given), game-N.sgf into sgf_dir when given; on_game(number, black, white, result) after each. No game starts once time.monotonic() has passed
-    deadline. Returns the names of A and B and the results. Raises GtpError when a program fails."""
+    `openings` when given), game-N.sgf into sgf_dir when given; on_game(number, black, white, result) after each.
+    No game starts once time.monotonic() has passed deadline. Returns the names of A and B and the results. Raises
+    GtpError when a program fails."""
     if sgf_dir is not None:
         Path(sgf_dir).mkdir(parents=True, exist_ok=True)
     programs: list[Program] = []

@@ -184,8 +184,7 @@ def train_config(args: argparse.Namespace, folders: list[Path], train_samples: i
     steps = args.steps or math.ceil(args.epochs * train_samples / args.batch_size)
     return train.TrainConfig(
         data=tuple(str(folder) for folder in folders), preset=args.preset, batch_size=args.batch_size, steps=steps,
-        lr=args.lr,
-        warmup_steps=min(args.warmup_steps, max(1, steps // 10)), weight_decay=args.weight_decay,
+        lr=args.lr, warmup_steps=min(args.warmup_steps, max(1, steps // 10)), weight_decay=args.weight_decay,
         eval_every=args.eval_every, val_samples=args.val_samples, window_samples=args.window_samples,
         seed=args.seed, device=args.device, compile=args.compile, init_from=args.init_from or "")
 
@@ -260,12 +259,11 @@ def bench(args: argparse.Namespace) -> list[dict]:
         optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
         step_net = train.compiled(net) if args.compile else net
         batches = [next(stream) for _ in range(args.bench_steps + 2)]
-        warm_up = time.perf_counter()
+        warm_up_started = time.perf_counter()
         for number, batch in enumerate(batches):
             if number == 2:  # two warm-up steps (cudnn.benchmark picks its kernels, torch.compile compiles)
                 _synchronize(device)
                 started, cpu_started = time.perf_counter(), time.process_time()
-                warm_up = started - warm_up
             outputs, targets = train.forward(step_net, batch, shards.height, shards.width, device, config.compute_dtype)
             loss = train.losses(outputs, targets, config)["loss"]
             optimizer.zero_grad(set_to_none=True)
@@ -277,7 +275,7 @@ def bench(args: argparse.Namespace) -> list[dict]:
         cpu_rate = args.bench_steps * args.batch_size / max(time.process_time() - cpu_started, 1e-9)
         rows.append({"preset": preset, "samples_per_s": round(rate, 1), "samples_per_cpu_s": round(cpu_rate, 1),
                      "parameters": sum(p.numel() for p in net.parameters()), "compile": args.compile,
-                     "warm_up_seconds": round(warm_up, 1)})
+                     "warm_up_seconds": round(started - warm_up_started, 1)})
     reference = rows[0]["samples_per_s"]
     cpu_reference = rows[0]["samples_per_cpu_s"]
     for row in rows:

@@ -20,23 +20,22 @@ Terms:
                  gnugo/               the optional match of the best against GNU Go (result.json, sgf/)
                  summary.json         the generation's figures, written when it is recorded
     metrics.csv  one row per recorded generation (rebuilt from the summaries), strength.png its plot, loop.log
-- generation g >= 1, in phases: selfplay (batches of games by the best network; a batch that was cut short is
-  played again) -> train (the candidate continues from the previous candidate's weights, or the initial
-  checkpoint's, on the self-play of the last window_generations generations, plus anchor_samples samples of
-  expert games when an anchor is set) -> gate (candidate against best: gating.py's rule; with gated off no match
-  is played and every candidate is promoted, as in AlphaZero and KataGo) -> promote (copies into best.*, and into
-  promote_to when set, each atomically) -> gnugo (every gnugo_every generations, when
-  set: the best, as the engine at the gate's visits, against GNU Go in a match of match.py, played again whole
-  if it was cut short) -> record. state.json moves to the next phase only after a phase's output is complete,
-  and every phase can run again over a partial output of its own, so a kill costs at most the unfinished part
-  of one phase.
-- metrics.csv columns: games, samples, full_visits and fast_visits (the generation's playout caps),
-  selfplay_seconds (summed over batches: with several workers more than
-  the wall time), games_per_hour and evaluations_per_second (per self-play process), train_* and val_* (the
-  candidate's last training and validation losses), gate_* (games, score and Elo with their 95% intervals,
-  LLR), promoted, best_generation, best_elo, candidate_elo (Elo as below), gnugo_* (games, score and Elo of
-  the best against GNU Go, where played), seconds (self-play, training and gate time, exports excluded). An
-  ungated loop leaves the gate_* and Elo columns empty: its strength curve is the GNU Go matches'.
+- generation g >= 1, in phases: selfplay (batches of games by the best network; a batch that was cut short is played
+  again) -> train (the candidate continues from the previous candidate's weights, or the initial checkpoint's, on the
+  self-play of the last window_generations generations, plus anchor_samples samples of expert games when an anchor is
+  set) -> gate (candidate against best: gating.py's rule; with gated off no match is played and every candidate is
+  promoted, as in AlphaZero and KataGo) -> promote (copies into best.*, and into promote_to when set, each
+  atomically) -> gnugo (every gnugo_every generations, when set: the best, as the engine at the gate's visits,
+  against GNU Go in a match of match.py, played again whole if it was cut short) -> record. state.json moves to the
+  next phase only after a phase's output is complete, and every phase can run again over a partial output of its own,
+  so a kill costs at most the unfinished part of one phase.
+- metrics.csv columns: games, samples, full_visits and fast_visits (the generation's playout caps), selfplay_seconds
+  (summed over batches: with several workers more than the wall time), games_per_hour and evaluations_per_second (per
+  self-play process), train_* and val_* (the candidate's last training and validation losses), gate_* (games, score
+  and Elo with their 95% intervals, LLR), promoted, best_generation, best_elo, candidate_elo (Elo as below), gnugo_*
+  (games, score and Elo of the best against GNU Go, where played), seconds (self-play, training and gate time,
+  exports excluded). An ungated loop leaves the gate_* and Elo columns empty: its strength curve is the GNU Go
+  matches'.
 - Elo: a gate's estimate is the candidate's rating against the best's; the best's cumulative Elo is the sum of
   the estimates of the promoted candidates (generation 0 at 0), the curve of strength.png. A score of 0 or 1
   counts as half a game short of it, to keep sums finite.
@@ -112,9 +111,9 @@ EARLIER_NAMES = {
 TRAIN = train.TrainConfig(steps=1000, lr=3e-4, warmup_steps=50, val_samples=10_000)
 COLUMNS = ("generation", "games", "samples", "full_visits", "fast_visits", "selfplay_seconds", "games_per_hour",
            "evaluations_per_second", "train_samples", "train_steps", "train_loss", "val_policy_loss",
-           "val_value_loss", "val_policy_top1", "gate_games", "gate_score", "gate_score_low", "gate_score_high", "gate_elo", "gate_elo_low",
-           "gate_elo_high", "gate_llr", "promoted", "best_generation", "best_elo", "candidate_elo", "gnugo_games",
-           "gnugo_score", "gnugo_elo", "gnugo_elo_low", "gnugo_elo_high", "seconds")
+           "val_value_loss", "val_policy_top1", "gate_games", "gate_score", "gate_score_low", "gate_score_high",
+           "gate_elo", "gate_elo_low", "gate_elo_high", "gate_llr", "promoted", "best_generation", "best_elo",
+           "candidate_elo", "gnugo_games", "gnugo_score", "gnugo_elo", "gnugo_elo_low", "gnugo_elo_high", "seconds")
 
 
 @dataclass(frozen=True)
