@@ -12,7 +12,14 @@ Terms:
 - neutral points: the points area counting gives to nobody: dame, seki liberties, empty regions touching both
   colours (and so the areas around dead stones), the whole board while it is empty.
 - own territory: an empty point that area counting gives to us (its empty region touches only our stones) and
-  that the ownership gives us with confidence. Playing there gains nothing and may spoil eyes.
+  that the ownership gives us with confidence. Playing there usually gains nothing and may spoil eyes.
+- needed filling: a move in our own territory that does gain: it is the last liberty of a chain of ours (the
+  filling connects it, where the opponent's move there would capture it), or the search is sure it is better
+  than any other move it looked at (its LCB above their winrates: a shortage of liberties, a throw-in to
+  prevent). Such a move is no filling of our territory for the pass rules below. Against GNU Go on 9x9 a game
+  was lost when the rules skipped the connection of a stone whose last liberty was a point of our area: the
+  search had put 99% of its visits there, the engine played a useless move elsewhere, and the capture that
+  followed turned a won game.
 - ended game: a position after two passes. Its ownership comes from a search in which the side to move may not
   pass at the root: a pass would end the search's game at once, scored with every stone alive, where a referee
   removes the stones that play on from the position would capture.
@@ -261,6 +268,8 @@ class Player:
         chosen = result.choice.point
         territory = self._own_territory(state, ownership)
         flat = state.grid.flat
+        if chosen != PASS and territory[flat(chosen)] and self._is_needed_filling(state, chosen, result, territory):
+            territory[flat(chosen)] = False
         if move_filter.permits(me, PASS, 1) and not (cleanup and dead_opponent):
             if state.moves[-1:] == [(opponent(me), PASS)]:
                 if self._margin(state, ownership) > 0 and self._margin_after_passing(state) > 0:
@@ -273,6 +282,18 @@ class Player:
         if move_filter.permits(me, PASS, 1):
             return PASS
         return chosen  # a move of the filtered search, or any move where the filter left none
+
+    @staticmethod
+    def _is_needed_filling(state: GameState, point: int, result: SearchResult, territory: np.ndarray) -> bool:
+        """Whether the move at `point`, in our own territory, gains all the same (see needed filling)."""
+        board, me = state.board, state.to_play
+        if any(board.colors[n] == me and board.chain_liberties(n) == 1 for n in state.grid.neighbors[point]):
+            return True
+        moves = result.snapshot.moves
+        chosen = next((m for m in moves if m.point == point), None)
+        flat = state.grid.flat
+        others = [m.winrate for m in moves if m.point != point and (m.point == PASS or not territory[flat(m.point)])]
+        return chosen is not None and chosen.visits > 0 and bool(others) and chosen.lcb > max(others)
 
     def _margin(self, state: GameState, ownership: np.ndarray) -> float:
         """Our lead by the count: the score with the dead stones (by ownership) removed."""

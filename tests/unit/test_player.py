@@ -122,6 +122,42 @@ def test_does_not_fill_its_own_territory():
     assert choice.point != PASS and G.row_col(choice.point)[1] == WHITE_TERRITORY_COLUMN
 
 
+def test_connects_a_chain_whose_last_liberty_is_a_point_of_its_own_territory():
+    # White's stone at (3, 4) has one liberty, (3, 3), an empty point only White's stones touch: own territory by
+    # the count and by an ownership sure of it. Connecting there is no filling that gains nothing: Black would
+    # capture there next.
+    text = """
+        . . . . . . .
+        . . . . . . .
+        . . . O X . .
+        . . O . O X .
+        . . . O X . .
+        . . . . . . .
+        . . . . . . .
+    """
+    g = grid(7)
+    last_liberty = g.point(3, 3)
+    # A network sure that the point stays White's whatever happens there (as the shipped one was in that game).
+    sure = lambda s: np.where((s.area_ownership() == 1) & (np.arange(49) != g.flat(last_liberty)), 1.0, -1.0)  # noqa
+    player = Player(ScriptedEvaluator(favour=[last_liberty], ownership=sure),
+                    player_config(seed=0, resign_threshold=None))
+    state = position(text, WHITE, komi=0.5)
+    assert Player._own_territory(state, sure(state))[g.flat(last_liberty)]
+    assert player.genmove(state, WHITE, QUICK).point == last_liberty
+
+
+def test_fills_its_own_territory_where_the_search_is_sure_that_gains():
+    # As in test_does_not_fill_its_own_territory, but the network sees Black win only with a stone on that point
+    # (a shortage of liberties the count cannot see): the search is sure, so Black plays it.
+    def wins_with_the_filling(state):
+        sign = 1.0 if state.to_play == BLACK else -1.0
+        return sign * (0.9 if state.board.colors[BLACK_TERRITORY] == BLACK else -0.5)
+
+    player = Player(ScriptedEvaluator(favour=[BLACK_TERRITORY], value=wins_with_the_filling,
+                                      ownership=split_ownership), player_config(seed=0, resign_threshold=None))
+    assert player.genmove(position(SPLIT, BLACK, komi=0.5), BLACK, StopCondition(visits=200)).point == BLACK_TERRITORY
+
+
 def loves_pass(state):
     """A network that thinks passing wins: the player who just passed is sure to win."""
     return -0.95 if state.moves[-1:] and state.moves[-1][1] == PASS else 0.0
