@@ -238,8 +238,7 @@ def main(argv: list[str] | None = None) -> None:
     ending = protocol.serve(session.handler, reader, protocol.Writer(gtp_out))
     log.info("session ended (%s)", ending)
     session.stop_pondering()
-    log_lib.flush()
-    gtp_out.flush()
+    log_lib.flush()  # every response was flushed as it was written (protocol.Writer)
     os._exit(0)  # without waiting for search or onnxruntime threads
 
 

@@ -15,6 +15,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def start_engine(args: list[str], stderr: Any = subprocess.PIPE, env: dict | None = None,
+                 cwd: Path = ROOT) -> subprocess.Popen:
+    """`python -m gtp_engine ARGS` with this checkout first on PYTHONPATH, stdin and stdout piped."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return subprocess.Popen([sys.executable, "-m", "gtp_engine", *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=stderr, cwd=cwd,
+                            env={**os.environ, "PYTHONPATH": path, **(env or {})})
+
+
 class EngineProcess:
     """`python -m gtp_engine ARGS` with this checkout first on PYTHONPATH. A reader thread puts each stdout line,
     decoded by decode(), on `lines` (None once stdout ends) and keeps every byte in `raw`, for the checks that
@@ -24,11 +33,7 @@ class EngineProcess:
 
     def __init__(self, args: list[str], env: dict | None = None, cwd: Path = ROOT):
         self.stderr = tempfile.TemporaryFile()
-        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "gtp_engine", *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self.stderr, cwd=cwd, env={**os.environ, "PYTHONPATH": path, **(env or {})},
-        )
+        self.process = start_engine(args, self.stderr, env, cwd)
         self.lines: queue.Queue = queue.Queue()
         self.raw = bytearray()
         threading.Thread(target=self._read, daemon=True).start()

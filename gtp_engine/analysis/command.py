@@ -100,6 +100,5 @@ def main(argv: list[str], loader_class, protocol_stdout: Callable[[], BinaryIO])
     scheduler = Scheduler(evaluator_for, base, write, workers)
     serve(sys.stdin.buffer, Engine(scheduler, write, analysis_settings, loader.clear_cache, models),
           args.quit_without_waiting)
-    log_lib.flush()
-    out.flush()
+    log_lib.flush()  # every response was flushed as it was written (engine.Writer)
     os._exit(0)  # without waiting for onnxruntime threads

@@ -39,8 +39,11 @@ class Writer:
     def __call__(self, response: dict[str, Any]) -> None:
         line = json.dumps(response, separators=(",", ":"), allow_nan=False, default=_json_default) + "\n"
         with self._lock:
-            self._out.write(line.encode("utf-8"))
-            self._out.flush()
+            try:
+                self._out.write(line.encode("utf-8"))
+                self._out.flush()
+            except (BrokenPipeError, ValueError):  # the client went away; its input's end ends the engine
+                log.info("the client closed our output")
 
 
 def _json_default(value: Any) -> Any:

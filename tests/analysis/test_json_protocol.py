@@ -8,6 +8,7 @@ import json
 
 import pytest
 from analysis_support import position
+from engine_process import start_engine
 
 from gtp_engine import coords
 
@@ -262,6 +263,23 @@ def test_end_of_input_finishes_the_queued_queries(analysis):
     while (response := engine.next()) is not None:
         answered.append(response["id"])
     assert sorted(answered) == [f"e{i}" for i in range(5)]
+
+
+def test_a_client_that_stops_reading_ends_the_engine_quietly(tiny_onnx_model, tmp_path):
+    # KaTrain going away closes its end of our stdout: the answers that follow cannot be written, and the engine
+    # ends at the end of its input without a traceback.
+    process = start_engine(["analysis", "-model", str(tiny_onnx_model)], cwd=tmp_path)
+    process.stdin.write(b'{"id": "v", "action": "query_version"}\n')
+    process.stdin.flush()
+    assert json.loads(process.stdout.readline())["id"] == "v"
+    process.stdout.close()
+    process.stdin.write((json.dumps(position("after", [], maxVisits=20)) + "\n").encode())
+    process.stdin.write(b'{"id": "v2", "action": "query_version"}\n')
+    process.stdin.close()
+    process.wait(120)
+    stderr = process.stderr.read().decode()
+    assert process.returncode == 0, stderr
+    assert "Traceback" not in stderr and "Error" not in stderr, stderr
 
 
 def test_quit_without_waiting_drops_the_queue(analysis):

@@ -7,6 +7,7 @@ import random
 import re
 
 import pytest
+from engine_process import start_engine
 
 FRAMED = re.compile(r"(?:[=?]\d*(?: [^\n]*)?\n(?:[^\n]+\n)*\n)*")
 CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
@@ -76,3 +77,19 @@ def test_random_lines_with_a_network(engine, tiny_onnx_model, tmp_path, seed):
     gtp = engine("--weights", str(tiny_onnx_model), "--device", "cpu", "--visits", "3", "--seed", str(seed),
                  cwd=tmp_path)
     fuzz(gtp, [random_line(rng) for _ in range(800)])
+
+
+def test_a_controller_that_stops_reading_ends_the_session_quietly(tmp_path):
+    # A GUI that goes away closes its end of our stdout first: the answers after that cannot be written, and the
+    # engine ends at the end of its input without a traceback.
+    process = start_engine(["--weights-dir", str(tmp_path)], cwd=tmp_path)
+    process.stdin.write(b"protocol_version\n")
+    process.stdin.flush()
+    assert process.stdout.readline() == b"= 2\n"
+    process.stdout.close()
+    process.stdin.write(b"name\nversion\nshowboard\n")
+    process.stdin.close()
+    process.wait(60)
+    stderr = process.stderr.read().decode()
+    assert process.returncode == 0, stderr
+    assert "Traceback" not in stderr and "Error" not in stderr, stderr
