@@ -34,7 +34,7 @@ Terms:
 - pass rules, area and territory scoring alike (Leela Zero's "pass only if passing wins", made safe against a
   network that is wrong and sure of itself):
   1. After the opponent's pass, passing ends the game: pass exactly when the count and the count after passing
-     both win.
+     both win and no chain of ours the count keeps alive is in atari where we can save it (see rescue).
   2. Passing first leaves the game to the opponent, so it needs a decided, settled game: the search prefers
      pass (it chose pass, or a move that only fills our own territory), no chain of ours the count keeps alive
      is in atari (against GNU Go on 9x9 the engine passed first with one, and the capture that followed lost
@@ -43,7 +43,11 @@ Terms:
      SETTLED_OWNERSHIP sure. The raw-count condition asks nothing of the network: on an empty board, after
      one stone, or while most points are neutral it fails, whatever a network claims; so the engine never
      passes first in the opening, and it captures dead stones and fills dame before it passes first.
-  3. Otherwise play the search's best move that is neither pass nor a filling of our own territory; pass only
+  3. Otherwise, where the search prefers pass and a living chain of ours is in atari, play its rescue: the
+     chain's last liberty, where that leaves the joined chain two liberties or more (the largest such chain
+     first). A network sure of a false eye counted a group alive that GNU Go killed by capturing the chain in
+     atari next to it, after the engine had passed (9x9, 1 s a move).
+  4. Otherwise play the search's best move that is neither pass nor a filling of our own territory; pass only
      when no other move is left. So: never pass while behind, never fill our own territory.
   In cleanup (kgs-genmove_cleanup) the opponent's dead stones must be captured first: no pass while any
   remain, and no resignation.
@@ -271,11 +275,14 @@ class Player:
         if chosen != PASS and territory[flat(chosen)] and self._is_needed_filling(state, chosen, result, territory):
             territory[flat(chosen)] = False
         if move_filter.permits(me, PASS, 1) and not (cleanup and dead_opponent):
+            rescue = self._rescue(state, ownership) if chosen == PASS or territory[flat(chosen)] else None
             if state.moves[-1:] == [(opponent(me), PASS)]:
-                if self._margin(state, ownership) > 0 and self._margin_after_passing(state) > 0:
+                if rescue is None and self._margin(state, ownership) > 0 and self._margin_after_passing(state) > 0:
                     return PASS
             elif (chosen == PASS or territory[flat(chosen)]) and self._may_pass_first(state, ownership):
                 return PASS
+            if rescue is not None and move_filter.permits(me, rescue, 1):
+                return rescue
         for point in [chosen] + [m.point for m in result.snapshot.moves] + result.root_moves:
             if point != PASS and move_filter.permits(me, point, 1) and not territory[flat(point)]:
                 return point
@@ -317,6 +324,29 @@ class Player:
                 and bool(np.all(np.abs(ownership[~neutral]) >= SETTLED_OWNERSHIP))
                 and not self._living_chain_in_atari(state, ownership)
                 and self._margin_after_passing(state) > 0)  # the one search: last
+
+    def _rescue(self, state: GameState, ownership: np.ndarray) -> int | None:
+        """The move that saves the largest chain of ours the count keeps alive and that is in atari: its last
+        liberty, where playing it is legal and leaves the joined chain two liberties or more; None if none."""
+        board, me = state.board, state.to_play
+        dead = set(self._dead_stones_of(state, me, ownership))
+        seen: set[int] = set()
+        best, best_size = None, 0
+        for point in board.stones(me):
+            if point in seen or point in dead:
+                continue
+            chain = board.chain(point)
+            seen.update(chain)
+            liberties = board.chain_liberty_points(point)
+            if len(liberties) != 1 or len(chain) <= best_size:
+                continue
+            liberty = next(iter(liberties))
+            if state.is_legal(liberty):
+                after = state.copy()
+                after.play(liberty)
+                if after.board.chain_liberties(liberty) >= 2:
+                    best, best_size = liberty, len(chain)
+        return best
 
     def _living_chain_in_atari(self, state: GameState, ownership: np.ndarray) -> bool:
         """Whether a chain of the side to move that the count keeps alive has a single liberty."""

@@ -103,6 +103,33 @@ def test_does_not_end_the_game_with_a_group_that_lives_only_if_it_moves_first():
         position(SPLIT, BLACK, komi=0.5), BLACK, QUICK).point != PASS
 
 
+def test_saves_a_living_chain_in_atari_before_it_passes():
+    # White has passed; Black leads by the count and the network loves to pass, sure that the point at (3, 3) is
+    # Black's eye. But Black's stone at (3, 4) has that point as its last liberty: a false eye. Black connects.
+    text = """
+        . . . . . . .
+        . . . . . . .
+        . . . X O . .
+        . . X . X O .
+        . . . X O . .
+        . . . . . . .
+        . . . . . . .
+    """
+    g = grid(7)
+    false_eye = g.point(3, 3)
+    in_atari = g.point(3, 4)
+    black_side = lambda s: np.where((np.arange(49) % 7 <= 3) | (np.arange(49) == g.flat(in_atari)), 1.0, -1.0)  # noqa
+    game = position(text, WHITE, komi=0.5)
+    game.play(PASS, WHITE)
+    player = Player(ScriptedEvaluator(favour=[PASS], ownership=black_side), player_config(seed=0))
+    assert player.final_score(game) > 0
+    assert player.genmove(game, BLACK, QUICK).point == false_eye
+    # Passing first: the same rescue, where the search prefers pass.
+    player = Player(BlackLovesPass(favour=[PASS], value=loves_pass, ownership=black_side),
+                    player_config(seed=0, resign_threshold=None))
+    assert player.genmove(position(text, BLACK, komi=0.5), BLACK, QUICK).point == false_eye
+
+
 def test_never_passes_while_behind():
     # komi 10.5: Black is behind by 5.5. The network wants to pass; Black must play on, outside its own area.
     player = Player(ScriptedEvaluator(favour=[PASS], ownership=split_ownership),
