@@ -1,0 +1,340 @@
+"""Tactical regression tests: GNU Go's and Fuego's GTP regression suites and tsumego problems, answered by any
+GTP engine (ours by default) and scored with a 95% interval, as gogui-regress runs GNU Go's suites.
+
+Matches against GNU Go say how often a network wins; these say which kinds of position it gets wrong (life and
+death, semeai, ladders, endgame), in minutes instead of hours, so that a network or a search change can be
+checked where games are lost.
+
+Terms:
+- test: one question and the answers it accepts. In a .tst file, a numbered reg_genmove command (`30 reg_genmove
+  black`) and the `#? [PATTERN]` line after it; in a tsumego file (JSON: AB, AW, SZ, C "Black to play", SOL), the
+  position, the side to play and the first moves of the solutions.
+- pattern: GNU Go's: `[E5|E6|E3]` the answer must be one of these, `[!D5]` anything else; a regular expression
+  matched against the whole answer, case ignored. A trailing `*` marks a test GNU Go 3.8 itself fails; such tests
+  count like the others and are reported apart.
+- setup: what a test needs before its question: in a .tst file, the unnumbered commands since the last one
+  that sets a new position (loadsgf, clear_board, boardsize), that one included; every test carries its own, so
+  any sample of tests can be run in any order. loadsgf paths are made absolute. Numbered commands other than
+  reg_genmove ask for GNU Go's internals (owl_attack, dragon_status, ...) and are not tests here.
+- region (tsumego only, --region M): the first move is kept within M points of the problem's stones, through
+  lz-genmove_analyze's allow clause (Leela Zero, KataGo and ours take it). A tsumego stands alone in a corner of
+  an empty 19x19 board, where a network trained on whole games may rightly see a bigger move elsewhere.
+- suite: a .tst or tsumego .json file, a folder of them (searched recursively), or an archive of them (.tar.xz,
+  .tar.gz, .tgz, .tar, .zip), unpacked to a temporary folder; --include picks files by a glob on their path.
+
+Usage (from the repository root):
+  python -m tools.regress ../shared/data/go_problems.tar.xz --include '*gnugo*/9x9.tst' \\
+      --engine "python -m gtp_engine --log-level error --visits 800"
+  python -m tools.regress ../shared/data/go_problems.tar.xz --include '*Tsumego Beginner*' --max-tests 200 \\
+      --region 2 --engine "python -m gtp_engine --log-level error --visits 800" --failures
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import random
+import re
+import shutil
+import sys
+import tarfile
+import tempfile
+import time
+import zipfile
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from gtp_engine import coords, match_stats
+from gtp_engine.match import GtpError, Program
+
+ENGINE = "python -m gtp_engine --log-level error"
+RESET_COMMANDS = ("loadsgf", "clear_board", "boardsize")
+ARCHIVE_SUFFIXES = (".tar.xz", ".tar.gz", ".tgz", ".tar", ".zip")
+_TEST_LINE = re.compile(r"^(\d+)\s+(\S+)\s*(.*)$")
+_PATTERN_LINE = re.compile(r"^#\?\s*\[(.*)\]\s*([*&]?)\s*$")
+
+
+class SuiteError(Exception):
+    """A suite that cannot be read: the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """The answers a test accepts (see the module docstring)."""
+
+    regex: str
+    negated: bool = False
+
+    @classmethod
+    def parse(cls, text: str) -> Pattern:
+        negated = text.startswith("!")
+        body = text[1:] if negated else text
+        try:
+            re.compile(body)
+        except re.error as error:
+            raise ValueError(f"pattern [{text}]: {error}") from None
+        return cls(body, negated)
+
+    def accepts(self, answer: str) -> bool:
+        matched = re.fullmatch(self.regex, answer.strip(), flags=re.IGNORECASE) is not None
+        return matched != self.negated
+
+    def __str__(self) -> str:
+        return ("!" if self.negated else "") + self.regex
+
+
+@dataclass(frozen=True)
+class Test:
+    source: str  # the file, relative to its suite
+    ident: str  # the test number in a .tst file, the problem's file name for a tsumego
+    setup: tuple[str, ...]  # GTP commands that set the position
+    color: str  # "black" or "white": who moves
+    pattern: Pattern
+    gnugo_fails: bool = False  # marked * in the suite
+    region: tuple[str, ...] = ()  # tsumego: the vertices the first move may take (empty: anywhere)
+
+    @property
+    def name(self) -> str:
+        return f"{self.source}:{self.ident}"
+
+
+def parse_tst(text: str, source: str, base: Path) -> list[Test]:
+    """The reg_genmove tests of a .tst file; relative loadsgf paths are taken from `base`."""
+    tests: list[Test] = []
+    setup: list[str] = []
+    pending: tuple[str, str] | None = None  # (number, color) of a reg_genmove awaiting its #? line
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        expected = _PATTERN_LINE.match(line)
+        if expected:
+            if pending is not None:
+                try:
+                    pattern = Pattern.parse(expected.group(1))
+                except ValueError as error:
+                    raise SuiteError(f"{source}, line {number}: {error}") from None
+                tests.append(Test(source, pending[0], tuple(setup), pending[1], pattern,
+                                  gnugo_fails=expected.group(2) == "*"))
+            pending = None
+            continue
+        if line.startswith("#"):
+            continue
+        numbered = _TEST_LINE.match(line)
+        if numbered:
+            ident, name, args = numbered.groups()
+            pending = (ident, _color(args.split()[0], source, number)) if name == "reg_genmove" and args else None
+            continue
+        pending = None
+        command = _absolute_loadsgf(line, base)
+        if command.split()[0] in RESET_COMMANDS:
+            setup = []
+        setup.append(command)
+    return tests
+
+
+def _color(text: str, source: str, line: int) -> str:
+    color = {"b": "black", "black": "black", "w": "white", "white": "white"}.get(text.lower())
+    if color is None:
+        raise SuiteError(f"{source}, line {line}: reg_genmove of {text!r}, not a colour")
+    return color
+
+
+def _absolute_loadsgf(command: str, base: Path) -> str:
+    parts = command.split()
+    if parts[0] != "loadsgf" or len(parts) < 2:
+        return command
+    path = Path(parts[1])
+    return " ".join(["loadsgf", str(path if path.is_absolute() else (base / path).resolve()), *parts[2:]])
+
+
+def parse_tsumego(text: str, source: str, work: Path, region_margin: int | None) -> Test:
+    """A tsumego problem as a test: its position written to an SGF file in `work`, loaded with loadsgf."""
+    try:
+        problem = json.loads(text)
+        size = int(problem["SZ"])
+        black, white = list(problem.get("AB", [])), list(problem.get("AW", []))
+        color = "white" if problem.get("C", "").lower().startswith("white") else "black"
+        first_moves = {m[1] for m in problem["SOL"] if m[0].upper() == color[0].upper()}
+    except (ValueError, KeyError, TypeError, IndexError) as error:
+        raise SuiteError(f"{source}: not a tsumego problem (AB, AW, SZ, C, SOL): {error}") from None
+    if not 2 <= size <= coords.MAX_SIZE or not first_moves:
+        raise SuiteError(f"{source}: board size {size} or no solution for {color}")
+    g = coords.grid(size)
+    try:
+        vertices = [coords.to_gtp(g, coords.from_sgf(g, move)) for move in sorted(first_moves)]
+        stones = [coords.from_sgf(g, p) for p in black + white]
+    except ValueError as error:
+        raise SuiteError(f"{source}: {error}") from None
+    sgf = (f"(;GM[1]FF[4]SZ[{size}]KM[0]PL[{color[0].upper()}]"
+           + ("AB" + "".join(f"[{p}]" for p in black) if black else "")
+           + ("AW" + "".join(f"[{p}]" for p in white) if white else "") + ")")
+    path = work / (re.sub(r"[^\w.-]+", "_", source) + ".sgf")
+    path.write_text(sgf)
+    region: tuple[str, ...] = ()
+    if region_margin is not None and stones:
+        rows, cols = zip(*(g.row_col(p) for p in stones))
+        region = tuple(coords.to_gtp(g, g.point(r, c))
+                       for r in range(max(0, min(rows) - region_margin), min(size, max(rows) + region_margin + 1))
+                       for c in range(max(0, min(cols) - region_margin), min(size, max(cols) + region_margin + 1)))
+    pattern = Pattern("|".join(re.escape(v) for v in vertices))
+    return Test(source, Path(source).stem, (f"boardsize {size}", f"loadsgf {path}"), color, pattern, region=region)
+
+
+# ---- reading suites -------------------------------------------------------------------------------------------
+
+def suite_files(root: Path, include: str | None) -> Iterator[tuple[str, Path]]:
+    """(name relative to root, path) of every .tst and .json file of a folder, or the file itself, by name."""
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.suffix in (".tst", ".json"))
+    for path in files:
+        name = path.name if root.is_file() else str(path.relative_to(root))
+        if include is None or fnmatch.fnmatch(name, include):
+            yield name, path
+
+
+def load_tests(suites: Iterable[Path], include: str | None, work: Path, region_margin: int | None) -> list[Test]:
+    tests: list[Test] = []
+    for suite in suites:
+        if not suite.exists():
+            raise SuiteError(f"{suite}: no such file or folder")
+        root = suite
+        if suite.is_file() and suite.name.endswith(ARCHIVE_SUFFIXES):
+            root = work / f"suite-{len(list(work.iterdir()))}"
+            _unpack(suite, root)
+        for name, path in suite_files(root, include):
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError as error:
+                raise SuiteError(f"{path}: {error.strerror or error}") from None
+            if path.suffix == ".tst":
+                tests.extend(parse_tst(text, name, path.parent))
+            elif path.suffix == ".json":
+                tests.append(parse_tsumego(text, name, work, region_margin))
+            else:
+                raise SuiteError(f"{path}: neither a .tst suite nor a tsumego .json file")
+    return tests
+
+
+def _unpack(archive: Path, into: Path) -> None:
+    try:
+        if archive.name.endswith(".zip"):
+            with zipfile.ZipFile(archive) as z:
+                z.extractall(into)
+        else:
+            with tarfile.open(archive) as t:
+                t.extractall(into, filter="data")
+    except (OSError, tarfile.TarError, zipfile.BadZipFile) as error:
+        raise SuiteError(f"{archive}: cannot unpack: {error}") from None
+
+
+# ---- running -------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Outcome:
+    test: Test
+    answer: str  # the engine's move, or what went wrong
+    passed: bool
+    error: bool = False  # the engine refused the setup or the question: not counted
+
+
+def ask(engine: Program, test: Test) -> Outcome:
+    try:
+        for command in test.setup:
+            engine.send(command)
+        if test.region:
+            reply = engine.send(f"lz-genmove_analyze {test.color} 0 allow {test.color} {','.join(test.region)} 1")
+            plays = [line.split()[1] for line in reply.splitlines() if line.startswith("play ")]
+            if not plays:
+                raise GtpError(f"lz-genmove_analyze answered no move: {reply!r}")
+            answer = plays[-1]
+        else:
+            answer = engine.send(f"reg_genmove {test.color}")
+    except GtpError as error:
+        return Outcome(test, str(error), False, error=True)
+    return Outcome(test, answer.upper(), test.pattern.accepts(answer))
+
+
+def run(engine_command: str, tests: list[Test], progress: bool = True) -> list[Outcome]:
+    engine = Program(engine_command)
+    outcomes = []
+    try:
+        for i, test in enumerate(tests, 1):
+            outcomes.append(ask(engine, test))
+            if progress:
+                print(f"\rregress: {i}/{len(tests)} tests", end="", file=sys.stderr, flush=True)
+    finally:
+        engine.close()
+        if progress:
+            print(file=sys.stderr)
+    return outcomes
+
+
+def report(outcomes: list[Outcome], failures: bool) -> str:
+    """Per file and in all: tests passed, with the 95% interval; GNU Go's known failures apart."""
+    counted = [o for o in outcomes if not o.error]
+    by_file: dict[str, list[Outcome]] = defaultdict(list)
+    for o in counted:
+        by_file[o.test.source].append(o)
+    lines = []
+    if len(by_file) <= 40:
+        for source, group in sorted(by_file.items()):
+            lines.append(f"{source}: {_rate([o.passed for o in group])}")
+    lines.append(f"all: {_rate([o.passed for o in counted])}")
+    marked = [o.passed for o in counted if o.test.gnugo_fails]
+    if marked:
+        lines.append(f"tests GNU Go 3.8 fails (marked *): {_rate(marked)}")
+    errors = [o for o in outcomes if o.error]
+    if errors:
+        lines.append(f"not counted, the engine refused them: {len(errors)} (first: {errors[0].test.name}: "
+                     f"{errors[0].answer})")
+    if failures:
+        lines += [f"FAIL {o.test.name} {o.test.color}: answered {o.answer}, expected [{o.test.pattern}]"
+                  for o in counted if not o.passed]
+    return "\n".join(lines)
+
+
+def _rate(results: list[bool]) -> str:
+    if not results:
+        return "no tests"
+    score, low, high = match_stats.score_interval([float(r) for r in results])
+    return f"{sum(results)} of {len(results)} passed, {score:.3f} (95%: {low:.3f} .. {high:.3f})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("suites", nargs="+", type=Path, help=".tst or tsumego .json files, folders, archives")
+    parser.add_argument("--engine", default=ENGINE, help=f"GTP command of the engine (default: {ENGINE})")
+    parser.add_argument("--include", help="only files whose path within the suite matches this glob")
+    parser.add_argument("--max-tests", type=int, help="a random sample of this many tests (see --seed)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--region", type=int, metavar="M",
+                        help="tsumego: keep the first move within M points of the problem's stones")
+    parser.add_argument("--failures", action="store_true", help="list every failed test")
+    args = parser.parse_args(argv)
+    if args.region is not None and args.region < 0:
+        parser.error("--region must be at least 0")
+    work = Path(tempfile.mkdtemp(prefix="regress-"))
+    try:
+        tests = load_tests(args.suites, args.include, work, args.region)
+        if not tests:
+            raise SuiteError("no reg_genmove test or tsumego problem in " + ", ".join(map(str, args.suites))
+                             + (f" matching {args.include!r}" if args.include else ""))
+        if args.max_tests is not None and args.max_tests < len(tests):
+            tests = random.Random(args.seed).sample(tests, args.max_tests)
+        start = time.monotonic()
+        outcomes = run(args.engine, tests)
+        print(report(outcomes, args.failures))
+        print(f"{len(tests)} tests in {time.monotonic() - start:.0f} s; engine: {args.engine}")
+    except (SuiteError, GtpError) as error:
+        print(f"regress: {error}", file=sys.stderr)
+        return 1
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
