@@ -30,6 +30,7 @@ SUITE = """\
 # a comment
 boardsize 9
 loadsgf capture.sgf
+uct_param_player max_games 3000
 10 reg_genmove black
 #? [E6]
 
@@ -49,8 +50,9 @@ def test_a_tst_file_becomes_self_contained_reg_genmove_tests(tmp_path):
     assert [(t.ident, t.color, str(t.pattern), t.gnugo_fails) for t in tests] == [
         ("10", "black", "E6", False), ("20", "white", "!E6", True), ("40", "white", "PASS|D3|F3", False)]
     loaded = f"loadsgf {(tmp_path / 'capture.sgf').resolve()}"
-    assert tests[0].setup == tests[1].setup == (loaded,)  # boardsize gave way to the position after it
-    assert tests[2].setup == (loaded, "play black E6")  # owl_attack is GNU Go's own: no test, no setup
+    fuego = "uct_param_player max_games 3000"
+    assert tests[0].setup == tests[1].setup == (loaded, fuego)  # boardsize gave way to the position after it
+    assert tests[2].setup == (loaded, fuego, "play black E6")  # owl_attack is GNU Go's own: no test, no setup
 
 
 def test_gnu_go_patterns():
@@ -104,6 +106,7 @@ def test_gnu_go_passes_a_capture_test_from_an_archive(tmp_path, capsys):
     assert "regression/capture.tst:10" not in out and "FAIL regression/capture.tst:20 white: answered E6" in out
     assert "regression/capture.tst: 2 of 3 passed" in out
     assert "tests GNU Go 3.8 fails (marked *): 0 of 1 passed" in out
+    assert "setup commands the engine does not know, left out: uct_param_player" in out and "not counted" not in out
 
 
 def test_our_engine_answers_tsumego_within_the_region(tmp_path, tiny_onnx_model, capsys):

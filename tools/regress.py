@@ -15,7 +15,8 @@ Terms:
 - setup: what a test needs before its question: in a .tst file, the unnumbered commands since the last one
   that sets a new position (loadsgf, clear_board, boardsize), that one included; every test carries its own, so
   any sample of tests can be run in any order. loadsgf paths are made absolute. Numbered commands other than
-  reg_genmove ask for GNU Go's internals (owl_attack, dragon_status, ...) and are not tests here.
+  reg_genmove ask for GNU Go's internals (owl_attack, dragon_status, ...) and are not tests here; setup commands
+  the engine does not know (Fuego's go_rules, uct_param_player) are left out and listed.
 - region (tsumego only, --region M): the first move is kept within M points of the problem's stones, through
   lz-genmove_analyze's allow clause (Leela Zero, KataGo and ours take it). A tsumego stands alone in a corner of
   an empty 19x19 board, where a network trained on whole games may rightly see a bigger move elsewhere.
@@ -240,25 +241,46 @@ class Outcome:
     error: bool = False  # the engine refused the setup or the question: not counted
 
 
-def ask(engine: Program, test: Test) -> Outcome:
+class Engine:
+    """The engine under test; setup commands it does not know (another engine's own: Fuego's uct_param_player,
+    go_rules) are left out and listed, where a known command that fails makes its test not counted."""
+
+    def __init__(self, command: str):
+        self.program = Program(command)
+        self._known: dict[str, bool] = {}
+        self.unknown: set[str] = set()
+
+    def setup(self, command: str) -> None:
+        name = command.split()[0]
+        if name not in self._known:
+            self._known[name] = self.program.send(f"known_command {name}", check=False) == "true"
+        if self._known[name]:
+            self.program.send(command)
+        else:
+            self.unknown.add(name)
+
+
+def ask(engine: Engine, test: Test) -> Outcome:
     try:
         for command in test.setup:
-            engine.send(command)
+            engine.setup(command)
         if test.region:
-            reply = engine.send(f"lz-genmove_analyze {test.color} 0 allow {test.color} {','.join(test.region)} 1")
+            region = ",".join(test.region)
+            reply = engine.program.send(f"lz-genmove_analyze {test.color} 0 allow {test.color} {region} 1")
             plays = [line.split()[1] for line in reply.splitlines() if line.startswith("play ")]
             if not plays:
                 raise GtpError(f"lz-genmove_analyze answered no move: {reply!r}")
             answer = plays[-1]
         else:
-            answer = engine.send(f"reg_genmove {test.color}")
+            answer = engine.program.send(f"reg_genmove {test.color}")
     except GtpError as error:
         return Outcome(test, str(error), False, error=True)
     return Outcome(test, answer.upper(), test.pattern.accepts(answer))
 
 
-def run(engine_command: str, tests: list[Test], progress: bool = True) -> list[Outcome]:
-    engine = Program(engine_command)
+def run(engine_command: str, tests: list[Test], progress: bool = True) -> tuple[list[Outcome], set[str]]:
+    """The outcome of every test, and the setup commands the engine did not know."""
+    engine = Engine(engine_command)
     outcomes = []
     try:
         for i, test in enumerate(tests, 1):
@@ -266,10 +288,10 @@ def run(engine_command: str, tests: list[Test], progress: bool = True) -> list[O
             if progress:
                 print(f"\rregress: {i}/{len(tests)} tests", end="", file=sys.stderr, flush=True)
     finally:
-        engine.close()
+        engine.program.close()
         if progress:
             print(file=sys.stderr)
-    return outcomes
+    return outcomes, engine.unknown
 
 
 def report(outcomes: list[Outcome], failures: bool) -> str:
@@ -325,8 +347,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.max_tests is not None and args.max_tests < len(tests):
             tests = random.Random(args.seed).sample(tests, args.max_tests)
         start = time.monotonic()
-        outcomes = run(args.engine, tests)
+        outcomes, unknown = run(args.engine, tests)
         print(report(outcomes, args.failures))
+        if unknown:
+            print(f"setup commands the engine does not know, left out: {', '.join(sorted(unknown))}")
         print(f"{len(tests)} tests in {time.monotonic() - start:.0f} s; engine: {args.engine}")
     except (SuiteError, GtpError) as error:
         print(f"regress: {error}", file=sys.stderr)
