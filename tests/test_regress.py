@@ -77,6 +77,7 @@ def test_a_tsumego_problem_is_loaded_as_its_position_with_a_region(tmp_path):
                "SOL": [["W", "aa", "", ""], ["B", "ca", "", ""]]}
     test = regress.parse_tsumego(json.dumps(problem), "set/Problem 1.json", tmp_path, 1)
     assert test.color == "white" and test.pattern.accepts("A19") and not test.pattern.accepts("C19")
+    assert test.name == "set:Problem 1"
     record = sgf_io.load_sgf_file(test.setup[1].split(" ", 1)[1])
     g = coords.grid(19)
     assert sorted(record.setup) == sorted([(1, coords.from_sgf(g, p)) for p in problem["AB"]]
@@ -121,7 +122,7 @@ def test_our_engine_answers_tsumego_within_the_region(tmp_path, tiny_onnx_model,
     engine = f"{sys.executable} -m gtp_engine --weights {tiny_onnx_model} --visits 8 --log-level error"
     assert regress.main([str(problems), "--region", "1", "--engine", engine, "--failures"]) == 0
     out = capsys.readouterr().out
-    assert "all: " in out and "of 4 passed" in out and "not counted" not in out
+    assert "problems: " in out and "all: " in out and "of 4 passed" in out and "not counted" not in out
     # the random network's answers, wherever they fall, lie within a point of the corner stones
     answers = [line.split("answered ")[1].split(",")[0] for line in out.splitlines() if line.startswith("FAIL")]
     assert all(a[0] in "ABCRST" and int(a[1:]) in (1, 2, 3, 17, 18, 19) for a in answers)

@@ -8,7 +8,8 @@ checked where games are lost.
 Terms:
 - test: one question and the answers it accepts. In a .tst file, a numbered reg_genmove command (`30 reg_genmove
   black`) and the `#? [PATTERN]` line after it; in a tsumego file (JSON: AB, AW, SZ, C "Black to play", SOL), the
-  position, the side to play and the first moves of the solutions.
+  position, the side to play and the first moves of the solutions. Reported by file; tsumego, one to a file, by
+  their folder (their collection).
 - pattern: GNU Go's: `[E5|E6|E3]` the answer must be one of these, `[!D5]` anything else; a regular expression
   matched against the whole answer, case ignored. A trailing `*` marks a test GNU Go 3.8 itself fails; such tests
   count like the others and are reported apart.
@@ -182,16 +183,19 @@ def parse_tsumego(text: str, source: str, work: Path, region_margin: int | None)
                        for r in range(max(0, min(rows) - region_margin), min(size, max(rows) + region_margin + 1))
                        for c in range(max(0, min(cols) - region_margin), min(size, max(cols) + region_margin + 1)))
     pattern = Pattern("|".join(re.escape(v) for v in vertices))
-    return Test(source, Path(source).stem, (f"boardsize {size}", f"loadsgf {path}"), color, pattern, region=region)
+    collection = str(Path(source).parent)  # one problem a file: the report groups them by their folder
+    return Test(collection, Path(source).stem, (f"boardsize {size}", f"loadsgf {path}"), color, pattern,
+                region=region)
 
 
 # ---- reading suites -------------------------------------------------------------------------------------------
 
-def suite_files(root: Path, include: str | None) -> Iterator[tuple[str, Path]]:
-    """(name relative to root, path) of every .tst and .json file of a folder, or the file itself, by name."""
+def suite_files(root: Path, include: str | None, unpacked: bool = False) -> Iterator[tuple[str, Path]]:
+    """(name, path) of every .tst and .json file of a folder, or the file itself. Names are relative to the
+    folder's parent (they start with the folder's name), or to the folder an archive was unpacked to."""
     files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.suffix in (".tst", ".json"))
     for path in files:
-        name = path.name if root.is_file() else str(path.relative_to(root))
+        name = path.name if root.is_file() else str(path.relative_to(root if unpacked else root.parent))
         if include is None or fnmatch.fnmatch(name, include):
             yield name, path
 
@@ -201,11 +205,11 @@ def load_tests(suites: Iterable[Path], include: str | None, work: Path, region_m
     for suite in suites:
         if not suite.exists():
             raise SuiteError(f"{suite}: no such file or folder")
-        root = suite
-        if suite.is_file() and suite.name.endswith(ARCHIVE_SUFFIXES):
+        root, unpacked = suite, suite.is_file() and suite.name.endswith(ARCHIVE_SUFFIXES)
+        if unpacked:
             root = work / f"suite-{len(list(work.iterdir()))}"
             _unpack(suite, root)
-        for name, path in suite_files(root, include):
+        for name, path in suite_files(root, include, unpacked):
             try:
                 text = path.read_text(encoding="utf-8", errors="replace")
             except OSError as error:
@@ -301,9 +305,8 @@ def report(outcomes: list[Outcome], failures: bool) -> str:
     for o in counted:
         by_file[o.test.source].append(o)
     lines = []
-    if len(by_file) <= 40:
-        for source, group in sorted(by_file.items()):
-            lines.append(f"{source}: {_rate([o.passed for o in group])}")
+    for source, group in sorted(by_file.items()):
+        lines.append(f"{source}: {_rate([o.passed for o in group])}")
     lines.append(f"all: {_rate([o.passed for o in counted])}")
     marked = [o.passed for o in counted if o.test.gnugo_fails]
     if marked:
