@@ -10,6 +10,8 @@ Terms:
     raw       19x19, raw policy: --visits 1 --threads 1 (the network's first choice, no search)
     search19  19x19, byo-yomi 2 s a move (time_settings 0 2 1), default options
     search13  13x13, the same network, byo-yomi 2 s a move, default options
+  The network is given with --weights, which the engine plays as given: to measure the engine as it ships (its
+  int8 sibling, --precision auto), name the int8 file (weights/default.int8.onnx).
 - target: the issue's bar for each figure (top-1 52%; raw 85% of 50 games; search19 19 of 20; search13 18 of 20).
 
 Usage (from the repository root):
