@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from gtp_engine import coords, sgf_io
+from gtp_engine.board import BLACK, WHITE
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -72,19 +73,51 @@ def test_suite_errors_name_the_file_and_line(tmp_path):
     assert regress.main([str(tmp_path / "missing.tst")]) == 1
 
 
-def test_a_tsumego_problem_is_loaded_as_its_position_with_a_region(tmp_path):
+def test_a_tsumego_problem_is_loaded_as_its_position(tmp_path):
     problem = {"AB": ["ba", "bb", "cb"], "AW": ["ab", "ac", "bc"], "SZ": "19", "C": "White to play",
                "SOL": [["W", "aa", "", ""], ["B", "ca", "", ""]]}
-    test = regress.parse_tsumego(json.dumps(problem), "set/Problem 1.json", tmp_path, 1)
+    test = regress.parse_tsumego(json.dumps(problem), "set/Problem 1.json", tmp_path, None)
     assert test.color == "white" and test.pattern.accepts("A19") and not test.pattern.accepts("C19")
-    assert test.name == "set:Problem 1"
+    assert test.name == "set:Problem 1" and test.region == ()
     record = sgf_io.load_sgf_file(test.setup[1].split(" ", 1)[1])
     g = coords.grid(19)
-    assert sorted(record.setup) == sorted([(1, coords.from_sgf(g, p)) for p in problem["AB"]]
-                                          + [(2, coords.from_sgf(g, p)) for p in problem["AW"]])
-    assert record.first_player == 2
-    # rows 0..2 and columns 0..2 hold stones; one point around them: columns A-D, rows 19-16
-    assert len(test.region) == 16 and "D16" in test.region and "E19" not in test.region
+    assert sorted(record.setup) == sorted([(BLACK, coords.from_sgf(g, p)) for p in problem["AB"]]
+                                          + [(WHITE, coords.from_sgf(g, p)) for p in problem["AW"]])
+    assert record.first_player == WHITE and record.komi == 0
+
+
+# Black to live in the top-left corner, White's stones around it on the sides that face the open board.
+CORNER = {"AB": ["ba", "bb", "cb", "db", "da"], "AW": ["ea", "eb", "ec", "dc", "cc", "bc", "ac"], "SZ": "19",
+          "C": "Black to play", "SOL": [["B", "ab", "", ""]]}
+
+
+def test_a_framed_tsumego_is_decided_by_whether_the_defender_lives(tmp_path):
+    test = regress.parse_tsumego(json.dumps(CORNER), "set/corner.json", tmp_path, 2)
+    g = coords.grid(19)
+    region = {coords.from_gtp(g, v) for v in test.region}
+    # rows 19-17 and columns A-E hold stones: two points around them, rows 19-15 and columns A-G
+    assert len(region) == 5 * 7 and coords.from_gtp(g, "G15") in region and coords.from_gtp(g, "H15") not in region
+    record = sgf_io.load_sgf_file(test.setup[1].split(" ", 1)[1])
+    game = record.to_game()  # loads: every chain of the frame has a liberty
+    problem = {coords.from_sgf(g, p) for p in CORNER["AB"] + CORNER["AW"]}
+    frame = {p: c for c, p in record.setup if p not in problem}
+    assert not set(frame) & region
+    eyes = [p for p in g.points if p not in region and p not in frame]
+    assert eyes and all(len({frame.get(n) for n in g.neighbors[p]}) == 1 for p in eyes)
+    # White, the attacker, walls the region in
+    wall = [p for p in g.points if p not in region and any(n in region for n in g.neighbors[p])]
+    assert wall and all(frame[p] == WHITE for p in wall)
+    # Both colours hold frame groups with two eyes or more: settled.
+    owner = game.area_ownership()
+    for color, sign in ((BLACK, 1), (WHITE, -1)):
+        assert sum(1 for p in eyes if owner[g.flat(p)] == sign) >= 2
+    # The game is Black's exactly when Black, the defender, holds ALIVE_AT points of the region or more.
+    black_frame = sum(1 for p in frame.values() if p == BLACK) + sum(1 for p in eyes if owner[g.flat(p)] == 1)
+    white_frame = sum(1 for p in frame.values() if p == WHITE) + sum(1 for p in eyes if owner[g.flat(p)] == -1)
+    for held, black_wins in ((regress.ALIVE_AT, True), (regress.ALIVE_AT - 1, False), (0, False), (12, True)):
+        score = (black_frame + held) - (white_frame + len(region) - held) - record.komi
+        assert (score > 0) == black_wins
+    assert abs(record.komi) < 20
 
 
 def write_suite(folder: Path) -> Path:
@@ -125,4 +158,4 @@ def test_our_engine_answers_tsumego_within_the_region(tmp_path, tiny_onnx_model,
     assert "problems: " in out and "all: " in out and "of 4 passed" in out and "not counted" not in out
     # the random network's answers, wherever they fall, lie within a point of the corner stones
     answers = [line.split("answered ")[1].split(",")[0] for line in out.splitlines() if line.startswith("FAIL")]
-    assert all(a[0] in "ABCRST" and int(a[1:]) in (1, 2, 3, 17, 18, 19) for a in answers)
+    assert answers and all(a[0] in "ABCRST" and int(a[1:]) in (1, 2, 3, 17, 18, 19) for a in answers)

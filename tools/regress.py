@@ -18,13 +18,22 @@ Terms:
   any sample of tests can be run in any order. loadsgf paths are made absolute. Numbered commands other than
   reg_genmove ask for GNU Go's internals (owl_attack, dragon_status, ...) and are not tests here; setup commands
   the engine does not know (Fuego's go_rules, uct_param_player) are left out and listed.
-- region (tsumego only, --region M): the points within M of the problem's stones. Both players' moves, in the
-  whole search, are kept to the region and pass, through lz-genmove_analyze's allow clauses (Leela Zero, KataGo
-  and ours take them). A tsumego stands alone in a corner of an otherwise empty 19x19 board, where a network
-  trained on whole games rightly sees bigger moves elsewhere; even kept to the region, a search follows that
-  judgement to the region's edge toward the open board (300 beginner problems: 24% answered right by the raw
-  policy, 8% at 800 visits), so a tsumego figure with search needs a frame of settled stones around the problem
-  (KataGo's and Lizgoban's tsumego frame), which this tool does not build: measure tsumego with --visits 1.
+- region (tsumego only, --region M): the points within M of the problem's stones (their box, widened by M). The
+  question is lz-genmove_analyze's (Leela Zero, KataGo and ours take it), with avoid clauses that keep both
+  players' moves in the region for the whole search and forbid the side to play a first pass (a tsumego always
+  asks for a move; unframed problems get that clause too).
+- tsumego frame (with --region): every point outside the region is filled with settled stones, as KataGo's and
+  Lizgoban's tsumego frames do, so that the problem decides the game. A tsumego stands alone in a corner of an
+  otherwise empty 19x19 board, where a network trained on whole games rightly sees bigger moves elsewhere:
+  unframed, with only the first move kept in the region, the shipped 19x19 network answered 24% of 300 beginner
+  problems right by its raw policy and 8% at 800 visits, the search drifting to the region's edge toward the
+  open board; framed, 14% and 35%: the search then reads the problem. The attacker (the colour with more stones on the problem's sides that face the open board) walls
+  the region in; beyond the wall, the points farthest from the region go to the defender, the nearer ones to the
+  attacker, both masses with an eye on every point of even row and column whose neighbours are all theirs, so
+  every frame group is alive. Komi makes the game the defender's exactly when it holds ALIVE_AT points of the
+  region or more (a living group holds more, a dead one none): with attacker frame area A, defender frame area
+  D and R region points, the attacker's lead at that balance is A + R - D - 2 * ALIVE_AT, and komi gives the
+  game to the defender there by half a point; the split between A and D is chosen to bring komi near FRAME_KOMI.
 - suite: a .tst or tsumego .json file, a folder of them (searched recursively), or an archive of them (.tar.xz,
   .tar.gz, .tgz, .tar, .zip), unpacked to a temporary folder; --include picks files by a glob on their path.
 
@@ -32,7 +41,7 @@ Usage (from the repository root):
   python -m tools.regress ../shared/data/go_problems.tar.xz --include '*gnugo*/9x9.tst' \\
       --engine "python -m gtp_engine --log-level error --visits 800"
   python -m tools.regress ../shared/data/go_problems.tar.xz --include '*Tsumego Beginner*' --max-tests 200 \\
-      --region 2 --engine "python -m gtp_engine --log-level error --visits 1" --failures
+      --region 2 --engine "python -m gtp_engine --log-level error --visits 800" --failures
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import math
 import random
 import re
 import shutil
@@ -54,11 +64,17 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from gtp_engine import coords, match_stats
+from gtp_engine.board import BLACK, WHITE
+from gtp_engine.game import GameState
 from gtp_engine.match import GtpError, Program
 
 ENGINE = "python -m gtp_engine --log-level error"
 RESET_COMMANDS = ("loadsgf", "clear_board", "boardsize")
 REGION_PLIES = 1000  # a tsumego's region holds the whole search
+ALIVE_AT = 4  # region points the defender must hold for a framed tsumego's game to be its
+FRAME_KOMI = 7.0  # the komi a frame's split aims at: the networks know komi near it
+MAX_FRAME_KOMI = 20.0  # a problem whose region leaves no split nearer FRAME_KOMI than this stays unframed
+FRAME_BANDS = 3  # the fewest bands of the frame a defender's mass takes (see tsumego_frame)
 ARCHIVE_SUFFIXES = (".tar.xz", ".tar.gz", ".tgz", ".tar", ".zip")
 _TEST_LINE = re.compile(r"^(\d+)\s+(\S+)\s*(.*)$")
 _PATTERN_LINE = re.compile(r"^#\?\s*\[(.*)\]\s*([*&]?)\s*$")
@@ -101,7 +117,8 @@ class Test:
     color: str  # "black" or "white": who moves
     pattern: Pattern
     gnugo_fails: bool = False  # marked * in the suite
-    region: tuple[str, ...] = ()  # tsumego: the vertices the search may play (empty: anywhere)
+    avoid: tuple[str, ...] = ()  # tsumego: lz-genmove_analyze's avoid clauses (see region), asked, not reg_genmove
+    region: tuple[str, ...] = ()  # tsumego: the vertices of the region (empty: no region)
 
     @property
     def name(self) -> str:
@@ -159,7 +176,8 @@ def _absolute_loadsgf(command: str, base: Path) -> str:
 
 
 def parse_tsumego(text: str, source: str, work: Path, region_margin: int | None) -> Test:
-    """A tsumego problem as a test: its position written to an SGF file in `work`, loaded with loadsgf."""
+    """A tsumego problem as a test: its position (framed, with a region margin) written to an SGF file in `work`,
+    loaded with loadsgf."""
     try:
         problem = json.loads(text)
         size = int(problem["SZ"])
@@ -173,24 +191,115 @@ def parse_tsumego(text: str, source: str, work: Path, region_margin: int | None)
     g = coords.grid(size)
     try:
         vertices = [coords.to_gtp(g, coords.from_sgf(g, move)) for move in sorted(first_moves)]
-        stones = [coords.from_sgf(g, p) for p in black + white]
+        stones = {BLACK: [coords.from_sgf(g, p) for p in black], WHITE: [coords.from_sgf(g, p) for p in white]}
     except ValueError as error:
         raise SuiteError(f"{source}: {error}") from None
-    sgf = (f"(;GM[1]FF[4]SZ[{size}]KM[0]PL[{color[0].upper()}]"
-           + ("AB" + "".join(f"[{p}]" for p in black) if black else "")
-           + ("AW" + "".join(f"[{p}]" for p in white) if white else "") + ")")
+    region: set[int] = set()
+    komi = 0.0
+    if region_margin is not None and stones[BLACK] + stones[WHITE]:
+        rows, cols = zip(*(g.row_col(p) for p in stones[BLACK] + stones[WHITE]))
+        row_span = range(max(0, min(rows) - region_margin), min(size, max(rows) + region_margin + 1))
+        col_span = range(max(0, min(cols) - region_margin), min(size, max(cols) + region_margin + 1))
+        region = {g.point(r, c) for r in row_span for c in col_span}
+        frame = tsumego_frame(g, stones, region)
+        if frame is not None:
+            for c in (BLACK, WHITE):
+                stones[c] = stones[c] + frame.stones[c]
+            komi = frame.komi
+    sgf = (f"(;GM[1]FF[4]SZ[{size}]KM[{komi:g}]PL[{color[0].upper()}]"
+           + "".join(tag + "".join(f"[{coords.to_sgf(g, p)}]" for p in stones[c])
+                     for tag, c in (("AB", BLACK), ("AW", WHITE)) if stones[c]) + ")")
     path = work / (re.sub(r"[^\w.-]+", "_", source) + ".sgf")
     path.write_text(sgf)
-    region: tuple[str, ...] = ()
-    if region_margin is not None and stones:
-        rows, cols = zip(*(g.row_col(p) for p in stones))
-        region = tuple(coords.to_gtp(g, g.point(r, c))
-                       for r in range(max(0, min(rows) - region_margin), min(size, max(rows) + region_margin + 1))
-                       for c in range(max(0, min(cols) - region_margin), min(size, max(cols) + region_margin + 1)))
     pattern = Pattern("|".join(re.escape(v) for v in vertices))
     collection = str(Path(source).parent)  # one problem a file: the report groups them by their folder
+    outside = ",".join(coords.to_gtp(g, p) for p in g.points if region and p not in region)
+    avoid = tuple(f"avoid {c} {outside} {REGION_PLIES}" for c in ("black", "white") if outside)
     return Test(collection, Path(source).stem, (f"boardsize {size}", f"loadsgf {path}"), color, pattern,
-                region=region)
+                avoid=avoid + (f"avoid {color} pass 1",), region=tuple(coords.to_gtp(g, p) for p in sorted(region)))
+
+
+@dataclass(frozen=True)
+class Frame:
+    stones: dict[int, list[int]]  # colour -> the frame's stones
+    attacker: int
+    komi: float
+
+
+def tsumego_frame(g: coords.Grid, stones: dict[int, list[int]], region: set[int]) -> Frame | None:
+    """Settled stones on every point outside the region (see tsumego frame); None when nothing is outside or when
+    no split leaves every chain of the frame two eyes with a komi the networks know (MAX_FRAME_KOMI)."""
+    outside = [p for p in g.points if p not in region]
+    if not outside:
+        return None
+    rows, cols = zip(*(g.row_col(p) for p in region))
+    top, bottom, left, right = min(rows), max(rows), min(cols), max(cols)
+    centre = ((top + bottom) / 2, (left + right) / 2)
+
+    def band(p: int) -> int:  # Chebyshev distance to the region's box: 1 is the wall
+        r, c = g.row_col(p)
+        return max(top - r, r - bottom, left - c, c - right)
+
+    def along(p: int) -> float:  # the angle around the region: points of a band in the order they lie
+        r, c = g.row_col(p)
+        return math.atan2(r - centre[0], c - centre[1])
+
+    attacker = _attacker(g, stones)
+    defender = WHITE if attacker == BLACK else BLACK
+    sign = 1 if attacker == BLACK else -1
+    total, area = len(outside), len(region)
+    target = (total + area - 2 * ALIVE_AT + 0.5 - sign * FRAME_KOMI) / 2  # the defender's share for FRAME_KOMI
+    # The defender takes the points farthest from the region, band by band, each band in order along it, at least
+    # FRAME_BANDS whole bands (a thinner mass has no room for eyes) or none; the share nearest the target wins
+    # among those that leave every chain of the frame two eyes.
+    beyond = sorted((p for p in outside if band(p) >= 2), key=lambda p: (-band(p), along(p)))
+    thinnest = sum(1 for p in beyond if band(p) > band(beyond[0]) - FRAME_BANDS) if beyond else 0
+    shares = sorted([0] + list(range(thinnest, len(beyond) + 1)), key=lambda n: abs(n - target))
+    for share in shares:
+        owner = {p: attacker for p in outside}
+        owner.update({p: defender for p in beyond[:share]})
+        frame: dict[int, list[int]] = {BLACK: [], WHITE: []}
+        for p in outside:
+            r, c = g.row_col(p)
+            hole = (r % 2 == 0 and c % 2 == 0 and band(p) >= 2
+                    and all(owner.get(n) == owner[p] for n in g.neighbors[p]))
+            if not hole:
+                frame[owner[p]].append(p)
+        komi = sign * ((total - share) + area - share - 2 * ALIVE_AT + 0.5)
+        if abs(komi) <= MAX_FRAME_KOMI and _settled(g, stones, frame, region):
+            return Frame(frame, attacker, komi)
+    return None
+
+
+def _settled(g: coords.Grid, stones: dict[int, list[int]], frame: dict[int, list[int]], region: set[int]) -> bool:
+    """Whether the problem and the frame make a legal position in which every chain of the frame has two eyes."""
+    game = GameState(g.width, g.height)
+    try:
+        for color in (BLACK, WHITE):
+            game.place_setup(color, stones[color] + frame[color])
+    except ValueError:
+        return False
+    board = game.board
+    return all(sum(1 for lib in board.chain_liberty_points(p) if lib not in region) >= 2
+               for color in (BLACK, WHITE) for p in frame[color])
+
+
+def _attacker(g: coords.Grid, stones: dict[int, list[int]]) -> int:
+    """The colour that surrounds: more stones on the sides of the problem's box that face the open board; ties go
+    to the colour with more stones, then White."""
+    everything = stones[BLACK] + stones[WHITE]
+    rows, cols = zip(*(g.row_col(p) for p in everything))
+    top, bottom, left, right = min(rows), max(rows), min(cols), max(cols)
+
+    def facing_open(p: int) -> bool:
+        r, c = g.row_col(p)
+        return ((r == top and top > 0) or (r == bottom and bottom < g.height - 1)
+                or (c == left and left > 0) or (c == right and right < g.width - 1))
+
+    def weight(color: int) -> tuple[int, int]:
+        return sum(map(facing_open, stones[color])), len(stones[color])
+
+    return BLACK if weight(BLACK) > weight(WHITE) else WHITE
 
 
 # ---- reading suites -------------------------------------------------------------------------------------------
@@ -273,10 +382,8 @@ def ask(engine: Engine, test: Test) -> Outcome:
     try:
         for command in test.setup:
             engine.setup(command)
-        if test.region:
-            region = ",".join(test.region + ("pass",))
-            allow = " ".join(f"allow {color} {region} {REGION_PLIES}" for color in ("black", "white"))
-            reply = engine.program.send(f"lz-genmove_analyze {test.color} 0 {allow}")
+        if test.avoid:
+            reply = engine.program.send(f"lz-genmove_analyze {test.color} 0 {' '.join(test.avoid)}")
             plays = [line.split()[1] for line in reply.splitlines() if line.startswith("play ")]
             if not plays:
                 raise GtpError(f"lz-genmove_analyze answered no move: {reply!r}")
