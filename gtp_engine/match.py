@@ -34,6 +34,7 @@ from gtp_engine.game import KOMI, GameState, format_result
 log = logging.getLogger(__name__)
 
 REFEREE = "gnugo --mode gtp --chinese-rules"
+MAX_VOID_GAMES = 3  # games in a row voided by a program's death before the match gives up
 
 
 class GtpError(Exception):
@@ -208,24 +209,38 @@ def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, ref
                openings: Sequence[Opening] = ()) -> tuple[str, str, list[GameResult]]:
     """Plays up to `games` games of the commands a and b (A Black in odd games; each pair from the next of
     `openings` when given), game-N.sgf into sgf_dir when given; on_game(number, black, white, result) after each.
-    No game starts once time.monotonic() has passed deadline. Returns the names of A and B and the results. Raises
-    GtpError when a program fails."""
+    No game starts once time.monotonic() has passed deadline. Returns the names of A and B and the results. A game
+    in which a program dies is void: the program starts again and the game is played again, up to MAX_VOID_GAMES
+    times in a row. Raises GtpError when a program fails otherwise (refuses a command, cannot start)."""
     if sgf_dir is not None:
         Path(sgf_dir).mkdir(parents=True, exist_ok=True)
     programs: list[Program] = []
     try:
         for command in (a, b, referee):
             programs.append(Program(command, verbose))
-        first, second, judge = programs
         results: list[GameResult] = []
-        for number in range(1, games + 1):
+        number, voided = 1, 0
+        while number <= games:
             if deadline is not None and time.monotonic() >= deadline:
                 log.warning("deadline: %d of %d games played", len(results), games)
                 break
+            first, second, judge = programs
             a_is_black = number % 2 == 1
             black, white = (first, second) if a_is_black else (second, first)
             opening = openings[(number - 1) // 2 % len(openings)] if openings else ()
-            result, game = play_game(black, white, judge, size, komi, max_moves, time_settings, opening)
+            try:
+                result, game = play_game(black, white, judge, size, komi, max_moves, time_settings, opening)
+            except GtpError as error:
+                ended = [i for i, program in enumerate(programs) if program.process.poll() is not None]
+                voided += 1
+                if not ended or voided > MAX_VOID_GAMES:
+                    raise
+                log.warning("game %d is void and played again: %s", number, error)
+                for i in ended:  # a program that died (GNU Go 3.8 asserts now and then on 19x19) starts again
+                    programs[i].close()
+                    programs[i] = Program(programs[i].command, verbose)
+                continue
+            voided = 0
             results.append(GameResult(a_is_black, result, game.move_number))
             if sgf_dir is not None:
                 sgf = sgf_io.save_sgf(game, black=black.name, white=white.name, result=result)
@@ -234,7 +249,8 @@ def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, ref
                 on_game(number, black, white, results[-1])
             if sprt is not None and sprt.decision(results) is not None:
                 break
-        return first.name, second.name, results
+            number += 1
+        return programs[0].name, programs[1].name, results
     finally:
         for program in programs:
             program.close()

@@ -91,3 +91,42 @@ def test_openings_that_cannot_be_used_are_a_usage_error(tmp_path, capsys):
     with pytest.raises(SystemExit):
         match_command.main(["--a", "x", "--b", "y", "--size", "13", "--openings", str(OPENING_RECORDS)])
     assert "--openings" in capsys.readouterr().err
+
+
+# A GTP program that passes every move and dies in its genmove while the file named by its argument is missing
+# (creating it first): it dies once, as GNU Go 3.8 now and then dies in a 19x19 game.
+DYING_ONCE = """
+import pathlib, sys
+marker = pathlib.Path(sys.argv[1])
+for line in sys.stdin:
+    words = line.split()
+    if not words:
+        continue
+    if words[0] == "genmove" and not marker.exists():
+        marker.touch()
+        sys.exit(3)
+    answer = {"name": "dying", "version": "1", "genmove": "pass"}.get(words[0], "")
+    print(f"= {answer}\\n", flush=True)
+    if words[0] == "quit":
+        break
+"""
+
+
+def test_a_game_in_which_a_program_dies_is_void_and_played_again(tiny_onnx_model, tmp_path, caplog):
+    script = tmp_path / "dying.py"
+    script.write_text(DYING_ONCE)
+    engine = f"{sys.executable} -m gtp_engine --weights {tiny_onnx_model} --device cpu --visits 1 --seed 1"
+    dying = f"{sys.executable} {script} {tmp_path / 'died'}"
+    a, _, games = match.play_match(dying, engine, games=2, size=7, referee=engine, max_moves=6, sgf_dir=tmp_path)
+    assert a == "dying" and (tmp_path / "died").exists()
+    assert [g.a_is_black for g in games] == [True, False]  # game 1 was played again, with the same colours
+    assert "game 1 is void and played again" in caplog.text
+    assert sgf_io.load_sgf_file(tmp_path / "game-1.sgf").black == "dying"
+
+
+def test_a_program_that_keeps_dying_ends_the_match(tiny_onnx_model, tmp_path):
+    engine = f"{sys.executable} -m gtp_engine --weights {tiny_onnx_model} --device cpu --visits 1"
+    always_dying = f"{sys.executable} -c \"import sys; [print('= x\\\\n', flush=True) for line in sys.stdin " \
+                   f"if not line.startswith('genmove') or sys.exit(3)]\""
+    with pytest.raises(match.GtpError, match="ended while answering 'genmove b'"):
+        match.play_match(always_dying, engine, games=2, size=7, referee=engine)
