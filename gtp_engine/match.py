@@ -57,16 +57,22 @@ class Program:
                                             stderr=None if verbose else subprocess.DEVNULL, text=True)
         except OSError as error:
             raise GtpError(f"cannot start {command!r}: {error.strerror or error}") from None
+        self.ended = False  # its output ended: it died or quit
         self.name = self.send("name")
         self.version = self.send("version", check=False)
 
     def send(self, command: str, check: bool = True) -> str:
-        self.process.stdin.write(command + "\n")
-        self.process.stdin.flush()
+        try:
+            self.process.stdin.write(command + "\n")
+            self.process.stdin.flush()
+        except OSError:  # its end of the pipe is closed: it has ended
+            self.ended = True
+            raise GtpError(f"{self.command!r} ended before {command!r}") from None
         lines = []
         while True:
             line = self.process.stdout.readline()
             if not line:
+                self.ended = True
                 raise GtpError(f"{self.command!r} ended while answering {command!r}")
             line = line.rstrip("\r\n")
             if not line and lines:
@@ -231,7 +237,7 @@ def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, ref
             try:
                 result, game = play_game(black, white, judge, size, komi, max_moves, time_settings, opening)
             except GtpError as error:
-                ended = [i for i, program in enumerate(programs) if program.process.poll() is not None]
+                ended = [i for i, program in enumerate(programs) if program.ended]
                 voided += 1
                 if not ended or voided > MAX_VOID_GAMES:
                     raise

@@ -27,13 +27,14 @@ Terms:
   otherwise empty 19x19 board, where a network trained on whole games rightly sees bigger moves elsewhere:
   unframed, with only the first move kept in the region, the shipped 19x19 network answered 24% of 300 beginner
   problems right by its raw policy and 8% at 800 visits, the search drifting to the region's edge toward the
-  open board; framed, 14% and 35%: the search then reads the problem. The attacker (the colour with more stones on the problem's sides that face the open board) walls
-  the region in; beyond the wall, the points farthest from the region go to the defender, the nearer ones to the
-  attacker, both masses with an eye on every point of even row and column whose neighbours are all theirs, so
-  every frame group is alive. Komi makes the game the defender's exactly when it holds ALIVE_AT points of the
-  region or more (a living group holds more, a dead one none): with attacker frame area A, defender frame area
-  D and R region points, the attacker's lead at that balance is A + R - D - 2 * ALIVE_AT, and komi gives the
-  game to the defender there by half a point; the split between A and D is chosen to bring komi near FRAME_KOMI.
+  open board; framed, 14% and 35%: the search then reads the problem. The attacker (the colour with more stones
+  on the problem's sides that face the open board) walls the region in; beyond the wall, the points farthest
+  from the region go to the defender, the nearer ones to the attacker, both masses with an eye on every point
+  of even row and column whose neighbours are all theirs, so every frame group is alive. Komi makes the game the
+  defender's exactly when it holds ALIVE_AT points of the region or more (a living group holds more, a dead one
+  none): with attacker frame area A, defender frame area D and R region points, the attacker's lead at that
+  balance is A + R - D - 2 * ALIVE_AT, and komi gives the game to the defender there by half a point; the split
+  between A and D is chosen to bring komi near FRAME_KOMI.
 - suite: a .tst or tsumego .json file, a folder of them (searched recursively), or an archive of them (.tar.xz,
   .tar.gz, .tgz, .tar, .zip), unpacked to a temporary folder; --include picks files by a glob on their path.
 
@@ -222,7 +223,6 @@ def parse_tsumego(text: str, source: str, work: Path, region_margin: int | None)
 @dataclass(frozen=True)
 class Frame:
     stones: dict[int, list[int]]  # colour -> the frame's stones
-    attacker: int
     komi: float
 
 
@@ -267,7 +267,7 @@ def tsumego_frame(g: coords.Grid, stones: dict[int, list[int]], region: set[int]
                 frame[owner[p]].append(p)
         komi = sign * ((total - share) + area - share - 2 * ALIVE_AT + 0.5)
         if abs(komi) <= MAX_FRAME_KOMI and _settled(g, stones, frame, region):
-            return Frame(frame, attacker, komi)
+            return Frame(frame, komi)
     return None
 
 
