@@ -65,7 +65,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -328,20 +328,9 @@ class Player:
     def _rescue(self, state: GameState, ownership: np.ndarray) -> int | None:
         """The move that saves the largest chain of ours the count keeps alive and that is in atari: its last
         liberty, where playing it is legal and leaves the joined chain two liberties or more; None if none."""
-        board, me = state.board, state.to_play
-        dead = set(self._dead_stones_of(state, me, ownership))
-        seen: set[int] = set()
         best, best_size = None, 0
-        for point in board.stones(me):
-            if point in seen or point in dead:
-                continue
-            chain = board.chain(point)
-            seen.update(chain)
-            liberties = board.chain_liberty_points(point)
-            if len(liberties) != 1 or len(chain) <= best_size:
-                continue
-            liberty = next(iter(liberties))
-            if state.is_legal(liberty):
+        for chain, liberty in self._living_chains_in_atari(state, ownership):
+            if len(chain) > best_size and state.is_legal(liberty):
                 after = state.copy()
                 after.play(liberty)
                 if after.board.chain_liberties(liberty) >= 2:
@@ -350,16 +339,22 @@ class Player:
 
     def _living_chain_in_atari(self, state: GameState, ownership: np.ndarray) -> bool:
         """Whether a chain of the side to move that the count keeps alive has a single liberty."""
+        return next(self._living_chains_in_atari(state, ownership), None) is not None
+
+    def _living_chains_in_atari(self, state: GameState, ownership: np.ndarray) -> Iterator[tuple[list[int], int]]:
+        """(chain, its last liberty) for every chain of the side to move that the count keeps alive and that has a
+        single liberty."""
         board, me = state.board, state.to_play
         dead = set(self._dead_stones_of(state, me, ownership))
         seen: set[int] = set()
         for point in board.stones(me):
             if point in seen or point in dead:
                 continue
-            seen.update(board.chain(point))
-            if board.chain_liberties(point) == 1:
-                return True
-        return False
+            chain = board.chain(point)
+            seen.update(chain)
+            liberties = board.chain_liberty_points(point)
+            if len(liberties) == 1:
+                yield chain, next(iter(liberties))
 
     @staticmethod
     def _dead_stones_of(state: GameState, color: int, ownership: np.ndarray) -> list[int]:
