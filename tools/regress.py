@@ -280,8 +280,13 @@ def _settled(g: coords.Grid, stones: dict[int, list[int]], frame: dict[int, list
     except ValueError:
         return False
     board = game.board
-    return all(sum(1 for lib in board.chain_liberty_points(p) if lib not in region) >= 2
-               for color in (BLACK, WHITE) for p in frame[color])
+    seen: set[int] = set()
+    for p in frame[BLACK] + frame[WHITE]:
+        if p not in seen:
+            seen.update(board.chain(p))
+            if sum(1 for lib in board.chain_liberty_points(p) if lib not in region) < 2:
+                return False
+    return True
 
 
 def _attacker(g: coords.Grid, stones: dict[int, list[int]]) -> int:
