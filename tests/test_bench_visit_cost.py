@@ -24,3 +24,6 @@ def test_a_short_run_reports_the_costs_their_ratio_and_the_parts(capsys):
                  "CachedEvaluator less inner"):
         assert any(line.startswith(name) and line.endswith("us/position") for line in parts)
     assert parts[-1].endswith("plies per descent)")
+    # the replayed search grew the very tree of the measured one (the tool raises otherwise)
+    alone = next(line for line in parts if line.startswith("search without the network between"))
+    assert alone.endswith("us/visit") and float(alone.split()[-2]) > 0

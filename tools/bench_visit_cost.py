@@ -13,6 +13,10 @@ CPU time (time.thread_time), the median of --repeat searches:
 - network us/position: the forward's CPU time per evaluated position, at the search's batch.
 - ratio: search / network. With the network in a worker thread, visits/s can approach the network's rate only
   while this stays well below 1 (the GIL serialises the search's Python).
+- without the network between: the same search (the same tree: its forwards' outputs recorded, then answered in
+  order by a fresh evaluator of the same seed) with no onnxruntime run between its batches. The difference to
+  search us/visit is what the network's runs cost the search's own code on the same core (caches and branch
+  history it evicts); a search thread that keeps its core while the network runs on the other is spared it.
 The parts below it replay what one more search evaluated, each part timed alone (medians of --repeat), per
 evaluated position: the descent's GameState.copy and play_unchecked of the leaf's line from the root; features.
 encode; NetworkEvaluator.evaluate less forward and encode (symmetry, softmax); CachedEvaluator less its inner
@@ -82,6 +86,39 @@ def search_costs(size: int, root: GameState, playouts: int) -> tuple[float, floa
     searcher.search(root, StopCondition(playouts=playouts))
     total = time.thread_time() - started
     return (total - timed.seconds) / playouts * 1e6, timed.seconds / max(1, timed.positions) * 1e6
+
+
+def search_without_network(size: int, root: GameState, playouts: int, repeat: int) -> float:
+    """Search us per visit of one search replayed without onnxruntime (see the module docstring), median."""
+    timed = TimedNetwork(size)
+    outputs = []
+
+    def recording(spatial, global_):
+        outputs.append(timed.forward(spatial, global_))
+        return outputs[-1]
+
+    timed.network.forward = recording
+    Searcher(CachedEvaluator(timed.network, CACHE), SearchConfig(batches_in_flight=1)).search(
+        root, StopCondition(playouts=playouts))
+    costs = []
+    for _ in range(repeat):
+        network = OnnxEvaluator(WEIGHTS[size], device="cpu", threads=1, seed=SEED)
+        answers = iter(outputs)
+
+        def answer(spatial, global_):
+            output = next(answers, None)
+            if output is None:
+                raise RuntimeError("the replayed search grew another tree: it asked for more evaluations")
+            return output
+
+        network.forward = answer
+        searcher = Searcher(CachedEvaluator(network, CACHE), SearchConfig(batches_in_flight=1))
+        started = time.thread_time()
+        searcher.search(root, StopCondition(playouts=playouts))
+        costs.append((time.thread_time() - started) / playouts * 1e6)
+        if next(answers, None) is not None:
+            raise RuntimeError("the replayed search grew another tree: it asked for fewer evaluations")
+    return statistics.median(costs)
 
 
 def recorded_batches(network: OnnxEvaluator, root: GameState, playouts: int) -> list[list[GameState]]:
@@ -174,6 +211,8 @@ def main(argv: list[str] | None = None) -> None:
         search = statistics.median(cost[0] for cost in costs)
         network = statistics.median(cost[1] for cost in costs)
         print(f"{size}x{size:<4d} {args.playouts:8d} {search:16.1f} {network:20.1f} {search / network:6.2f}")
+        alone = search_without_network(size, root, args.playouts, args.repeat)
+        print(f"    {'search without the network between':40s} {alone:6.1f} us/visit")
         parts = part_costs(size, root, args.playouts, args.repeat)
         plies = parts.pop("plies per descent")
         for name, micros in parts.items():
