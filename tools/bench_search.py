@@ -18,9 +18,16 @@ throughput the search keeps), and for int8 rows int8/fp32 (session speed-up).
 Targets on 2 CPU cores: search >= 0.90 of the session's throughput on 9x9 and 19x19; int8 session >= 1.8x
 fp32; on 19x19 with a 6x64 network at least 2.5x Leela Zero's visits per second.
 
+With --backend torch (needs the train extra) the network runs in torch instead (training/torch_evaluator.py:
+CUDA when torch has it, bfloat16 autocast there), fp32 files only, the bare rate being the same evaluator's
+forward alone: this is how the engine's search is measured on a GPU machine that has torch with CUDA but no
+onnxruntime GPU build (the device machines of this project); --batch and --batches-in-flight then explore the
+larger batches a GPU wants.
+
     python -m tools.bench_search                           # shipped networks, 9x9 and 19x19, Leela Zero if installed
     python -m tools.bench_search --sizes 9 --seconds 3 --rounds 2 --leela off
     python -m tools.bench_search --preset b6c64            # random networks of a preset instead
+    python -m tools.bench_search --backend torch --device cuda --batch 64 --batches-in-flight 4 --leela off
 """
 
 from __future__ import annotations
@@ -79,24 +86,24 @@ class RecordingEvaluator:
             self.batches.append([s.copy() for s in states])
 
 
-def session_rate(onnx: OnnxEvaluator, inputs: list[tuple[np.ndarray, np.ndarray]], seconds: float) -> float:
+def session_rate(network, inputs: list[tuple[np.ndarray, np.ndarray]], seconds: float) -> float:
     """Positions per second of the bare onnxruntime session over encoded `inputs` in turn, for `seconds`."""
     positions, start, i = 0, time.perf_counter(), 0
     while time.perf_counter() - start < seconds:
         spatial, global_ = inputs[i % len(inputs)]
-        onnx.forward(spatial, global_)
+        network.forward(spatial, global_)
         positions += len(spatial)
         i += 1
     return positions / (time.perf_counter() - start)
 
 
-def search_rate(onnx: OnnxEvaluator, config: SearchConfig, roots: list[GameState], seconds: float,
+def search_rate(network, config: SearchConfig, roots: list[GameState], seconds: float,
                 cache_positions: int) -> tuple[float, float, list[list[GameState]]]:
     """(visits per second, network positions per visit, the batches evaluated) over searches of each root for
     seconds / len(roots)."""
     playouts, elapsed, positions, batches = 0, 0.0, 0, []
     for root in roots:
-        recorder = RecordingEvaluator(onnx)
+        recorder = RecordingEvaluator(network)
         searcher = Searcher(CachedEvaluator(recorder, cache_positions), config)
         start = time.perf_counter()
         result = searcher.search(root, StopCondition(deadline=time.monotonic() + seconds / len(roots)))
@@ -182,6 +189,16 @@ def networks(args, size: int, folder: Path) -> dict[str, Path]:
     return {"fp32": fp32, "int8": quantize.default_out(fp32)}
 
 
+def open_network(args, path: Path, threads: int = 0):
+    """The network at path on the chosen backend: onnxruntime on the CPU (threads: 0 for its own choice), or
+    torch on --device."""
+    if args.backend == "torch":
+        from gtp_engine.training.torch_evaluator import TorchEvaluator
+
+        return TorchEvaluator.from_onnx(path, device=args.device)
+    return OnnxEvaluator(path, device="cpu", threads=threads)
+
+
 def main(argv: list[str] | None = None) -> int:
     defaults = EngineConfig()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -200,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--leela", choices=["auto", "off"], default="auto",
                         help="compare with Leela Zero (--cpu-only) when installed")
     parser.add_argument("--leela-threads", type=int, default=2)
+    parser.add_argument("--backend", choices=["onnx", "torch"], default="onnx",
+                        help="what runs the network: onnxruntime on the CPU, or torch (fp32 files only; see above)")
+    parser.add_argument("--device", default="auto", help="torch backend: auto (CUDA when torch has it), cpu, cuda")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
 
@@ -213,25 +233,27 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as folder:
         for size in args.sizes:
             files = networks(args, size, Path(folder))
-            nets = {k: OnnxEvaluator(f, device="cpu") for k, f in files.items()}  # the bare sessions
-            searched = {k: OnnxEvaluator(f, device="cpu", threads=threads) for k, f in files.items()}
+            if args.backend == "torch":
+                files.pop("int8", None)  # a quantized graph is onnxruntime's; torch imports fp32 files
+            nets = {k: open_network(args, f) for k, f in files.items()}  # the bare sessions
+            searched = {k: open_network(args, f, threads) for k, f in files.items()}
             roots = [GameState(size)] + [opening(size, moves, rng) for moves in (size * size // 6, size * size // 3)]
             session, search = dict.fromkeys(nets, 0.0), dict.fromkeys(nets, 0.0)
             slices: dict[str, list[float]] = {name: [] for name in nets}  # session rates, measured in turn
-            for onnx in list(nets.values()) + list(searched.values()):
-                search_rate(onnx, config, roots[:1], 1.0, 20_000)  # warm-up: first-run allocations
+            for network in list(nets.values()) + list(searched.values()):
+                search_rate(network, config, roots[:1], 1.0, 20_000)  # warm-up: first-run allocations
             for _ in range(args.rounds):
                 inputs = {}
-                for name, onnx in searched.items():
-                    rate, _, batches = search_rate(onnx, config, roots, args.seconds, 20_000)
+                for name, network in searched.items():
+                    rate, _, batches = search_rate(network, config, roots, args.seconds, 20_000)
                     search[name] = max(search[name], rate)
                     inputs[name] = [features.encode(b) for b in batches[:RECORDED_BATCHES]]
                 for _ in range(SLICES):  # short turns, so that both networks see the same load
-                    for name, onnx in nets.items():
-                        slices[name].append(session_rate(onnx, inputs[name], args.seconds / SLICES))
+                    for name, network in nets.items():
+                        slices[name].append(session_rate(network, inputs[name], args.seconds / SLICES))
             for name in nets:
                 session[name] = max(slices[name])
-            for name, onnx in nets.items():
+            for name, network in nets.items():
                 kept = search[name] / session[name]
                 # int8/fp32: the median of the ratios of neighbouring turns, robust to load that comes and goes
                 speedup = float(np.median(np.array(slices[name]) / np.array(slices["fp32"]))) \
@@ -242,10 +264,13 @@ def main(argv: list[str] | None = None) -> int:
                 failures += sum(not ok for _, ok in verdicts)
                 if size == 19:
                     ours_19[name] = search[name]
-                print(f"{Path(onnx.info.path).name:22} {size:>3}x{size:<2}{args.batch:>5} {session[name]:>13.0f} "
+                print(f"{Path(network.info.path).name:22} {size:>3}x{size:<2}{args.batch:>5} {session[name]:>13.0f} "
                       f"{search[name]:>15.0f} {kept:>14.2f} {'' if speedup is None else f'{speedup:.2f}':>9}  "
                       + ", ".join(f"{what} {'ok' if ok else 'BELOW'}" for what, ok in verdicts), flush=True)
-        print(f"onnxruntime cpu: bare sessions on its own thread count, the search's on {threads or 'its own'}; "
+        runner = ("onnxruntime cpu: bare sessions on its own thread count, the search's on "
+                  f"{threads or 'its own'}") if args.backend == "onnx" else \
+            f"torch {next(iter(searched.values())).info.provider}: the bare rate is the evaluator's forward alone"
+        print(f"{runner}; "
               f"symmetry random, CachedEvaluator; search config: batch {config.batch_size}, "
               f"{config.batches_in_flight or 'by board size'} in flight, virtual loss {config.tree.virtual_loss}; targets: "
               f"search/session >= {SEARCH_TARGET}, int8/fp32 >= {INT8_TARGET}")
