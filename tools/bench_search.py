@@ -87,7 +87,8 @@ class RecordingEvaluator:
 
 
 def session_rate(network, inputs: list[tuple[np.ndarray, np.ndarray]], seconds: float) -> float:
-    """Positions per second of the bare onnxruntime session over encoded `inputs` in turn, for `seconds`."""
+    """Positions per second of the network's bare forward (the onnxruntime session, or the torch model) over
+    encoded `inputs` in turn, for `seconds`."""
     positions, start, i = 0, time.perf_counter(), 0
     while time.perf_counter() - start < seconds:
         spatial, global_ = inputs[i % len(inputs)]

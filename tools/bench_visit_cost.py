@@ -33,7 +33,7 @@ import random
 import statistics
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -88,30 +88,38 @@ def search_costs(size: int, root: GameState, playouts: int) -> tuple[float, floa
     return (total - timed.seconds) / playouts * 1e6, timed.seconds / max(1, timed.positions) * 1e6
 
 
+def answer_in_order(network: OnnxEvaluator, outputs: list) -> Iterator:
+    """Makes network.forward answer `outputs` in order instead of running onnxruntime (del network.forward
+    restores it); the iterator left shows whether every output was asked for. A replay that asks for more is
+    another tree: RuntimeError."""
+    answers = iter(outputs)
+
+    def answer(spatial, global_):
+        output = next(answers, None)
+        if output is None:
+            raise RuntimeError("the replayed search grew another tree: it asked for more evaluations")
+        return output
+
+    network.forward = answer
+    return answers
+
+
 def search_without_network(size: int, root: GameState, playouts: int, repeat: int) -> float:
     """Search us per visit of one search replayed without onnxruntime (see the module docstring), median."""
-    timed = TimedNetwork(size)
-    outputs = []
+    network = OnnxEvaluator(WEIGHTS[size], device="cpu", threads=1, seed=SEED)
+    forward, outputs = network.forward, []
 
     def recording(spatial, global_):
-        outputs.append(timed.forward(spatial, global_))
+        outputs.append(forward(spatial, global_))
         return outputs[-1]
 
-    timed.network.forward = recording
-    Searcher(CachedEvaluator(timed.network, CACHE), SearchConfig(batches_in_flight=1)).search(
+    network.forward = recording
+    Searcher(CachedEvaluator(network, CACHE), SearchConfig(batches_in_flight=1)).search(
         root, StopCondition(playouts=playouts))
     costs = []
     for _ in range(repeat):
-        network = OnnxEvaluator(WEIGHTS[size], device="cpu", threads=1, seed=SEED)
-        answers = iter(outputs)
-
-        def answer(spatial, global_):
-            output = next(answers, None)
-            if output is None:
-                raise RuntimeError("the replayed search grew another tree: it asked for more evaluations")
-            return output
-
-        network.forward = answer
+        network = OnnxEvaluator(WEIGHTS[size], device="cpu", threads=1, seed=SEED)  # its symmetries drawn afresh
+        answers = answer_in_order(network, outputs)
         searcher = Searcher(CachedEvaluator(network, CACHE), SearchConfig(batches_in_flight=1))
         started = time.thread_time()
         searcher.search(root, StopCondition(playouts=playouts))
@@ -167,8 +175,7 @@ def part_costs(size: int, root: GameState, playouts: int, repeat: int) -> dict[s
     def replayed(run: Callable[[], None]) -> Callable[[], None]:
         """run with the network's forward answering the recorded outputs in order."""
         def wrapped() -> None:
-            answers = iter(outputs)
-            network.forward = lambda spatial, global_: next(answers)
+            answer_in_order(network, outputs)
             try:
                 run()
             finally:
