@@ -8,7 +8,7 @@ Terms (AlphaGo Zero / KataGo notation):
   S score sum, S2 sum of squared scores (the spread of the backed-up leads, for analysis). Arrays are kept
   only for the first `tried` edges (a prefix, see select): most edges of most nodes are never visited.
 - perspective: every number stored in a node or its edges is from the view of the player to move at that
-  node, the player who chooses among its edges. The evaluator also speaks for the side to move; _backup's
+  node, the player who chooses among its edges. The evaluator also speaks for the side to move; tree_core.backup's
   two columns of increments (the leaf's parent's and the leaf's player's) are the one place where a value changes
   side.
 - value v in [-1, 1]: expected result (+1 a win). score s: expected lead in points. utility u: what the search
@@ -60,6 +60,7 @@ from typing import Sequence
 
 import numpy as np
 
+from gtp_engine import tree_core
 from gtp_engine.board import BLACK, EMPTY, WHITE
 from gtp_engine.coords import PASS, Grid
 from gtp_engine.evaluator import EvaluationBatch, Evaluator
@@ -69,7 +70,6 @@ _INITIAL_EDGES = 4  # edge statistics arrays start this long and double as more 
 _STATS = 6  # rows of Node.stats: N, W, W2, V, S, S2
 OWNERSHIP_DEPTH = 2  # plies below the root whose nodes sum ownership: tree reuse after our move and the reply
 _EMPTY_CODE = np.uint8(EMPTY)
-_VECTOR_EDGES = 12  # select() scores more tried edges than this with numpy, fewer in a Python loop (faster there)
 
 
 @dataclass(frozen=True)
@@ -174,7 +174,7 @@ class Node:
         """Gives the node its edges: moves (board points) with priors that sum to 1, any order."""
         order = np.argsort(-prior, kind="stable")
         self.moves = np.asarray(moves)[order].tolist()
-        self.prior = prior[order]
+        self.prior = np.asarray(prior, dtype=np.float64)[order]
         self._allocate(min(_INITIAL_EDGES, len(moves)))
 
     def expand_sorted(self, moves: list[int], prior: np.ndarray) -> None:
@@ -242,6 +242,9 @@ class Tree:
         self.virtual_loss = config.virtual_loss
         self.score_utility = config.score_utility
         self.score_scale = config.scale_for(root_state.grid.area)
+        self._core = tree_core.DEFAULT  # select, descend and backup (tree_core.py): compiled where built
+        self._params = (float(config.c_puct), float(config.c_puct_log), float(config.c_puct_base),
+                        float(config.fpu_reduction), float(config.virtual_loss))
         g = root_state.grid
         self.area = g.area
         self._point_of_flat = np.append(g.point_of, PASS)
@@ -265,79 +268,19 @@ class Tree:
 
     def exploration(self, nsum: float) -> float:
         """c * sqrt(sum N): the factor on P / (1 + N) in PUCT."""
-        c = self.c_puct + self.c_puct_log * math.log((nsum + self.c_puct_base) / self.c_puct_base)
-        return c * math.sqrt(nsum)
-
-    def puct_scores(self, node: Node, fpu_reduction: float, prior: np.ndarray | None = None) -> np.ndarray:
-        """PUCT score of every edge of an expanded node, FPU applied to unvisited edges (the reference rule)."""
-        n_edges = len(node.moves)
-        prior = node.prior if prior is None else prior
-        if node.tried == n_edges:
-            N, W = node.N[:n_edges], node.W[:n_edges]
-        else:
-            N, W = np.zeros(n_edges), np.zeros(n_edges)
-            N[: node.tried] = node.N[: node.tried]
-            W[: node.tried] = node.W[: node.tried]
-        visited = N > 0
-        fpu = node.net_u - fpu_reduction * math.sqrt(float(node.prior @ visited))
-        scores = np.where(visited, W / np.maximum(N, 1e-9), fpu)
-        scores += self.exploration(node.nsum) * prior / (1.0 + N)
-        return scores
+        return tree_core.exploration(nsum, self._params)
 
     def select(self, node: Node) -> int:
-        """The edge with the highest PUCT score (puct_scores with the node's FPU reduction), fast.
-
-        Priors fall along the edges and all unvisited edges share one Q (the FPU), so among the unvisited
-        edges the first has the highest score. Only the visited prefix needs the vector formula, plus that one
-        candidate; selecting it extends the prefix.
-        """
-        k = node.tried
-        nsum = node.nsum
-        base = self.c_puct_base
-        coef = (self.c_puct + self.c_puct_log * math.log((nsum + base) / base)) * math.sqrt(nsum)  # exploration()
-        best, best_score = -1, -math.inf
-        if k > _VECTOR_EDGES:
-            N = node.N[:k]
-            scores = node.W[:k] / N + coef * node.prior[:k] / (1.0 + N)
-            best = int(scores.argmax())
-            best_score = scores[best]
-        elif k:  # the same arithmetic on Python floats: most nodes have a few tried edges
-            for i, (n, w, p) in enumerate(zip(node.N[:k].tolist(), node.W[:k].tolist(), node.prior[:k].tolist())):
-                if not n:  # pending without virtual loss: numpy's 0 / 0 is NaN, which its argmax takes first
-                    best, best_score = i, math.nan
-                    break
-                score = w / n + coef * p / (1.0 + n)
-                if score > best_score:
-                    best, best_score = i, score
-        if k < len(node.moves):
-            fpu = node.net_u - self.fpu_reduction * math.sqrt(node.tried_prior)
-            p = float(node.prior[k])
-            if fpu + coef * p > best_score:
-                if k == node.stats.shape[1]:
-                    node._allocate(min(2 * k, len(node.moves)))
-                node.tried = k + 1
-                node.tried_prior += p
-                return k
-        return best
+        """The edge of a node below the root with the highest PUCT score: tree_core.select."""
+        return self._core.select(node, self._params)
 
     def select_root(self) -> int:
-        """The root's edge: puct_scores with root_fpu_reduction, over noisy priors, skipping excluded edges;
-        among edges short of their forced playouts, the best of those by the same scores.
+        """The root's edge, over noisy priors, skipping excluded edges, forced playouts first: tree_core.select_root.
 
         Every root edge has statistics (try_all), so any edge can be chosen, not only the next by prior.
         """
-        root = self.root
-        prior = root.prior if self.root_prior is None else self.root_prior
-        scores = self.puct_scores(root, self.root_fpu_reduction, prior)
-        if self.root_excluded is not None:
-            scores[self.root_excluded] = -np.inf
-        if self.root_forced_k > 0:
-            short = root.N[: len(root.moves)] < np.sqrt(self.root_forced_k * prior * root.nsum)
-            if self.root_excluded is not None:
-                short &= ~self.root_excluded
-            if short.any():
-                scores = np.where(short, scores, -np.inf)
-        return int(scores.argmax())
+        return self._core.select_root(self.root, self.root_prior, self.root_excluded, float(self.root_forced_k),
+                                      float(self.root_fpu_reduction), self._params)
 
     # ---- one batch ------------------------------------------------------------------------------------
 
@@ -455,35 +398,20 @@ class Tree:
         self.root.add_ownership(sign * batch.ownership[0].astype(np.float64))
 
     def _descend(self) -> tuple[Node, list, GameState]:
-        """From the root to a leaf (new, pending or terminal), applying virtual loss on the way."""
-        vl = self.virtual_loss
+        """From the root to a leaf (new, pending or terminal), applying virtual loss on the way (tree_core.descend)."""
         state = self.root_state.copy()
-        node = self.root
-        path = []
-        edge = self.select_root()
-        while True:
-            node.N[edge] += vl
-            node.W[edge] -= vl
-            node.nsum += vl
-            path.append((node, edge))
-            state.play_unchecked(node.moves[edge])
-            child = node.children.get(edge)
-            if child is None:
-                child = node.children[edge] = Node()
-                if state.consecutive_passes >= 2:
-                    self._make_terminal(child, state)
-                return child, path, state
-            if child.moves is None:  # pending in this batch, or terminal
-                return child, path, state
-            node = child
-            edge = self.select(node)
-            while node.N[edge] == 0 and state.illegal_reason(node.moves[edge]) is not None:
-                node.tried -= 1  # a first try of an illegal edge (lazy legality): drop it and select again
-                node.tried_prior -= float(node.prior[edge])
-                drop = np.zeros(len(node.moves), dtype=bool)
-                drop[edge] = True
-                node.drop_edges(drop)
-                edge = self.select(node)
+        leaf, path = self._core.descend(self.root, state, self.select_root(), self._params, Node,
+                                        self._make_terminal, self._drop_illegal)
+        return leaf, path, state
+
+    @staticmethod
+    def _drop_illegal(node: Node, edge: int) -> None:
+        """Removes a first-tried edge found illegal (lazy legality): it ends the tried prefix."""
+        node.tried -= 1
+        node.tried_prior -= float(node.prior[edge])
+        drop = np.zeros(len(node.moves), dtype=bool)
+        drop[edge] = True
+        node.drop_edges(drop)
 
     def _candidates(self, state: GameState, ply: int) -> np.ndarray:
         """Bool per flat index, pass last: the moves a new leaf at `ply` gets edges for (lazy legality: the
@@ -550,17 +478,7 @@ class Tree:
 
     def _backup(self, leaf: Node, path: list, v: float, u: float, s: float) -> None:
         """Adds one playout's result (leaf's view) along path, replacing the path's virtual loss."""
-        vl = self.virtual_loss
-        leaf.visits += 1
-        # One column of increments (N, W, W2, V, S, S2) per player: the leaf's parent is its player's opponent.
-        theirs = np.array((1.0 - vl, -u + vl, u * u, -v, -s, s * s))
-        ours = np.array((1.0 - vl, u + vl, u * u, v, s, s * s))
-        flipped = True
-        for node, edge in reversed(path):
-            node.stats[:, edge] += theirs if flipped else ours
-            flipped = not flipped
-            node.nsum += 1.0 - vl
-            node.visits += 1
+        self._core.backup(leaf, path, self.virtual_loss, v, u, s)
 
     def _revert(self, selected: Sequence[tuple[Node, list]], dropped: set[int]) -> None:
         """Undoes the virtual loss of every path, drops the leaves in `dropped` (ids: the batch's own, which nobody

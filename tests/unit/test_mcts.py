@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from search_support import ScriptedEvaluator, check_tree, position
 
+from gtp_engine import tree_core
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS
 from gtp_engine.evaluator import EvaluationBatch, UniformEvaluator
@@ -40,7 +41,7 @@ def hand_built_node(prior, N, W, net_u):
 def test_puct_scores_match_the_formula_by_hand():
     tree = make_tree(GameState(5), c_puct=1.5, c_puct_log=0.0, fpu_reduction=0.3)
     node = hand_built_node(prior=[0.5, 0.3, 0.2], N=[2, 1], W=[1.0, -0.5], net_u=0.2)
-    scores = tree.puct_scores(node, fpu_reduction=0.3)
+    scores = tree_core.puct_scores(node, 0.3, node.prior, tree._params)
     c = 1.5 * math.sqrt(3)
     fpu = 0.2 - 0.3 * math.sqrt(0.8)  # edges 0 and 1 visited: prior 0.8
     assert scores == pytest.approx([1.0 / 2 + c * 0.5 / 3, -0.5 + c * 0.3 / 2, fpu + c * 0.2 / 1])
@@ -53,7 +54,12 @@ def test_exploration_grows_with_the_log_of_visits():
     assert tree.exploration(10_000) / 100 > tree.exploration(100) / 10
 
 
-def test_fast_selection_agrees_with_the_reference_formula():
+CORES = [tree_core.PYTHON, pytest.param(tree_core.COMPILED, marks=pytest.mark.skipif(
+    tree_core.COMPILED is None, reason="the compiled search core is not built"))]
+
+
+@pytest.mark.parametrize("core", CORES, ids=["python", "compiled"])
+def test_fast_selection_agrees_with_the_reference_formula(core):
     rng = np.random.default_rng(7)
     tree = make_tree(GameState(5))
     for _ in range(300):
@@ -63,8 +69,8 @@ def test_fast_selection_agrees_with_the_reference_formula():
         N = rng.integers(1, 50, size=k).astype(float)
         W = N * rng.uniform(-1, 1, size=k)
         node = hand_built_node(prior, N, W, net_u=float(rng.uniform(-1, 1)))
-        expected = int(np.argmax(tree.puct_scores(node, tree.fpu_reduction)))
-        assert tree.select(node) == expected
+        expected = int(np.argmax(tree_core.puct_scores(node, tree.fpu_reduction, node.prior, tree._params)))
+        assert core.select(node, tree._params) == expected
 
 
 def test_edges_are_sorted_by_prior_and_moves_follow_their_priors():

@@ -1,0 +1,410 @@
+/* The compiled inner loop of the tree search: select, select_root, descend, backup (see gtp_engine/tree_core.py).
+ *
+ * Each function does exactly what its Python twin in tree_core.py does, on the same Node objects, with the
+ * arithmetic in the same order, so that both grow the same tree bit for bit (tests/unit/test_tree_core.py).
+ * Edge statistics are the rows of node.stats, a C-contiguous float64 array of shape (6, capacity): N, W, W2, V,
+ * S, S2. Priors are node.prior, float64, contiguous. Everything else is read and written as Python attributes.
+ * The rare steps (a new node, a terminal position, an illegal edge, growing the statistics) call back into Python.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+
+enum { ROW_N, ROW_W, ROW_W2, ROW_V, ROW_S, ROW_S2, ROWS };
+
+static PyObject *s_stats, *s_prior, *s_moves, *s_tried, *s_tried_prior, *s_nsum, *s_net_u, *s_children,
+    *s_visits, *s_allocate, *s_play_unchecked, *s_consecutive_passes, *s_illegal_reason;
+
+typedef struct {
+    double c_puct, c_puct_log, c_puct_base, fpu_reduction, virtual_loss;
+} Params;
+
+/* A float64 C-contiguous writable numpy array's data and its number of elements (borrowed from the array). */
+static double *float64_data(PyObject *array, Py_ssize_t *count) {
+    if (!PyArray_Check(array) || PyArray_TYPE((PyArrayObject *)array) != NPY_DOUBLE ||
+        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)array) || !PyArray_ISWRITEABLE((PyArrayObject *)array)) {
+        PyErr_SetString(PyExc_TypeError, "tree statistics and priors must be writable contiguous float64 arrays");
+        return NULL;
+    }
+    *count = PyArray_SIZE((PyArrayObject *)array);
+    return (double *)PyArray_DATA((PyArrayObject *)array);
+}
+
+static int get_double(PyObject *obj, PyObject *name, double *out) {
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL) return -1;
+    *out = PyFloat_AsDouble(value);
+    Py_DECREF(value);
+    return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int get_ssize(PyObject *obj, PyObject *name, Py_ssize_t *out) {
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL) return -1;
+    *out = PyLong_AsSsize_t(value);
+    Py_DECREF(value);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int set_double(PyObject *obj, PyObject *name, double value) {
+    PyObject *boxed = PyFloat_FromDouble(value);
+    if (boxed == NULL) return -1;
+    int rc = PyObject_SetAttr(obj, name, boxed);
+    Py_DECREF(boxed);
+    return rc;
+}
+
+static int set_ssize(PyObject *obj, PyObject *name, Py_ssize_t value) {
+    PyObject *boxed = PyLong_FromSsize_t(value);
+    if (boxed == NULL) return -1;
+    int rc = PyObject_SetAttr(obj, name, boxed);
+    Py_DECREF(boxed);
+    return rc;
+}
+
+static int parse_params(PyObject *tuple, Params *p) {
+    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != 5) {
+        PyErr_SetString(PyExc_TypeError, "params: (c_puct, c_puct_log, c_puct_base, fpu_reduction, virtual_loss)");
+        return -1;
+    }
+    double *fields[5] = {&p->c_puct, &p->c_puct_log, &p->c_puct_base, &p->fpu_reduction, &p->virtual_loss};
+    for (int i = 0; i < 5; i++) {
+        *fields[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(tuple, i));
+        if (*fields[i] == -1.0 && PyErr_Occurred()) return -1;
+    }
+    return 0;
+}
+
+/* tree_core.select: the edge of an expanded node with the highest PUCT score; -1 with an exception set. */
+static Py_ssize_t select_edge(PyObject *node, const Params *p) {
+    Py_ssize_t k, capacity, n_priors, n_moves;
+    double nsum, net_u, tried_prior;
+    if (get_ssize(node, s_tried, &k) < 0 || get_double(node, s_nsum, &nsum) < 0) return -1;
+    PyObject *moves = PyObject_GetAttr(node, s_moves);
+    if (moves == NULL) return -1;
+    n_moves = PyObject_Length(moves);
+    Py_DECREF(moves);
+    if (n_moves < 0) return -1;
+    PyObject *stats_obj = PyObject_GetAttr(node, s_stats);
+    if (stats_obj == NULL) return -1;
+    PyObject *prior_obj = PyObject_GetAttr(node, s_prior);
+    if (prior_obj == NULL) { Py_DECREF(stats_obj); return -1; }
+    double *stats = float64_data(stats_obj, &capacity), *prior = float64_data(prior_obj, &n_priors);
+    /* The node keeps both arrays alive while this runs: nothing below calls back into Python until they are read. */
+    Py_DECREF(stats_obj);
+    Py_DECREF(prior_obj);
+    if (stats == NULL || prior == NULL) return -1;
+    if (n_priors < n_moves) { PyErr_SetString(PyExc_ValueError, "fewer priors than moves"); return -1; }
+    capacity /= ROWS;
+    const double *N = stats + ROW_N * capacity, *W = stats + ROW_W * capacity;
+
+    double base = p->c_puct_base;
+    double coef = (p->c_puct + p->c_puct_log * log((nsum + base) / base)) * sqrt(nsum);
+    Py_ssize_t best = -1;
+    double best_score = -INFINITY;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        double n = N[i];
+        if (n == 0.0) {  /* pending without virtual loss: its score is NaN, which wins */
+            best = i;
+            best_score = NAN;
+            break;
+        }
+        double score = W[i] / n + coef * prior[i] / (1.0 + n);
+        if (score > best_score) {
+            best = i;
+            best_score = score;
+        }
+    }
+    double next_prior = k < n_moves ? prior[k] : 0.0;
+    if (k >= n_moves) return best;
+    if (get_double(node, s_net_u, &net_u) < 0 || get_double(node, s_tried_prior, &tried_prior) < 0) return -1;
+    double fpu = net_u - p->fpu_reduction * sqrt(tried_prior);
+    if (!(fpu + coef * next_prior > best_score)) return best;
+    if (k == capacity) {
+        Py_ssize_t grown = 2 * k < n_moves ? 2 * k : n_moves;
+        PyObject *size = PyLong_FromSsize_t(grown);
+        if (size == NULL) return -1;
+        PyObject *r = PyObject_CallMethodOneArg(node, s_allocate, size);
+        Py_DECREF(size);
+        if (r == NULL) return -1;
+        Py_DECREF(r);
+    }
+    if (set_ssize(node, s_tried, k + 1) < 0 || set_double(node, s_tried_prior, tried_prior + next_prior) < 0)
+        return -1;
+    return k;
+}
+
+/* Adds `delta` to row `row` of edge `edge` of node's statistics. */
+static int add_stat(PyObject *node, Py_ssize_t edge, const double *delta, int rows) {
+    PyObject *stats_obj = PyObject_GetAttr(node, s_stats);
+    if (stats_obj == NULL) return -1;
+    Py_ssize_t capacity;
+    double *stats = float64_data(stats_obj, &capacity);
+    Py_DECREF(stats_obj);
+    if (stats == NULL) return -1;
+    capacity /= ROWS;
+    if (edge < 0 || edge >= capacity) {
+        PyErr_SetString(PyExc_IndexError, "edge without statistics");
+        return -1;
+    }
+    for (int r = 0; r < rows; r++) stats[r * capacity + edge] += delta[r];
+    return 0;
+}
+
+static double read_n(PyObject *node, Py_ssize_t edge, int *error) {
+    PyObject *stats_obj = PyObject_GetAttr(node, s_stats);
+    if (stats_obj == NULL) { *error = 1; return 0.0; }
+    Py_ssize_t capacity;
+    double *stats = float64_data(stats_obj, &capacity);
+    Py_DECREF(stats_obj);
+    if (stats == NULL) { *error = 1; return 0.0; }
+    return stats[ROW_N * (capacity / ROWS) + edge];
+}
+
+/* select_root(root, prior, excluded, forced_k, fpu_reduction, params) -> edge: see tree_core.select_root. */
+static PyObject *py_select_root(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "select_root(root, prior, excluded, forced_k, fpu_reduction, params)");
+        return NULL;
+    }
+    PyObject *root = args[0], *prior_arg = args[1], *excluded_arg = args[2];
+    double forced_k = PyFloat_AsDouble(args[3]), fpu_reduction = PyFloat_AsDouble(args[4]);
+    Params p;
+    if (PyErr_Occurred() || parse_params(args[5], &p) < 0) return NULL;
+    double nsum, net_u;
+    if (get_double(root, s_nsum, &nsum) < 0 || get_double(root, s_net_u, &net_u) < 0) return NULL;
+    PyObject *moves = PyObject_GetAttr(root, s_moves);
+    if (moves == NULL) return NULL;
+    Py_ssize_t n_edges = PyObject_Length(moves);
+    Py_DECREF(moves);
+    if (n_edges < 0) return NULL;
+    PyObject *stats_obj = PyObject_GetAttr(root, s_stats);
+    if (stats_obj == NULL) return NULL;
+    PyObject *own_obj = PyObject_GetAttr(root, s_prior);
+    if (own_obj == NULL) { Py_DECREF(stats_obj); return NULL; }
+    Py_ssize_t capacity, n_own, n_prior = 0;
+    double *stats = float64_data(stats_obj, &capacity), *own = float64_data(own_obj, &n_own);
+    Py_DECREF(stats_obj);  /* the root keeps its arrays, the caller the others, while this runs */
+    Py_DECREF(own_obj);
+    if (stats == NULL || own == NULL) return NULL;
+    double *prior = prior_arg == Py_None ? own : float64_data(prior_arg, &n_prior);
+    if (prior == NULL) return NULL;
+    if (prior_arg == Py_None) n_prior = n_own;
+    const npy_bool *excluded = NULL;
+    if (excluded_arg != Py_None) {
+        PyArrayObject *a = (PyArrayObject *)excluded_arg;
+        if (!PyArray_Check(excluded_arg) || PyArray_TYPE(a) != NPY_BOOL || !PyArray_IS_C_CONTIGUOUS(a) ||
+            PyArray_SIZE(a) < n_edges) {
+            PyErr_SetString(PyExc_TypeError, "excluded must be a contiguous bool array, one per root edge");
+            return NULL;
+        }
+        excluded = (const npy_bool *)PyArray_DATA(a);
+    }
+    capacity /= ROWS;
+    if (capacity < n_edges || n_own < n_edges || n_prior < n_edges || n_edges == 0) {
+        PyErr_SetString(PyExc_ValueError, "the root needs statistics and priors for every edge");
+        return NULL;
+    }
+    const double *N = stats + ROW_N * capacity, *W = stats + ROW_W * capacity;
+    double visited_prior = 0.0;
+    int any_short = 0;
+    for (Py_ssize_t i = 0; i < n_edges; i++) {
+        visited_prior += N[i] > 0.0 ? own[i] : 0.0;
+        if (forced_k > 0.0 && !(excluded && excluded[i]) && N[i] < sqrt(forced_k * prior[i] * nsum)) any_short = 1;
+    }
+    double fpu = net_u - fpu_reduction * sqrt(visited_prior);
+    double base = p.c_puct_base;
+    double coef = (p.c_puct + p.c_puct_log * log((nsum + base) / base)) * sqrt(nsum);
+    Py_ssize_t best = 0;
+    double best_score = 0.0;
+    for (Py_ssize_t i = 0; i < n_edges; i++) {
+        double n = N[i];
+        double score = (n > 0.0 ? W[i] / (n > 1e-9 ? n : 1e-9) : fpu) + coef * prior[i] / (1.0 + n);
+        if ((excluded && excluded[i]) || (any_short && !(n < sqrt(forced_k * prior[i] * nsum)))) score = -INFINITY;
+        if (isnan(score)) return PyLong_FromSsize_t(i);  /* numpy's argmax takes the first NaN */
+        if (i == 0 || score > best_score) {
+            best = i;
+            best_score = score;
+        }
+    }
+    return PyLong_FromSsize_t(best);
+}
+
+static PyObject *py_select(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    Params p;
+    if (nargs != 2) { PyErr_SetString(PyExc_TypeError, "select(node, params)"); return NULL; }
+    if (parse_params(args[1], &p) < 0) return NULL;
+    Py_ssize_t edge = select_edge(args[0], &p);
+    return edge < 0 && PyErr_Occurred() ? NULL : PyLong_FromSsize_t(edge);
+}
+
+/* descend(root, state, edge, params, node_type, make_terminal, drop_edge) -> (leaf, path): see tree_core.descend. */
+static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "descend(root, state, edge, params, node_type, make_terminal, drop_edge)");
+        return NULL;
+    }
+    PyObject *node = args[0], *state = args[1], *node_type = args[4], *make_terminal = args[5],
+             *drop_edge = args[6];
+    Params p;
+    if (parse_params(args[3], &p) < 0) return NULL;
+    Py_ssize_t edge = PyLong_AsSsize_t(args[2]);
+    if (edge == -1 && PyErr_Occurred()) return NULL;
+    const double vl = p.virtual_loss;
+    const double loss[2] = {vl, -vl};
+    PyObject *path = PyList_New(0);
+    if (path == NULL) return NULL;
+    PyObject *play = PyObject_GetAttr(state, s_play_unchecked);
+    if (play == NULL) goto fail;
+    for (;;) {
+        double nsum;
+        if (add_stat(node, edge, loss, 2) < 0 || get_double(node, s_nsum, &nsum) < 0 ||
+            set_double(node, s_nsum, nsum + vl) < 0)
+            goto fail;
+        PyObject *key = PyLong_FromSsize_t(edge);
+        if (key == NULL) goto fail;
+        PyObject *step = PyTuple_Pack(2, node, key);
+        if (step == NULL || PyList_Append(path, step) < 0) { Py_XDECREF(step); Py_DECREF(key); goto fail; }
+        Py_DECREF(step);
+        PyObject *moves = PyObject_GetAttr(node, s_moves);
+        if (moves == NULL) { Py_DECREF(key); goto fail; }
+        PyObject *move = PySequence_GetItem(moves, edge);
+        Py_DECREF(moves);
+        if (move == NULL) { Py_DECREF(key); goto fail; }
+        PyObject *r = PyObject_CallOneArg(play, move);
+        Py_DECREF(move);
+        if (r == NULL) { Py_DECREF(key); goto fail; }
+        Py_DECREF(r);
+        PyObject *children = PyObject_GetAttr(node, s_children);
+        if (children == NULL) { Py_DECREF(key); goto fail; }
+        PyObject *child = PyDict_GetItemWithError(children, key);  /* borrowed */
+        if (child == NULL) {
+            if (PyErr_Occurred()) { Py_DECREF(children); Py_DECREF(key); goto fail; }
+            child = PyObject_CallNoArgs(node_type);
+            int stored = child == NULL ? -1 : PyDict_SetItem(children, key, child);
+            Py_DECREF(children);
+            Py_DECREF(key);
+            if (stored < 0) { Py_XDECREF(child); goto fail; }
+            Py_ssize_t passes;
+            if (get_ssize(state, s_consecutive_passes, &passes) < 0) { Py_DECREF(child); goto fail; }
+            if (passes >= 2) {
+                r = PyObject_CallFunctionObjArgs(make_terminal, child, state, NULL);
+                if (r == NULL) { Py_DECREF(child); goto fail; }
+                Py_DECREF(r);
+            }
+            Py_DECREF(play);
+            PyObject *result = PyTuple_Pack(2, child, path);
+            Py_DECREF(child);
+            Py_DECREF(path);
+            return result;
+        }
+        Py_INCREF(child);
+        Py_DECREF(children);
+        Py_DECREF(key);
+        PyObject *child_moves = PyObject_GetAttr(child, s_moves);
+        if (child_moves == NULL) { Py_DECREF(child); goto fail; }
+        int unexpanded = child_moves == Py_None;
+        Py_DECREF(child_moves);
+        if (unexpanded) {  /* pending in this batch, or terminal */
+            Py_DECREF(play);
+            PyObject *result = PyTuple_Pack(2, child, path);
+            Py_DECREF(child);
+            Py_DECREF(path);
+            return result;
+        }
+        node = child;  /* kept alive by its parent's children dict */
+        Py_DECREF(child);
+        for (;;) {  /* lazy legality: a first try of an illegal edge is dropped, and the node selects again */
+            edge = select_edge(node, &p);
+            if (edge < 0) goto fail;
+            int error = 0;
+            double n = read_n(node, edge, &error);
+            if (error) goto fail;
+            if (n != 0.0) break;
+            PyObject *node_moves = PyObject_GetAttr(node, s_moves);
+            if (node_moves == NULL) goto fail;
+            PyObject *candidate = PySequence_GetItem(node_moves, edge);
+            Py_DECREF(node_moves);
+            if (candidate == NULL) goto fail;
+            PyObject *reason = PyObject_CallMethodOneArg(state, s_illegal_reason, candidate);
+            Py_DECREF(candidate);
+            if (reason == NULL) goto fail;
+            int legal = reason == Py_None;
+            Py_DECREF(reason);
+            if (legal) break;
+            PyObject *index = PyLong_FromSsize_t(edge);
+            if (index == NULL) goto fail;
+            r = PyObject_CallFunctionObjArgs(drop_edge, node, index, NULL);
+            Py_DECREF(index);
+            if (r == NULL) goto fail;
+            Py_DECREF(r);
+        }
+    }
+fail:
+    Py_XDECREF(play);
+    Py_DECREF(path);
+    return NULL;
+}
+
+/* backup(leaf, path, virtual_loss, v, u, s): see tree_core.backup. */
+static PyObject *py_backup(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) { PyErr_SetString(PyExc_TypeError, "backup(leaf, path, virtual_loss, v, u, s)"); return NULL; }
+    PyObject *leaf = args[0], *path = args[1];
+    double vl = PyFloat_AsDouble(args[2]), v = PyFloat_AsDouble(args[3]), u = PyFloat_AsDouble(args[4]),
+           s = PyFloat_AsDouble(args[5]);
+    if (PyErr_Occurred()) return NULL;
+    if (!PyList_Check(path)) { PyErr_SetString(PyExc_TypeError, "path must be a list"); return NULL; }
+    Py_ssize_t visits;
+    if (get_ssize(leaf, s_visits, &visits) < 0 || set_ssize(leaf, s_visits, visits + 1) < 0) return NULL;
+    /* One column of increments per player: the leaf's parent is its player's opponent. */
+    const double theirs[ROWS] = {1.0 - vl, -u + vl, u * u, -v, -s, s * s};
+    const double ours[ROWS] = {1.0 - vl, u + vl, u * u, v, s, s * s};
+    int flipped = 1;
+    for (Py_ssize_t i = PyList_GET_SIZE(path) - 1; i >= 0; i--) {
+        PyObject *step = PyList_GET_ITEM(path, i);
+        if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 2) {
+            PyErr_SetString(PyExc_TypeError, "path steps must be (node, edge)");
+            return NULL;
+        }
+        PyObject *node = PyTuple_GET_ITEM(step, 0);
+        Py_ssize_t edge = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
+        if (edge == -1 && PyErr_Occurred()) return NULL;
+        double nsum;
+        if (add_stat(node, edge, flipped ? theirs : ours, ROWS) < 0 || get_double(node, s_nsum, &nsum) < 0 ||
+            set_double(node, s_nsum, nsum + (1.0 - vl)) < 0 || get_ssize(node, s_visits, &visits) < 0 ||
+            set_ssize(node, s_visits, visits + 1) < 0)
+            return NULL;
+        flipped = !flipped;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"select", (PyCFunction)(void (*)(void))py_select, METH_FASTCALL, "select(node, params) -> edge"},
+    {"select_root", (PyCFunction)(void (*)(void))py_select_root, METH_FASTCALL,
+     "select_root(root, prior, excluded, forced_k, fpu_reduction, params) -> edge"},
+    {"descend", (PyCFunction)(void (*)(void))py_descend, METH_FASTCALL,
+     "descend(root, state, edge, params, node_type, make_terminal, drop_edge) -> (leaf, path)"},
+    {"backup", (PyCFunction)(void (*)(void))py_backup, METH_FASTCALL,
+     "backup(leaf, path, virtual_loss, v, u, s)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tree_core", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__tree_core(void) {
+    struct { PyObject **slot; const char *name; } names[] = {
+        {&s_stats, "stats"}, {&s_prior, "prior"}, {&s_moves, "moves"}, {&s_tried, "tried"},
+        {&s_tried_prior, "tried_prior"}, {&s_nsum, "nsum"}, {&s_net_u, "net_u"}, {&s_children, "children"},
+        {&s_visits, "visits"}, {&s_allocate, "_allocate"}, {&s_play_unchecked, "play_unchecked"},
+        {&s_consecutive_passes, "consecutive_passes"}, {&s_illegal_reason, "illegal_reason"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        *names[i].slot = PyUnicode_InternFromString(names[i].name);
+        if (*names[i].slot == NULL) return NULL;
+    }
+    import_array();
+    return PyModule_Create(&module);
+}

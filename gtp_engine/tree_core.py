@@ -1,0 +1,177 @@
+"""The tree search's inner loop: select an edge, descend to a leaf, back a result up (mcts.py defines the terms).
+
+These steps run a dozen times per playout and were most of the search's own cost in Python, so they have a
+compiled twin, gtp_engine/_tree_core.c, built with the package when a C compiler is present. This module is the
+reference: the compiled functions do exactly what the Python ones below do, on the same Node objects with the same
+arithmetic in the same order, and tests/unit/test_tree_core.py holds them to growing the same tree.
+
+- params: (c_puct, c_puct_log, c_puct_base, fpu_reduction, virtual_loss), the TreeConfig numbers these need
+  (fpu_reduction below the root; select_root is given the root's).
+- visited prior: the sum of the priors of the edges with N > 0, added in edge order (np.cumsum), as the compiled
+  code adds it; numpy's sum and dot add in another order and could round differently.
+- core: the three functions as one Core. PYTHON is the reference, COMPILED the compiled twin (None when the
+  extension was not built), DEFAULT what new trees use: COMPILED when there is one, unless GTP_ENGINE_PURE_PYTHON=1
+  is in the environment (to measure or test the reference).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+_VECTOR_EDGES = 12  # select() scores more tried edges than this with numpy, fewer in a Python loop (faster there)
+
+Params = tuple[float, float, float, float, float]
+
+
+def exploration(nsum: float, params: Params) -> float:
+    """c * sqrt(sum N): the factor on P / (1 + N) in PUCT."""
+    c_puct, c_puct_log, base = params[:3]
+    return (c_puct + c_puct_log * math.log((nsum + base) / base)) * math.sqrt(nsum)
+
+
+def puct_scores(node, fpu_reduction: float, prior: np.ndarray, params: Params) -> np.ndarray:
+    """PUCT score of every edge of an expanded node over `prior` (the node's, or the root's noisy ones), FPU applied
+    to unvisited edges: the reference rule that select and select_root compute faster."""
+    n_edges = len(node.moves)
+    if node.tried == n_edges:
+        N, W = node.N[:n_edges], node.W[:n_edges]
+    else:
+        N, W = np.zeros(n_edges), np.zeros(n_edges)
+        N[: node.tried] = node.N[: node.tried]
+        W[: node.tried] = node.W[: node.tried]
+    visited = N > 0
+    visited_prior = float(np.cumsum(np.where(visited, node.prior, 0.0))[-1])
+    fpu = node.net_u - fpu_reduction * math.sqrt(visited_prior)
+    scores = np.where(visited, W / np.maximum(N, 1e-9), fpu)
+    scores += exploration(node.nsum, params) * prior / (1.0 + N)
+    return scores
+
+
+def select_root(root, prior: np.ndarray | None, excluded: np.ndarray | None, forced_k: float,
+                fpu_reduction: float, params: Params) -> int:
+    """The root's edge: puct_scores with the root's FPU reduction over `prior` (None: the root's own), never an
+    edge marked in `excluded`; with forced_k > 0, among the edges short of their forced playouts (N below
+    sqrt(forced_k * P * sum N)) the best of those, if there are any. The root has statistics for every edge."""
+    prior = root.prior if prior is None else prior
+    scores = puct_scores(root, fpu_reduction, prior, params)
+    if excluded is not None:
+        scores[excluded] = -np.inf
+    if forced_k > 0:
+        short = root.N[: len(root.moves)] < np.sqrt(forced_k * prior * root.nsum)
+        if excluded is not None:
+            short &= ~excluded
+        if short.any():
+            scores = np.where(short, scores, -np.inf)
+    return int(scores.argmax())
+
+
+def select(node, params: Params) -> int:
+    """The edge with the highest PUCT score (puct_scores with the node's FPU reduction and priors), fast.
+
+    Priors fall along the edges and all unvisited edges share one Q (the FPU), so among the unvisited edges the
+    first has the highest score. Only the visited prefix needs the formula, plus that one candidate; selecting it
+    extends the prefix.
+    """
+    c_puct, c_puct_log, base, fpu_reduction, _ = params
+    k = node.tried
+    nsum = node.nsum
+    coef = (c_puct + c_puct_log * math.log((nsum + base) / base)) * math.sqrt(nsum)  # exploration()
+    best, best_score = -1, -math.inf
+    if k > _VECTOR_EDGES:
+        N = node.N[:k]
+        with np.errstate(invalid="ignore", divide="ignore"):  # 0 / 0: pending without virtual loss, see below
+            scores = node.W[:k] / N + coef * node.prior[:k] / (1.0 + N)
+        best = int(scores.argmax())
+        best_score = scores[best]
+    elif k:  # the same arithmetic on Python floats: most nodes have a few tried edges
+        for i, (n, w, p) in enumerate(zip(node.N[:k].tolist(), node.W[:k].tolist(), node.prior[:k].tolist())):
+            if not n:  # pending without virtual loss: numpy's 0 / 0 is NaN, which its argmax takes first
+                best, best_score = i, math.nan
+                break
+            score = w / n + coef * p / (1.0 + n)
+            if score > best_score:
+                best, best_score = i, score
+    if k < len(node.moves):
+        fpu = node.net_u - fpu_reduction * math.sqrt(node.tried_prior)
+        p = float(node.prior[k])
+        if fpu + coef * p > best_score:
+            if k == node.stats.shape[1]:
+                node._allocate(min(2 * k, len(node.moves)))
+            node.tried = k + 1
+            node.tried_prior += p
+            return k
+    return best
+
+
+def descend(root, state, edge: int, params: Params, node_type: type, make_terminal: Callable,
+            drop_edge: Callable) -> tuple[object, list]:
+    """From the root's chosen edge to a leaf (new, pending or terminal), under virtual loss; plays the line on
+    `state`. Returns (leaf, path), path the (node, edge) steps from the root.
+
+    A new leaf is node_type() in its parent's children; make_terminal(leaf, state) scores one after two passes.
+    drop_edge(node, edge) removes a first-tried edge that turns out illegal (lazy legality), and the node
+    selects again.
+    """
+    vl = params[4]
+    node = root
+    path = []
+    while True:
+        node.N[edge] += vl
+        node.W[edge] -= vl
+        node.nsum += vl
+        path.append((node, edge))
+        state.play_unchecked(node.moves[edge])
+        child = node.children.get(edge)
+        if child is None:
+            child = node.children[edge] = node_type()
+            if state.consecutive_passes >= 2:
+                make_terminal(child, state)
+            return child, path
+        if child.moves is None:  # pending in this batch, or terminal
+            return child, path
+        node = child
+        edge = select(node, params)
+        while node.N[edge] == 0 and state.illegal_reason(node.moves[edge]) is not None:
+            drop_edge(node, edge)
+            edge = select(node, params)
+
+
+def backup(leaf, path: list, virtual_loss: float, v: float, u: float, s: float) -> None:
+    """Adds one playout's result (v, u, s from the leaf's view) along path, replacing the path's virtual loss."""
+    vl = virtual_loss
+    leaf.visits += 1
+    # One column of increments (N, W, W2, V, S, S2) per player: the leaf's parent is its player's opponent.
+    theirs = np.array((1.0 - vl, -u + vl, u * u, -v, -s, s * s))
+    ours = np.array((1.0 - vl, u + vl, u * u, v, s, s * s))
+    flipped = True
+    for node, edge in reversed(path):
+        node.stats[:, edge] += theirs if flipped else ours
+        flipped = not flipped
+        node.nsum += 1.0 - vl
+        node.visits += 1
+
+
+class Core(NamedTuple):
+    select: Callable
+    select_root: Callable
+    descend: Callable
+    backup: Callable
+
+
+PYTHON = Core(select, select_root, descend, backup)
+
+
+def _load_compiled() -> Core | None:
+    try:
+        from gtp_engine import _tree_core
+    except ImportError:
+        return None
+    return Core(_tree_core.select, _tree_core.select_root, _tree_core.descend, _tree_core.backup)
+
+
+COMPILED = _load_compiled()
+DEFAULT = PYTHON if COMPILED is None or os.environ.get("GTP_ENGINE_PURE_PYTHON") == "1" else COMPILED

@@ -1,0 +1,155 @@
+"""The compiled search core against its Python reference (tree_core.py): the same choices, the same trees.
+
+Each search is grown twice from the same position with the same evaluator, once through tree_core.PYTHON and once
+through tree_core.COMPILED, and the two trees must agree in every node: moves, priors, tried prefix, and every edge
+statistic to the last bit. Positions come from a real game record (captures), a ko with suicide points (lazy
+legality drops edges) and the end of a game (terminal nodes). Without a built extension these tests skip (.ci/run
+installs gcc and says whether it was built).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from search_support import position
+
+from gtp_engine import tree_core
+from gtp_engine.board import BLACK, WHITE
+from gtp_engine.evaluator import EvaluationBatch
+from gtp_engine.game import GameState
+from gtp_engine.mcts import MoveFilter, MoveClause, Node, Tree, TreeConfig
+from gtp_engine.sgf_io import load_sgf_file
+
+FIXTURES = Path(__file__).resolve().parents[1] / "sgf" / "fixtures"
+pytestmark = pytest.mark.skipif(tree_core.COMPILED is None, reason="the compiled search core is not built")
+
+KO_AND_SUICIDES = """
+    . X O . .
+    X . X O .
+    . X O . .
+    . . . X O
+    . . . O .
+"""
+
+
+class HashedEvaluator:
+    """A stand-in network whose outputs are a fixed pseudo-random function of the position: a peaked policy over
+    every point (legal or not, as a network's), a value and a score."""
+
+    def evaluate(self, states):
+        area = states[0].grid.area
+        policy = np.empty((len(states), area + 1), np.float32)
+        value = np.empty(len(states), np.float32)
+        score = np.empty(len(states), np.float32)
+        for i, state in enumerate(states):
+            rng = np.random.default_rng([state.board.hash & 0xFFFFFFFF, state.to_play, len(state.moves)])
+            logits = rng.normal(0.0, 2.0, area + 1)
+            policy[i] = np.exp(logits) / np.exp(logits).sum()
+            value[i] = rng.uniform(-0.9, 0.9)
+            score[i] = rng.normal(0.0, 5.0)
+        return EvaluationBatch(policy, value, score, np.zeros((len(states), area), np.float32))
+
+
+def grow(core, state: GameState, playouts: int, batch: int, monkeypatch, **config) -> Tree:
+    monkeypatch.setattr(tree_core, "DEFAULT", core)
+    tree = Tree(HashedEvaluator(), state.copy(), TreeConfig(**config))
+    done = 0
+    while done < playouts:
+        done += tree.run_batch(batch)
+    return tree
+
+
+def assert_same_tree(a: Node, b: Node, path: str = "root") -> int:
+    assert a.moves == b.moves, path
+    if a.moves is None:
+        assert (a.terminal, a.visits) == (b.terminal, b.visits), path
+        return 1
+    assert np.array_equal(a.prior, b.prior), path
+    assert (a.tried, a.tried_prior, a.nsum, a.visits) == (b.tried, b.tried_prior, b.nsum, b.visits), path
+    assert np.array_equal(a.stats[:, : a.tried], b.stats[:, : b.tried]), path
+    assert a.children.keys() == b.children.keys(), path
+    return 1 + sum(assert_same_tree(a.children[e], b.children[e], f"{path}/{a.moves[e]}") for e in a.children)
+
+
+def record_position(name: str, moves: int) -> GameState:
+    return load_sgf_file(FIXTURES / name).to_game(max_moves=moves)
+
+
+POSITIONS = {
+    "empty 9x9": lambda: GameState(9, komi=7),
+    "game record, move 40": lambda: record_position("ogs_16975155.sgf", 40),
+    "ko and suicides": lambda: position(KO_AND_SUICIDES, to_play=WHITE),
+    "after two passes in a row": lambda: record_position("2-passes.sgf", 1),
+}
+
+
+@pytest.mark.parametrize("name", POSITIONS)
+@pytest.mark.parametrize("batch, virtual_loss", [(1, 1.0), (8, 1.0), (8, 3.0), (4, 0.0)])
+def test_compiled_core_grows_the_reference_tree(name, batch, virtual_loss, monkeypatch):
+    state = POSITIONS[name]()
+    trees = [grow(core, state, 600, batch, monkeypatch, virtual_loss=virtual_loss)
+             for core in (tree_core.PYTHON, tree_core.COMPILED)]
+    assert assert_same_tree(trees[0].root, trees[1].root) > 50
+
+
+def test_compiled_root_selection_with_noise_exclusions_and_forced_playouts(monkeypatch):
+    """The self-play root: noisy priors, an excluded edge, forced playouts; also a move filter below the root."""
+    state = record_position("ogs_16975155.sgf", 30)
+    move_filter = MoveFilter((MoveClause(BLACK, frozenset(state.grid.points[:20]), 3, allow=False),))
+    trees = []
+    for core in (tree_core.PYTHON, tree_core.COMPILED):
+        monkeypatch.setattr(tree_core, "DEFAULT", core)
+        tree = Tree(HashedEvaluator(), state.copy(), TreeConfig(), move_filter=move_filter)
+        tree.run_batch(1)
+        n = len(tree.root.moves)
+        rng = np.random.default_rng(5)
+        tree.root_prior = 0.75 * tree.root.prior + 0.25 * rng.dirichlet(np.full(n, 0.3))
+        tree.root_excluded = np.zeros(n, dtype=bool)
+        tree.root_excluded[0] = True
+        tree.root_forced_k = 2.0
+        for _ in range(100):
+            tree.run_batch(4)
+        trees.append(tree)
+    assert trees[0].root.N[0] == 0
+    assert assert_same_tree(trees[0].root, trees[1].root) > 50
+
+
+def hand_built_node(rng: np.random.Generator) -> Node:
+    """A node with a random visited prefix, some edges pending without virtual loss (N = 0), and full capacity."""
+    n = int(rng.integers(2, 40))
+    node = Node()
+    node.expand(list(range(n)), rng.dirichlet(np.ones(n)))
+    k = int(rng.integers(0, n + 1))
+    node.try_all()
+    node.tried = k
+    node.tried_prior = float(node.prior[:k].sum())
+    node.N[:k] = rng.integers(0, 30, size=k) * (rng.random(k) < 0.9)
+    node.W[:k] = node.N[:k] * rng.uniform(-1, 1, size=k)
+    node.nsum = float(node.N[:k].sum())
+    node.net_u = float(rng.uniform(-1, 1))
+    if rng.random() < 0.5:  # statistics only for the prefix, so that selecting the next edge grows them
+        node._allocate(max(k, 1))
+    return node
+
+
+def test_compiled_select_matches_the_reference_on_random_nodes():
+    rng = np.random.default_rng(11)
+    params = (1.1, 0.45, 500.0, 0.25, 1.0)
+    for _ in range(500):
+        seed = int(rng.integers(1 << 30))
+        nodes = [hand_built_node(np.random.default_rng(seed)) for _ in range(2)]
+        edges = [core.select(node, params) for core, node in zip((tree_core.PYTHON, tree_core.COMPILED), nodes)]
+        assert edges[0] == edges[1]
+        assert (nodes[0].tried, nodes[0].tried_prior) == (nodes[1].tried, nodes[1].tried_prior)
+        assert nodes[0].stats.shape == nodes[1].stats.shape
+
+
+def test_compiled_core_refuses_statistics_of_another_type():
+    node = hand_built_node(np.random.default_rng(1))
+    node.prior = node.prior.astype(np.float32)
+    with pytest.raises(TypeError, match="float64"):
+        tree_core.COMPILED.select(node, (1.0, 0.45, 500.0, 0.25, 1.0))
+    with pytest.raises(TypeError, match="params"):
+        tree_core.COMPILED.select(node, (1.0, 0.45))
