@@ -130,8 +130,9 @@ class SearchConfig:
 
     def in_flight_for(self, area: int) -> int:
         """Batches in flight on a board of `area` points: as configured, else by board size. On small boards the
-        network is cheap beside the search's own work: one evaluation thread (2 in flight) keeps up with it. On
-        larger ones two (3 in flight) keep every core on the network while the search thread waits for it."""
+        search's own work is a large share beside the network: one evaluation thread (2 in flight) leaves it a core,
+        and a second (measured on 2 cores) slows the search thread more than it adds. On larger ones two (3 in
+        flight) keep every core on the network while the search thread waits for it."""
         if self.batches_in_flight is not None:
             return max(1, self.batches_in_flight)
         return 2 if area <= SMALL_BOARD_AREA else 3
