@@ -1,4 +1,4 @@
-"""Helpers for the search tests: a scripted evaluator and a check of the tree's bookkeeping."""
+"""Helpers for the search tests: a scripted evaluator, a check of the tree's bookkeeping, positions."""
 
 from __future__ import annotations
 
@@ -12,6 +12,17 @@ from gtp_engine.board import BLACK, Board
 from gtp_engine.evaluator import EvaluationBatch, UniformEvaluator
 from gtp_engine.game import GameState
 from gtp_engine.mcts import Node, Tree
+
+
+# A ko (White may take at B4 now, Black may not retake at once) and suicide points for both sides (A5 for White,
+# E1 for Black).
+KO_AND_SUICIDES = """
+    . X O . .
+    X . X O .
+    . X O . .
+    . . . X O
+    . . . O .
+"""
 
 
 def position(text: str, to_play: int = BLACK, komi: float = 0.5) -> GameState:

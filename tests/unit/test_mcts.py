@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from search_support import ScriptedEvaluator, check_tree, position
+from search_support import KO_AND_SUICIDES, ScriptedEvaluator, check_tree, position
 
 from gtp_engine import tree_core
 from gtp_engine.board import BLACK, WHITE
@@ -119,15 +119,6 @@ def test_virtual_loss_is_reverted_when_the_evaluator_fails():
     check_tree(tree)
 
 
-# A ko (White may take at B4 now, Black may not retake at once) and suicide points for both sides (A5 for White,
-# E1 for Black).
-KO_AND_SUICIDES = """
-    . X O . .
-    X . X O .
-    . X O . .
-    . . . X O
-    . . . O .
-"""
 
 
 class BlindEvaluator:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from search_support import position
+from search_support import KO_AND_SUICIDES, position
 
 from gtp_engine import tree_core
 from gtp_engine.board import BLACK, WHITE
@@ -24,14 +24,6 @@ from gtp_engine.sgf_io import load_sgf_file
 
 FIXTURES = Path(__file__).resolve().parents[1] / "sgf" / "fixtures"
 pytestmark = pytest.mark.skipif(tree_core.COMPILED is None, reason="the compiled search core is not built")
-
-KO_AND_SUICIDES = """
-    . X O . .
-    X . X O .
-    . X O . .
-    . . . X O
-    . . . O .
-"""
 
 
 class HashedEvaluator:
