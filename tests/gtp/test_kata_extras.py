@@ -28,7 +28,8 @@ def test_kata_analyze_moves_ownership_and_pv_visits(engine, net_args):
         assert all(a >= b for a, b in zip(counts, counts[1:]))
         values = [float(v) for v in owned.split()]
         assert len(values) == 49 and all(-1 <= v <= 1 for v in values)
-        assert float(match.group(6)) >= 0  # scoreStdev
+        assert match.group(6) == match.group(8)  # scoreMean is KataGo's older name for scoreLead
+        assert math.isfinite(float(match.group(7)))  # scoreStdev (the pattern admits no sign)
 
 
 def test_kata_raw_nn_writes_katagos_layout(engine, net_args):
