@@ -175,3 +175,10 @@ def _load_compiled() -> Core | None:
 
 COMPILED = _load_compiled()
 DEFAULT = PYTHON if COMPILED is None or os.environ.get("GTP_ENGINE_PURE_PYTHON") == "1" else COMPILED
+
+
+def describe() -> str:
+    """Which core new trees use, and why, for the benchmarks' reports."""
+    if DEFAULT is COMPILED:
+        return "compiled (_tree_core.c)"
+    return "Python (GTP_ENGINE_PURE_PYTHON=1)" if COMPILED is not None else "Python (the C extension is not built)"
