@@ -237,14 +237,12 @@ class Tree:
         self.root_state = root_state
         self.root = root if root is not None else Node()
         self.config = config
-        self.c_puct, self.c_puct_log, self.c_puct_base = config.c_puct, config.c_puct_log, config.c_puct_base
-        self.fpu_reduction, self.root_fpu_reduction = config.fpu_reduction, config.root_fpu_reduction
         self.virtual_loss = config.virtual_loss
         self.score_utility = config.score_utility
         self.score_scale = config.scale_for(root_state.grid.area)
-        self._core = tree_core.DEFAULT  # select, descend and backup (tree_core.py): compiled where built
+        self._core = tree_core.DEFAULT  # the inner loop (tree_core.py): compiled where built
         self._params = (float(config.c_puct), float(config.c_puct_log), float(config.c_puct_base),
-                        float(config.fpu_reduction), float(config.virtual_loss))
+                        float(config.fpu_reduction), float(config.virtual_loss))  # tree_core.Params
         g = root_state.grid
         self.area = g.area
         self._point_of_flat = np.append(g.point_of, PASS)
@@ -280,7 +278,7 @@ class Tree:
         Every root edge has statistics (try_all), so any edge can be chosen, not only the next by prior.
         """
         return self._core.select_root(self.root, self.root_prior, self.root_excluded, float(self.root_forced_k),
-                                      float(self.root_fpu_reduction), self._params)
+                                      float(self.config.root_fpu_reduction), self._params)
 
     # ---- one batch ------------------------------------------------------------------------------------
 

@@ -69,7 +69,7 @@ def test_fast_selection_agrees_with_the_reference_formula(core):
         N = rng.integers(1, 50, size=k).astype(float)
         W = N * rng.uniform(-1, 1, size=k)
         node = hand_built_node(prior, N, W, net_u=float(rng.uniform(-1, 1)))
-        expected = int(np.argmax(tree_core.puct_scores(node, tree.fpu_reduction, node.prior, tree._params)))
+        expected = int(np.argmax(tree_core.puct_scores(node, tree.config.fpu_reduction, node.prior, tree._params)))
         assert core.select(node, tree._params) == expected
 
 
