@@ -21,7 +21,7 @@ from typing import Any
 import gtp_engine
 from gtp_engine import config as config_lib
 from gtp_engine import log as log_lib
-from gtp_engine import tree_core
+from gtp_engine import native
 from gtp_engine.config import ConfigError, EngineConfig
 from gtp_engine.game import Rules
 from gtp_engine.gtp import commands, protocol
@@ -171,7 +171,7 @@ class NetworkLoader:
         caches = [CachedEvaluator(onnx, self.CACHE_POSITIONS) for onnx in networks]
         for onnx in networks:
             log.info("network %s loaded", onnx.info.describe())
-        log.info("search core: %s", tree_core.describe())
+        log.info("compiled twins: %s", native.describe())
         evaluator = caches[0]
         if len(caches) > 1 or rollout_policy is not None:
             evaluator = MixedEvaluator(caches[0], caches[1] if len(caches) > 1 else None, rollout_policy,

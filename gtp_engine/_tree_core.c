@@ -15,7 +15,7 @@
 enum { ROW_N, ROW_W, ROW_W2, ROW_V, ROW_S, ROW_S2, ROWS };
 
 static PyObject *s_stats, *s_prior, *s_moves, *s_tried, *s_tried_prior, *s_nsum, *s_net_u, *s_children,
-    *s_visits, *s_allocate, *s_play_unchecked, *s_consecutive_passes, *s_illegal_reason;
+    *s_visits, *s_allocate, *s_consecutive_passes;
 
 typedef struct {
     double c_puct, c_puct_log, c_puct_base, fpu_reduction, virtual_loss;
@@ -240,14 +240,16 @@ static PyObject *py_select(PyObject *Py_UNUSED(module), PyObject *const *args, P
     return edge < 0 && PyErr_Occurred() ? NULL : PyLong_FromSsize_t(edge);
 }
 
-/* descend(root, state, edge, params, node_type, make_terminal, drop_edge) -> (leaf, path): see tree_core.descend. */
+/* descend(root, state, edge, params, node_type, make_terminal, drop_edge, play, illegal_reason) -> (leaf, path):
+   see tree_core.descend. */
 static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "descend(root, state, edge, params, node_type, make_terminal, drop_edge)");
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError,
+                        "descend(root, state, edge, params, node_type, make_terminal, drop_edge, play, illegal_reason)");
         return NULL;
     }
     PyObject *node = args[0], *state = args[1], *node_type = args[4], *make_terminal = args[5],
-             *drop_edge = args[6];
+             *drop_edge = args[6], *play = args[7], *illegal = args[8];
     Params p;
     if (parse_params(args[3], &p) < 0) return NULL;
     Py_ssize_t edge = PyLong_AsSsize_t(args[2]);
@@ -256,8 +258,6 @@ static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, 
     const double loss[2] = {vl, -vl};
     PyObject *path = PyList_New(0);
     if (path == NULL) return NULL;
-    PyObject *play = PyObject_GetAttr(state, s_play_unchecked);
-    if (play == NULL) goto fail;
     for (;;) {
         double nsum;
         if (add_stat(node, edge, loss, 2) < 0 || get_double(node, s_nsum, &nsum) < 0 ||
@@ -273,7 +273,8 @@ static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, 
         PyObject *move = PySequence_GetItem(moves, edge);
         Py_DECREF(moves);
         if (move == NULL) { Py_DECREF(key); goto fail; }
-        PyObject *r = PyObject_CallOneArg(play, move);
+        PyObject *play_args[2] = {state, move};
+        PyObject *r = PyObject_Vectorcall(play, play_args, 2, NULL);
         Py_DECREF(move);
         if (r == NULL) { Py_DECREF(key); goto fail; }
         Py_DECREF(r);
@@ -294,7 +295,6 @@ static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, 
                 if (r == NULL) { Py_DECREF(child); goto fail; }
                 Py_DECREF(r);
             }
-            Py_DECREF(play);
             PyObject *result = PyTuple_Pack(2, child, path);
             Py_DECREF(child);
             Py_DECREF(path);
@@ -308,7 +308,6 @@ static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, 
         int unexpanded = child_moves == Py_None;
         Py_DECREF(child_moves);
         if (unexpanded) {  /* pending in this batch, or terminal */
-            Py_DECREF(play);
             PyObject *result = PyTuple_Pack(2, child, path);
             Py_DECREF(child);
             Py_DECREF(path);
@@ -328,7 +327,8 @@ static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, 
             PyObject *candidate = PySequence_GetItem(node_moves, edge);
             Py_DECREF(node_moves);
             if (candidate == NULL) goto fail;
-            PyObject *reason = PyObject_CallMethodOneArg(state, s_illegal_reason, candidate);
+            PyObject *illegal_args[2] = {state, candidate};
+            PyObject *reason = PyObject_Vectorcall(illegal, illegal_args, 2, NULL);
             Py_DECREF(candidate);
             if (reason == NULL) goto fail;
             int legal = reason == Py_None;
@@ -343,7 +343,6 @@ static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, 
         }
     }
 fail:
-    Py_XDECREF(play);
     Py_DECREF(path);
     return NULL;
 }
@@ -386,7 +385,7 @@ static PyMethodDef methods[] = {
     {"select_root", (PyCFunction)(void (*)(void))py_select_root, METH_FASTCALL,
      "select_root(root, prior, excluded, forced_k, fpu_reduction, params) -> edge"},
     {"descend", (PyCFunction)(void (*)(void))py_descend, METH_FASTCALL,
-     "descend(root, state, edge, params, node_type, make_terminal, drop_edge) -> (leaf, path)"},
+     "descend(root, state, edge, params, node_type, make_terminal, drop_edge, play, illegal_reason) -> (leaf, path)"},
     {"backup", (PyCFunction)(void (*)(void))py_backup, METH_FASTCALL,
      "backup(leaf, path, virtual_loss, v, u, s)"},
     {NULL, NULL, 0, NULL},
@@ -398,8 +397,8 @@ PyMODINIT_FUNC PyInit__tree_core(void) {
     struct { PyObject **slot; const char *name; } names[] = {
         {&s_stats, "stats"}, {&s_prior, "prior"}, {&s_moves, "moves"}, {&s_tried, "tried"},
         {&s_tried_prior, "tried_prior"}, {&s_nsum, "nsum"}, {&s_net_u, "net_u"}, {&s_children, "children"},
-        {&s_visits, "visits"}, {&s_allocate, "_allocate"}, {&s_play_unchecked, "play_unchecked"},
-        {&s_consecutive_passes, "consecutive_passes"}, {&s_illegal_reason, "illegal_reason"},
+        {&s_visits, "visits"}, {&s_allocate, "_allocate"},
+        {&s_consecutive_passes, "consecutive_passes"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         *names[i].slot = PyUnicode_InternFromString(names[i].name);

@@ -5,8 +5,9 @@ Terms:
   EDGE; EDGE marks the sentinel border, so neighbour loops never check bounds.
 - chain: a maximal set of same-coloured stones connected through neighbours. Each stone stores the chain's
   head (chain_head) and the next stone of its chain (chain_next, a circular list), so a chain can be walked and two
-  chains spliced in constant time. chain_head is 0 on points without a stone; it is an array of unsigned 16-bit
-  ints rather than a list, so that numpy reads it as a buffer (features.py reads a whole batch's in one join).
+  chains spliced in constant time. chain_head is 0 on points without a stone. The per-point arrays are arrays of
+  unsigned 16-bit ints rather than lists, so that numpy (features.py reads a whole batch's chain_head in one join)
+  and the compiled twin read them as buffers.
 - pseudo-liberties: for a chain, the number of (stone, empty neighbour) pairs; an empty point touching two stones
   of the chain counts twice. It is zero exactly when the chain has no liberty, and a move at p fills a chain's last
   liberty exactly when the chain's pseudo-liberties equal the number of p's neighbours in that chain. That makes
@@ -17,7 +18,9 @@ Terms:
   compares, and game.py builds its history from it.
 
 Checked play (play) raises IllegalMoveError with the reason; play_unchecked assumes a legal move and is what the
-search calls. Superko needs the game's history and lives in game.py.
+search calls. Superko needs the game's history and lives in game.py. play_unchecked, illegal_reason and hash_after
+have a compiled twin (_rules_core.c, see native.py) that they hand their work to where it is built; the methods
+named *_python here are the reference it is tested against.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from array import array
 
 import numpy as np
 
+from gtp_engine import native
 from gtp_engine.coords import PASS, Grid, grid, to_gtp
 
 EMPTY, BLACK, WHITE, EDGE = 0, 1, 2, 3
@@ -47,17 +51,18 @@ class IllegalMoveError(ValueError):
 
 
 _ZOBRIST_SEED = 20161  # fixed, so hashes are stable across runs and processes
-_zobrist_tables: dict[int, tuple[list[int], list[int], list[int]]] = {}
+_zobrist_tables: dict[int, tuple[array, array, array]] = {}
 
 
-def zobrist_keys(array_size: int) -> tuple[list[int], list[int], list[int]]:
-    """64-bit keys indexed [color][point] (index 0 unused), shared by all boards of one array size."""
+def zobrist_keys(array_size: int) -> tuple[array, array, array]:
+    """Unsigned 64-bit keys indexed [color][point] (the EMPTY table is all zero), shared by all boards of one array
+    size."""
     keys = _zobrist_tables.get(array_size)
     if keys is None:
         rng = random.Random(_ZOBRIST_SEED + array_size)
-        black = [rng.getrandbits(64) for _ in range(array_size)]
-        white = [rng.getrandbits(64) for _ in range(array_size)]
-        keys = ([], black, white)
+        black = array("Q", [rng.getrandbits(64) for _ in range(array_size)])
+        white = array("Q", [rng.getrandbits(64) for _ in range(array_size)])
+        keys = (array("Q", bytes(8 * array_size)), black, white)
         _zobrist_tables[array_size] = keys
     return keys
 
@@ -75,10 +80,11 @@ class Board:
         for p in g.points:
             colors[p] = EMPTY
         self.colors = colors
-        self.chain_head = array("H", bytes(2 * g.array_size))
-        self.chain_next = [0] * g.array_size
-        self.chain_size = [0] * g.array_size  # indexed by head
-        self.chain_libs = [0] * g.array_size  # pseudo-liberties, indexed by head
+        zeros = bytes(2 * g.array_size)
+        self.chain_head = array("H", zeros)
+        self.chain_next = array("H", zeros)
+        self.chain_size = array("H", zeros)  # indexed by head
+        self.chain_libs = array("H", zeros)  # pseudo-liberties, indexed by head
         self.hash = 0
         self.ko_point = PASS
         self.ko_color = EMPTY
@@ -119,6 +125,10 @@ class Board:
     # ---- legality -------------------------------------------------------------------------------------
 
     def illegal_reason(self, point: int, color: int, allow_suicide: bool = False) -> str | None:
+        """None for a legal move, else why not: occupied, ko or suicide."""
+        return _illegal_reason(self, point, color, allow_suicide)
+
+    def _illegal_reason_python(self, point: int, color: int, allow_suicide: bool = False) -> str | None:
         if point == PASS:
             return None
         colors = self.colors
@@ -209,6 +219,11 @@ class Board:
     # ---- playing --------------------------------------------------------------------------------------
 
     def play_unchecked(self, point: int, color: int) -> None:
+        """Plays a legal move for color: the stone, its captures (or, where the rules allow it, its suicide), the
+        ko point."""
+        _play_unchecked(self, point, color)
+
+    def _play_unchecked_python(self, point: int, color: int) -> None:
         if point == PASS:
             self.ko_point = PASS
             return
@@ -305,6 +320,9 @@ class Board:
 
     def hash_after(self, point: int, color: int) -> int:
         """The stones hash after color plays a legal move at point, captures (and allowed suicide) included."""
+        return _hash_after(self, point, color)
+
+    def _hash_after_python(self, point: int, color: int) -> int:
         if point == PASS:
             return self.hash
         colors, head, libs = self.colors, self.chain_head, self.chain_libs
@@ -439,6 +457,12 @@ class Board:
 
     def _name(self, point: int) -> str:
         return to_gtp(self.grid, point)
+
+
+_compiled = native.load("_rules_core")
+_play_unchecked = _compiled.board_play if _compiled else Board._play_unchecked_python
+_illegal_reason = _compiled.board_illegal_reason if _compiled else Board._illegal_reason_python
+_hash_after = _compiled.board_hash_after if _compiled else Board._hash_after_python
 
 
 def _color_name(color: int) -> str:

@@ -14,6 +14,8 @@ Terms:
 - position key: a hashable value holding everything the features read, so equal keys give equal inputs.
 - symmetries: encode can apply a symmetry per position (symmetry.py); it permutes the board before the planes
   are built, which costs less than transforming the finished planes.
+- compiled twin: _features_core.c builds the spatial planes where it is built (native.py); encode_python is the
+  reference it is tested against, value for value.
 
 Bump FEATURES_VERSION whenever the meaning or order of any input changes; networks record the version they
 were trained with and the engine refuses a mismatch.
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from gtp_engine import symmetry
+from gtp_engine import native, symmetry
 from gtp_engine.board import BLACK, EMPTY, WHITE
 from gtp_engine.coords import PASS, Grid
 
@@ -95,6 +97,43 @@ def encode(states: Sequence[GameState], symmetries: Sequence[int] | None = None)
     With `symmetries` (one per position, all keeping one output shape), position i is encoded as if the board
     had been transformed by symmetries[i]; a transpose swaps H and W.
     """
+    if _compiled is None:
+        return encode_python(states, symmetries)
+    g = states[0].board.grid
+    height, width = g.height, g.width
+    table = None
+    if symmetries is not None:
+        table = symmetry.permutation_table(height, width)
+        if symmetries[0] & symmetry.TRANSPOSE:
+            height, width = width, height
+    planes = np.empty((len(states), SPATIAL_CHANNELS, g.area), np.float32)
+    _compiled.spatial_planes(states, symmetries, table, planes)
+    return planes.reshape(len(states), SPATIAL_CHANNELS, height, width), global_inputs(states)
+
+
+def global_inputs(states: Sequence[GameState]) -> np.ndarray:
+    """The global values, float32 [B, G]."""
+    rows = []
+    for s in states:
+        rules = s.rules
+        territory = rules.scoring == "territory"
+        recent = s.moves[-2:]
+        rows.append((
+            _compensation(s) / _SCALE,
+            territory,
+            _prisoner_balance(s) / _SCALE if territory else 0.0,
+            rules.ko == "simple",
+            rules.ko == "situational",
+            rules.suicide_allowed,
+            len(recent) >= 1 and recent[-1][1] == PASS,
+            len(recent) >= 2 and recent[-2][1] == PASS,
+        ))
+    return np.array(rows, np.float32)
+
+
+def encode_python(states: Sequence[GameState], symmetries: Sequence[int] | None = None) -> tuple[np.ndarray,
+                                                                                                  np.ndarray]:
+    """encode in numpy: the reference of the compiled spatial planes."""
     g = states[0].board.grid
     height, width = g.height, g.width
     count, area = len(states), g.area
@@ -105,8 +144,8 @@ def encode(states: Sequence[GameState], symmetries: Sequence[int] | None = None)
     codes = _SIDE_CODE[to_play * 4 + colors[:, g.point_of]]
     codes += np.minimum(batch_liberties(boards, colors), 3).astype(np.uint8)
 
-    # Points named by position (ko ban, last moves) as (position, channel, point) triples; globals by row.
-    rows, channels, points, global_rows = [], [], [], []
+    # Points named by position (ko ban, last moves) as (position, channel, point) triples.
+    rows, channels, points = [], [], []
     for i, s in enumerate(states):
         ko = _ko_ban(s)
         if ko != PASS:
@@ -119,18 +158,6 @@ def encode(states: Sequence[GameState], symmetries: Sequence[int] | None = None)
                 rows.append(i)
                 channels.append(_LAST + k)
                 points.append(point)
-        rules = s.rules
-        territory = rules.scoring == "territory"
-        global_rows.append((
-            _compensation(s) / _SCALE,
-            territory,
-            _prisoner_balance(s) / _SCALE if territory else 0.0,
-            rules.ko == "simple",
-            rules.ko == "situational",
-            rules.suicide_allowed,
-            len(recent) >= 1 and recent[-1][1] == PASS,
-            len(recent) >= 2 and recent[-2][1] == PASS,
-        ))
     flats = g.flat_of[points] if points else np.zeros(0, np.int64)
 
     if symmetries is not None:
@@ -150,7 +177,7 @@ def encode(states: Sequence[GameState], symmetries: Sequence[int] | None = None)
     np.equal(codes[:, None], _LIBERTY_CODES, out=planes[:, 3:_KO], casting="unsafe")
     planes[:, _KO:] = 0.0
     planes[rows, channels, flats] = 1.0
-    return planes.reshape(count, SPATIAL_CHANNELS, height, width), np.array(global_rows, np.float32)
+    return planes.reshape(count, SPATIAL_CHANNELS, height, width), global_inputs(states)
 
 
 # _SIDE_CODE[4 * to_play + color]: 4 * side (see encode) of a point of that colour.
@@ -187,6 +214,8 @@ def batch_liberties(boards: Sequence[Board], colors: np.ndarray | None = None) -
     by_label[::size] = 0
     return by_label[labels[:, g.point_of]]
 
+
+_compiled = native.load("_features_core")  # the twin of encode's spatial planes (_features_core.c)
 
 _directions_cache: dict[Grid, np.ndarray] = {}
 

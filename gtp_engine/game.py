@@ -16,7 +16,9 @@ Terms:
 - diagram: the board as text for people (showboard), X black, O white, the last move in parentheses.
 - KataGo's rules form: Rules.to_katago / Rules.from_katago, the JSON object of kata-get-rules / kata-set-rules.
 
-A GameState owns its board and plays on it in place; copy() copies it (what the search does once per new node).
+A GameState owns its board and plays on it in place; copy() copies it (what the search does once per descent).
+play_unchecked and illegal_reason hand their work to a compiled twin where it is built (PLAY_UNCHECKED,
+ILLEGAL_REASON below); the *_python methods are the reference it is tested against.
 Undo replays the moves since the last setup stones from a saved board: it costs a fraction of a millisecond on a
 full 19x19 game and keeps play itself as cheap as the board's own play.
 """
@@ -29,6 +31,7 @@ from typing import Iterable, NamedTuple, Sequence
 
 import numpy as np
 
+from gtp_engine import native
 from gtp_engine.board import BLACK, EMPTY, WHITE, Board, IllegalMoveError, opponent
 from gtp_engine.coords import GTP_COLUMNS, PASS, Grid, to_gtp
 
@@ -195,6 +198,11 @@ class GameState:
         return stones_hash ^ self._white_key if to_play == WHITE else stones_hash
 
     def illegal_reason(self, point: int, color: int | None = None) -> str | None:
+        """None when color (default: the side to move) may play point, else why not: occupied, ko, suicide or
+        superko."""
+        return ILLEGAL_REASON(self, point, color)
+
+    def _illegal_reason_python(self, point: int, color: int | None = None) -> str | None:
         color = self.to_play if color is None else color
         board = self.board
         rules = self._rules
@@ -254,6 +262,9 @@ class GameState:
 
     def play_unchecked(self, point: int, color: int | None = None) -> None:
         """Plays a move the caller knows is legal (the search) for color (default: the side to move)."""
+        PLAY_UNCHECKED(self, point, color)
+
+    def _play_unchecked_python(self, point: int, color: int | None = None) -> None:
         # The search's inner loop (several times per visit): _key and _note_stone_counts are written out here.
         if color is None:
             color = self.to_play
@@ -396,6 +407,12 @@ class GameState:
                 colors[p] = EMPTY
         return colors
 
+
+# GameState.play_unchecked and .illegal_reason as plain functions of (state, point[, color]): what the search's
+# descent calls on every ply without a method's frame. The compiled twins (_rules_core.c, see native.py) where built.
+_compiled = native.load("_rules_core")
+PLAY_UNCHECKED = _compiled.game_play if _compiled else GameState._play_unchecked_python
+ILLEGAL_REASON = _compiled.game_illegal_reason if _compiled else GameState._illegal_reason_python
 
 _zobrist_flat_cache: dict[tuple[Grid, int], np.ndarray] = {}
 

@@ -9,18 +9,19 @@ arithmetic in the same order, and tests/unit/test_tree_core.py holds them to gro
   (fpu_reduction below the root; select_root is given the root's).
 - visited prior: the sum of the priors of the edges with N > 0, added in edge order (np.cumsum), as the compiled
   code adds it; numpy's sum and dot add in another order and could round differently.
-- core: the three functions as one Core. PYTHON is the reference, COMPILED the compiled twin (None when the
+- core: the four functions as one Core. PYTHON is the reference, COMPILED the compiled twin (None when the
   extension was not built), DEFAULT what new trees use: COMPILED when there is one, unless GTP_ENGINE_PURE_PYTHON=1
-  is in the environment (to measure or test the reference).
+  is in the environment (native.py).
 """
 
 from __future__ import annotations
 
 import math
-import os
 from typing import Callable, NamedTuple
 
 import numpy as np
+
+from gtp_engine import native
 
 _VECTOR_EDGES = 12  # select() scores more tried edges than this with numpy, fewer in a Python loop (faster there)
 
@@ -108,9 +109,11 @@ def select(node, params: Params) -> int:
 
 
 def descend(root, state, edge: int, params: Params, node_type: type, make_terminal: Callable,
-            drop_edge: Callable) -> tuple[object, list]:
+            drop_edge: Callable, play: Callable, illegal_reason: Callable) -> tuple[object, list]:
     """From the root's chosen edge to a leaf (new, pending or terminal), under virtual loss; plays the line on
-    `state`. Returns (leaf, path), path the (node, edge) steps from the root.
+    `state` with play(state, point), and asks illegal_reason(state, point) about first tries (GameState's methods
+    as plain functions, game.PLAY_UNCHECKED and game.ILLEGAL_REASON). Returns (leaf, path), path the (node, edge)
+    steps from the root.
 
     A new leaf is node_type() in its parent's children; make_terminal(leaf, state) scores one after two passes.
     drop_edge(node, edge) removes a first-tried edge that turns out illegal (lazy legality), and the node
@@ -124,7 +127,7 @@ def descend(root, state, edge: int, params: Params, node_type: type, make_termin
         node.W[edge] -= vl
         node.nsum += vl
         path.append((node, edge))
-        state.play_unchecked(node.moves[edge])
+        play(state, node.moves[edge])
         child = node.children.get(edge)
         if child is None:
             child = node.children[edge] = node_type()
@@ -135,7 +138,7 @@ def descend(root, state, edge: int, params: Params, node_type: type, make_termin
             return child, path
         node = child
         edge = select(node, params)
-        while node.N[edge] == 0 and state.illegal_reason(node.moves[edge]) is not None:
+        while node.N[edge] == 0 and illegal_reason(state, node.moves[edge]) is not None:
             drop_edge(node, edge)
             edge = select(node, params)
 
@@ -166,19 +169,9 @@ PYTHON = Core(select, select_root, descend, backup)
 
 
 def _load_compiled() -> Core | None:
-    try:
-        from gtp_engine import _tree_core
-    except ImportError:
-        return None
-    return Core(_tree_core.select, _tree_core.select_root, _tree_core.descend, _tree_core.backup)
+    compiled = native.built("_tree_core")
+    return None if compiled is None else Core(compiled.select, compiled.select_root, compiled.descend, compiled.backup)
 
 
 COMPILED = _load_compiled()
-DEFAULT = PYTHON if COMPILED is None or os.environ.get("GTP_ENGINE_PURE_PYTHON") == "1" else COMPILED
-
-
-def describe() -> str:
-    """Which core new trees use, and why, for the benchmarks' reports."""
-    if DEFAULT is COMPILED:
-        return "compiled (_tree_core.c)"
-    return "Python (GTP_ENGINE_PURE_PYTHON=1)" if COMPILED is not None else "Python (the C extension is not built)"
+DEFAULT = COMPILED if COMPILED is not None and native.load("_tree_core") is not None else PYTHON

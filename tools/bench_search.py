@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gtp_engine import features, tree_core
+from gtp_engine import features, native
 from gtp_engine.__main__ import shipped_weights
 from gtp_engine.config import EngineConfig
 from gtp_engine.evaluator import CachedEvaluator, prepare
@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{runner}; "
               f"symmetry random, CachedEvaluator; search config: batch {config.batch_size}, "
               f"{config.batches_in_flight or 'by board size'} in flight, virtual loss {config.tree.virtual_loss}, "
-              f"search core {tree_core.describe()}; targets: "
+              f"compiled twins {native.describe()}; targets: "
               f"search/session >= {SEARCH_TARGET}, int8/fp32 >= {INT8_TARGET}")
 
         binary = next((b for b in map(shutil.which, LEELA_PATHS) if b), None)

@@ -24,7 +24,7 @@ from dataclasses import replace
 
 import torch
 
-from gtp_engine import tree_core
+from gtp_engine import native
 from gtp_engine.training import selfplay
 from gtp_engine.training.selfplay import SelfPlayConfig
 from gtp_engine.training.torch_evaluator import BACKENDS, open_evaluator
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"network {evaluator.info.describe()} on {evaluator.provider}, {args.threads} threads; "
           f"{args.size}x{args.size}, {min(config.parallel_games, args.games)} games x {config.leaves_per_game} "
           f"leaves per round, visits {config.full_visits} full ({config.full_search_fraction:.0%}) / "
-          f"{config.fast_visits} fast; search core {tree_core.describe()}")
+          f"{config.fast_visits} fast; compiled twins {native.describe()}")
     print(f"games {report.games}, moves {report.moves} ({report.moves / max(report.games, 1):.0f} per game), "
           f"{report.seconds:.0f} s")
     print(f"games/hour {report.games_per_hour:.0f}  moves/s {report.moves / report.seconds:.1f}")

@@ -37,7 +37,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from gtp_engine import features, tree_core
+from gtp_engine import features, native
 from gtp_engine.coords import PASS
 from gtp_engine.evaluator import CachedEvaluator
 from gtp_engine.game import GameState
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> None:
             profiler.runcall(search_costs, size, root, args.playouts)
             print(f"--- cProfile: one {size}x{size} search of {args.playouts} playouts ---")
             pstats.Stats(profiler).sort_stats("tottime").print_stats(20)
-    print(f"search core: {tree_core.describe()}")
+    print(f"compiled twins: {native.describe()}")
 
 
 if __name__ == "__main__":

@@ -216,3 +216,55 @@ def test_position_key_holds_what_the_features_read(random_states):
     assert a.board == b.board and a.to_play == b.to_play
     assert features.position_key(a) != features.position_key(b)
     assert not np.array_equal(features.encode([a])[0], features.encode([b])[0])
+
+
+def ko_captures(states, limit):
+    """Up to `limit` positions right after a ko capture, each one legal move after one of `states`."""
+    found = []
+    for state in states:
+        for flat in np.flatnonzero(state.legal_mask()[:-1]):
+            after = state.copy()
+            after.play(state.grid.from_flat(int(flat)))
+            if features._ko_ban(after) != PASS:
+                found.append(after)
+                break
+        if len(found) == limit:
+            break
+    return found
+
+
+@pytest.mark.skipif(features._compiled is None, reason="the compiled features are not built")
+@pytest.mark.parametrize("size, seed", [(9, 1), ((7, 5), 2), (19, 3), (5, 6), ((1, 4), 5)])
+def test_compiled_planes_equal_the_reference(random_states, size, seed):
+    """_features_core.c against encode_python, value for value, with and without symmetries; small boards and long
+    games give captures, kos and passes, and the test checks that the ko and last-move planes were exercised."""
+    states = random_states(size, 40, seed=seed, max_fill=0.7 if size == 19 else 3.0)
+    states += ko_captures(states, 5)
+    width, height = size if isinstance(size, tuple) else (size, size)
+    rng = np.random.default_rng(seed)
+    reference = features.encode_python(states)
+    for ours, theirs in zip(features.encode(states), reference):
+        np.testing.assert_array_equal(ours, theirs)
+    for symmetries in (rng.integers(0, len(symmetry.symmetries_for(width, height)), len(states)).tolist(),
+                       np.full(len(states), len(symmetry.symmetries_for(width, height)) - 1)):
+        for ours, theirs in zip(features.encode(states, symmetries), features.encode_python(states, symmetries)):
+            assert ours.shape == theirs.shape
+            np.testing.assert_array_equal(ours, theirs)
+    spatial = reference[0]
+    assert spatial[:, CH["move_5_ago"]].any()
+    if min(width, height) > 1:
+        assert spatial[:, CH["ko_ban"]].any() and spatial[:, CH["own_1_liberty"]].any()
+
+
+@pytest.mark.skipif(features._compiled is None, reason="the compiled features are not built")
+def test_compiled_planes_refuse_what_they_cannot_encode():
+    planes = np.empty((1, features.SPATIAL_CHANNELS, 81), np.float32)
+    with pytest.raises(ValueError, match="planes must be float32"):
+        features._compiled.spatial_planes([GameState(9), GameState(9)], None, None, planes)
+    with pytest.raises(ValueError, match="another size"):
+        features._compiled.spatial_planes([GameState(9), GameState(7)], None, None,
+                                          np.empty((2, features.SPATIAL_CHANNELS, 81), np.float32))
+    with pytest.raises(TypeError, match="planes"):
+        features._compiled.spatial_planes([GameState(9)], None, None, planes.astype(np.float64))
+    with pytest.raises(ValueError, match="no row"):
+        features._compiled.spatial_planes([GameState(9)], [9], symmetry.permutation_table(9, 9), planes)

@@ -1,0 +1,622 @@
+/* The compiled twin of the rules' steps the search takes on every ply (board.py and game.py hold the reference):
+ *
+ *   board_play(board, point, color)                      Board.play_unchecked
+ *   board_illegal_reason(board, point, color, suicide)   Board.illegal_reason
+ *   board_hash_after(board, point, color)                Board.hash_after
+ *   game_play(state, point[, color])                     GameState.play_unchecked
+ *   game_illegal_reason(state, point[, color])           GameState.illegal_reason
+ *
+ * Each does exactly what its Python twin does, in the same order (which chain heads a merge keeps, which point a
+ * ko bans), so that both leave the same board behind, array for array (tests/unit/test_rules_core.py). A board's
+ * per-point arrays are read through the buffer protocol: colors a bytearray, chain_head, chain_next, chain_size and
+ * chain_libs arrays of unsigned 16-bit ints, the Zobrist keys arrays of unsigned 64-bit ints. Everything else
+ * (hash, ko point and colour, captures, stone counts, the game's move list and history) stays a Python attribute.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+enum { EMPTY, BLACK, WHITE, EDGE };
+#define PASS (-1)
+
+static PyObject *s_colors, *s_chain_head, *s_chain_next, *s_chain_size, *s_chain_libs, *s_zobrist, *s_grid,
+    *s_stride, *s_hash, *s_ko_point, *s_ko_color, *s_captures, *s_stone_count, *s_board, *s_to_play, *s_moves,
+    *s_consecutive_passes, *s_max_stones, *s_history, *s_white_key, *s_rules, *s_ko, *s_suicide_allowed,
+    *s_occupied, *s_suicide, *s_superko, *s_ko_reason;
+
+/* One board's arrays, borrowed through the buffer protocol for the length of one call. */
+typedef struct {
+    Py_buffer buffers[7];
+    int held;
+    uint8_t *colors;
+    uint16_t *head, *next, *size, *libs;
+    const uint64_t *keys[3];  /* keys[BLACK], keys[WHITE]; keys[EMPTY] unused */
+    Py_ssize_t n, stride;
+} Board;
+
+static void board_release(Board *b) {
+    for (int i = 0; i < b->held; i++) PyBuffer_Release(&b->buffers[i]);
+    b->held = 0;
+}
+
+/* Borrows obj's buffer of items of `itemsize` bytes and `format`, at least b->n of them. */
+static void *borrow(Board *b, PyObject *obj, Py_ssize_t itemsize, const char *format, const char *name) {
+    Py_buffer *view = &b->buffers[b->held];
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_FORMAT) < 0) return NULL;
+    b->held++;
+    const char *f = view->format ? view->format : "B";
+    if (view->itemsize != itemsize || strcmp(f, format) != 0 || view->len / itemsize < b->n) {
+        PyErr_Format(PyExc_TypeError, "board.%s must be an array('%s') of the board's array size", name, format);
+        return NULL;
+    }
+    return view->buf;
+}
+
+static void *borrow_attr(Board *b, PyObject *board, PyObject *name, Py_ssize_t itemsize, const char *format) {
+    PyObject *obj = PyObject_GetAttr(board, name);
+    if (obj == NULL) return NULL;
+    void *data = borrow(b, obj, itemsize, format, PyUnicode_AsUTF8(name));
+    Py_DECREF(obj);  /* the board keeps it alive, and the held buffer keeps it from being resized */
+    return data;
+}
+
+static int board_load(Board *b, PyObject *board) {
+    b->held = 0;
+    PyObject *grid = PyObject_GetAttr(board, s_grid);
+    if (grid == NULL) return -1;
+    PyObject *stride = PyObject_GetAttr(grid, s_stride);
+    Py_DECREF(grid);
+    if (stride == NULL) return -1;
+    b->stride = PyLong_AsSsize_t(stride);
+    Py_DECREF(stride);
+    if (b->stride == -1 && PyErr_Occurred()) return -1;
+    PyObject *colors = PyObject_GetAttr(board, s_colors);
+    if (colors == NULL) return -1;
+    if (!PyByteArray_Check(colors)) {
+        Py_DECREF(colors);
+        PyErr_SetString(PyExc_TypeError, "board.colors must be a bytearray");
+        return -1;
+    }
+    b->n = PyByteArray_GET_SIZE(colors);
+    b->colors = (uint8_t *)borrow(b, colors, 1, "B", "colors");
+    Py_DECREF(colors);
+    if (b->colors == NULL) goto fail;
+    if ((b->head = borrow_attr(b, board, s_chain_head, 2, "H")) == NULL ||
+        (b->next = borrow_attr(b, board, s_chain_next, 2, "H")) == NULL ||
+        (b->size = borrow_attr(b, board, s_chain_size, 2, "H")) == NULL ||
+        (b->libs = borrow_attr(b, board, s_chain_libs, 2, "H")) == NULL)
+        goto fail;
+    PyObject *zobrist = PyObject_GetAttr(board, s_zobrist);
+    if (zobrist == NULL) goto fail;
+    if (!PyTuple_Check(zobrist) || PyTuple_GET_SIZE(zobrist) != 3) {
+        Py_DECREF(zobrist);
+        PyErr_SetString(PyExc_TypeError, "board._zobrist must be a tuple of 3 key tables");
+        goto fail;
+    }
+    b->keys[EMPTY] = NULL;
+    for (int color = BLACK; color <= WHITE; color++) {
+        b->keys[color] = borrow(b, PyTuple_GET_ITEM(zobrist, color), 8, "Q", "_zobrist");
+        if (b->keys[color] == NULL) { Py_DECREF(zobrist); goto fail; }
+    }
+    Py_DECREF(zobrist);
+    return 0;
+fail:
+    board_release(b);
+    return -1;
+}
+
+static int get_long(PyObject *obj, PyObject *name, long *out) {
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL) return -1;
+    *out = PyLong_AsLong(value);
+    Py_DECREF(value);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int set_long(PyObject *obj, PyObject *name, long value) {
+    PyObject *boxed = PyLong_FromLong(value);
+    if (boxed == NULL) return -1;
+    int rc = PyObject_SetAttr(obj, name, boxed);
+    Py_DECREF(boxed);
+    return rc;
+}
+
+static int get_hash(PyObject *obj, PyObject *name, uint64_t *out) {
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL) return -1;
+    *out = PyLong_AsUnsignedLongLong(value);
+    Py_DECREF(value);
+    return (*out == (uint64_t)-1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int set_hash(PyObject *obj, PyObject *name, uint64_t value) {
+    PyObject *boxed = PyLong_FromUnsignedLongLong(value);
+    if (boxed == NULL) return -1;
+    int rc = PyObject_SetAttr(obj, name, boxed);
+    Py_DECREF(boxed);
+    return rc;
+}
+
+/* list[index] += delta, for the board's captures and stone counts (lists of ints indexed by colour). */
+static int list_add(PyObject *obj, PyObject *name, Py_ssize_t index, long delta, long *result) {
+    PyObject *list = PyObject_GetAttr(obj, name);
+    if (list == NULL) return -1;
+    int rc = -1;
+    if (!PyList_Check(list) || PyList_GET_SIZE(list) <= index) {
+        PyErr_Format(PyExc_TypeError, "%U must be a list indexed by colour", name);
+    } else {
+        long value = PyLong_AsLong(PyList_GET_ITEM(list, index));
+        if (!(value == -1 && PyErr_Occurred())) {
+            PyObject *boxed = PyLong_FromLong(value + delta);
+            if (boxed != NULL) {
+                PyList_SetItem(list, index, boxed);  /* steals boxed */
+                if (result) *result = value + delta;
+                rc = 0;
+            }
+        }
+    }
+    Py_DECREF(list);
+    return rc;
+}
+
+static int check_point(const Board *b, long point) {
+    if (point < 0 || point >= b->n || b->colors[point] == EDGE) {
+        long width = (long)b->stride - 1, height = (long)((b->n - 1) / b->stride) - 2;
+        PyErr_Format(PyExc_ValueError, "point %ld is not on a %ldx%ld board", point, width, height);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_color(long color) {
+    if (color != BLACK && color != WHITE) {
+        PyErr_Format(PyExc_ValueError, "color %ld is neither black (1) nor white (2)", color);
+        return -1;
+    }
+    return 0;
+}
+
+/* Board._merge: joins the chains headed by a and b under the head of the larger one (a on a tie). */
+static uint16_t merge(Board *b, uint16_t a, uint16_t c) {
+    uint16_t *head = b->head, *next = b->next;
+    if (b->size[a] < b->size[c]) { uint16_t t = a; a = c; c = t; }
+    uint16_t s = c;
+    do {
+        head[s] = a;
+        s = next[s];
+    } while (s != c);
+    uint16_t t = next[a];
+    next[a] = next[c];
+    next[c] = t;
+    b->size[a] += b->size[c];
+    b->libs[a] += b->libs[c];
+    return a;
+}
+
+/* Board._remove_chain, less the stone count: returns the chain's hash, to be xored into the board's. */
+static uint64_t remove_chain(Board *b, uint16_t h, int color) {
+    uint8_t *colors = b->colors;
+    uint16_t *head = b->head, *next = b->next;
+    const uint64_t *keys = b->keys[color];
+    const Py_ssize_t d[4] = {-b->stride, -1, 1, b->stride};
+    uint64_t hash = 0;
+    uint16_t s = h;
+    do {
+        colors[s] = EMPTY;
+        hash ^= keys[s];
+        s = next[s];
+    } while (s != h);
+    s = h;
+    do {
+        for (int i = 0; i < 4; i++) {
+            uint8_t c = colors[s + d[i]];
+            if (c != EMPTY && c != EDGE) b->libs[head[s + d[i]]] += 1;
+        }
+        head[s] = 0;
+        s = next[s];
+    } while (s != h);
+    return hash;
+}
+
+/* What Board.play_unchecked changes besides the arrays. */
+typedef struct {
+    uint64_t hash_change;
+    long stones[3];    /* stone count changes by colour */
+    long captures[3];  /* capture count changes by colour */
+    long ko_point, ko_color;
+} PlayResult;
+
+/* Board.play_unchecked on the arrays of a legal, non-pass move. */
+static void play_stone(Board *b, long point, int color, PlayResult *r) {
+    uint8_t *colors = b->colors;
+    uint16_t *head = b->head, *size = b->size, *libs = b->libs;
+    const Py_ssize_t d[4] = {-b->stride, -1, 1, b->stride};
+    int opp = 3 - color;
+    memset(r, 0, sizeof *r);
+    r->ko_point = PASS;
+    colors[point] = (uint8_t)color;
+    r->hash_change = b->keys[color][point];
+    r->stones[color] = 1;
+    head[point] = (uint16_t)point;
+    b->next[point] = (uint16_t)point;
+    size[point] = 1;
+    libs[point] = 0;
+    uint16_t mine = (uint16_t)point;
+    int own_libs = 0, capturing = 0;
+    for (int i = 0; i < 4; i++) {
+        Py_ssize_t n = point + d[i];
+        int c = colors[n];
+        if (c == EMPTY) {
+            own_libs++;
+        } else if (c == color) {
+            uint16_t h = head[n];
+            libs[h]--;
+            if (h != mine) mine = merge(b, mine, h);
+        } else if (c == opp) {
+            uint16_t h = head[n];
+            libs[h]--;
+            if (!libs[h]) capturing = 1;
+        }
+    }
+    libs[mine] += own_libs;
+    if (capturing) {
+        long captured = 0, captured_point = PASS;
+        for (int i = 0; i < 4; i++) {
+            Py_ssize_t n = point + d[i];
+            if (colors[n] == opp) {
+                uint16_t h = head[n];
+                if (libs[h] == 0) {
+                    captured += size[h];
+                    captured_point = n;
+                    r->hash_change ^= remove_chain(b, h, opp);
+                }
+            }
+        }
+        r->captures[color] = captured;
+        r->stones[opp] = -captured;
+        if (captured == 1 && size[mine] == 1 && libs[mine] == 1) {
+            r->ko_point = captured_point;
+            r->ko_color = opp;
+        }
+    } else if (libs[mine] == 0) {  /* suicide, only reached when the rules allow it */
+        long lost = size[mine];
+        r->captures[opp] = lost;
+        r->stones[color] -= lost;
+        r->hash_change ^= remove_chain(b, mine, color);
+    }
+}
+
+/* Board.play_unchecked: the arrays, then the Python attributes; the board's hash is left in *hash. */
+static int board_play_point(PyObject *board, long point, long color, uint64_t *hash) {
+    if (get_hash(board, s_hash, hash) < 0) return -1;
+    if (point == PASS) return set_long(board, s_ko_point, PASS);
+    if (check_color(color) < 0) return -1;
+    Board b;
+    if (board_load(&b, board) < 0) return -1;
+    if (check_point(&b, point) < 0) { board_release(&b); return -1; }
+    if (b.colors[point] != EMPTY) {
+        board_release(&b);
+        PyErr_Format(PyExc_ValueError, "play_unchecked on the occupied point %ld", point);
+        return -1;
+    }
+    PlayResult r;
+    play_stone(&b, point, (int)color, &r);
+    board_release(&b);
+    *hash ^= r.hash_change;
+    for (int c = BLACK; c <= WHITE; c++) {
+        if (r.stones[c] && list_add(board, s_stone_count, c, r.stones[c], NULL) < 0) return -1;
+        if (r.captures[c] && list_add(board, s_captures, c, r.captures[c], NULL) < 0) return -1;
+    }
+    if (set_hash(board, s_hash, *hash) < 0 || set_long(board, s_ko_point, r.ko_point) < 0) return -1;
+    return r.ko_point == PASS ? 0 : set_long(board, s_ko_color, r.ko_color);
+}
+
+/* Board.illegal_reason on loaded arrays: NULL (legal), or one of the interned reasons. */
+static PyObject *illegal_reason(const Board *b, long point, int color, int allow_suicide, long ko_point,
+                                long ko_color) {
+    const uint8_t *colors = b->colors;
+    const uint16_t *head = b->head, *libs = b->libs;
+    if (colors[point] != EMPTY) return s_occupied;
+    if (point == ko_point && color == ko_color) return s_ko_reason;
+    const Py_ssize_t nb[4] = {point - b->stride, point - 1, point + 1, point + b->stride};
+    for (int i = 0; i < 4; i++)
+        if (colors[nb[i]] == EMPTY) return NULL;
+    int opp = 3 - color;
+    for (int i = 0; i < 4; i++) {
+        int c = colors[nb[i]];
+        if (c == opp || c == color) {
+            uint16_t h = head[nb[i]];
+            int edges = 0;
+            for (int j = 0; j < 4; j++)
+                if (head[nb[j]] == h && colors[nb[j]] == c) edges++;
+            if (c == opp) {
+                if (libs[h] == edges) return NULL;  /* captures */
+            } else if (libs[h] > edges) {
+                return NULL;  /* joins a chain that keeps a liberty */
+            }
+        }
+    }
+    return allow_suicide ? NULL : s_suicide;
+}
+
+static uint64_t chain_hash(const Board *b, uint16_t h, int color) {
+    uint64_t value = 0;
+    uint16_t s = h;
+    do {
+        value ^= b->keys[color][s];
+        s = b->next[s];
+    } while (s != h);
+    return value;
+}
+
+/* Board.hash_after for a legal move at an on-board point. */
+static uint64_t hash_after(const Board *b, uint64_t hash, long point, int color) {
+    const uint8_t *colors = b->colors;
+    const uint16_t *head = b->head, *libs = b->libs;
+    const Py_ssize_t nb[4] = {point - b->stride, point - 1, point + 1, point + b->stride};
+    uint64_t result = hash ^ b->keys[color][point];
+    int opp = 3 - color, seen_count = 0, own_count = 0, has_liberty = 0;
+    uint16_t seen[4], own_chains[4];
+    for (int i = 0; i < 4; i++) {
+        int c = colors[nb[i]];
+        if (c == EMPTY) {
+            has_liberty = 1;
+        } else if (c == opp || c == color) {
+            uint16_t h = head[nb[i]];
+            int repeated = 0;
+            for (int j = 0; j < seen_count; j++) repeated |= seen[j] == h;
+            if (repeated) continue;
+            seen[seen_count++] = h;
+            int edges = 0;
+            for (int j = 0; j < 4; j++)
+                if (colors[nb[j]] == c && head[nb[j]] == h) edges++;
+            if (c == opp) {
+                if (libs[h] == edges) {
+                    result ^= chain_hash(b, h, opp);
+                    has_liberty = 1;
+                }
+            } else {
+                own_chains[own_count++] = h;
+                if (libs[h] > edges) has_liberty = 1;
+            }
+        }
+    }
+    if (!has_liberty) {  /* suicide: the stone and every chain it joined leave the board */
+        result ^= b->keys[color][point];
+        for (int j = 0; j < own_count; j++) result ^= chain_hash(b, own_chains[j], color);
+    }
+    return result;
+}
+
+static int parse_long(PyObject *obj, long *out) {
+    *out = PyLong_AsLong(obj);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* board_play(board, point, color) */
+static PyObject *py_board_play(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    long point, color;
+    uint64_t hash;
+    if (nargs != 3) { PyErr_SetString(PyExc_TypeError, "board_play(board, point, color)"); return NULL; }
+    if (parse_long(args[1], &point) < 0 || parse_long(args[2], &color) < 0) return NULL;
+    if (board_play_point(args[0], point, color, &hash) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* board_illegal_reason(board, point, color, allow_suicide) */
+static PyObject *py_board_illegal_reason(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    long point, color, ko_point, ko_color;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "board_illegal_reason(board, point, color, allow_suicide)");
+        return NULL;
+    }
+    PyObject *board = args[0];
+    if (parse_long(args[1], &point) < 0 || parse_long(args[2], &color) < 0) return NULL;
+    int allow_suicide = PyObject_IsTrue(args[3]);
+    if (allow_suicide < 0) return NULL;
+    if (point == PASS) Py_RETURN_NONE;
+    if (check_color(color) < 0 || get_long(board, s_ko_point, &ko_point) < 0 ||
+        get_long(board, s_ko_color, &ko_color) < 0)
+        return NULL;
+    Board b;
+    if (board_load(&b, board) < 0) return NULL;
+    if (check_point(&b, point) < 0) { board_release(&b); return NULL; }
+    PyObject *reason = illegal_reason(&b, point, (int)color, allow_suicide, ko_point, ko_color);
+    board_release(&b);
+    if (reason == NULL) Py_RETURN_NONE;
+    Py_INCREF(reason);
+    return reason;
+}
+
+/* board_hash_after(board, point, color) */
+static PyObject *py_board_hash_after(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    long point, color;
+    uint64_t hash;
+    if (nargs != 3) { PyErr_SetString(PyExc_TypeError, "board_hash_after(board, point, color)"); return NULL; }
+    PyObject *board = args[0];
+    if (parse_long(args[1], &point) < 0 || parse_long(args[2], &color) < 0 || get_hash(board, s_hash, &hash) < 0)
+        return NULL;
+    if (point == PASS) return PyLong_FromUnsignedLongLong(hash);
+    if (check_color(color) < 0) return NULL;
+    Board b;
+    if (board_load(&b, board) < 0) return NULL;
+    if (check_point(&b, point) < 0) { board_release(&b); return NULL; }
+    uint64_t result = hash_after(&b, hash, point, (int)color);
+    board_release(&b);
+    return PyLong_FromUnsignedLongLong(result);
+}
+
+/* The colour argument of the game functions: the side to move when absent or None. */
+static int game_color(PyObject *state, PyObject *const *args, Py_ssize_t nargs, long *color) {
+    if (nargs < 2 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "expected (state, point[, color])");
+        return -1;
+    }
+    if (nargs == 3 && args[2] != Py_None) return parse_long(args[2], color);
+    return get_long(state, s_to_play, color);
+}
+
+static int list_append_attr(PyObject *obj, PyObject *name, PyObject *item) {
+    PyObject *list = PyObject_GetAttr(obj, name);
+    if (list == NULL) return -1;
+    int rc = PyList_Check(list) ? PyList_Append(list, item) : -1;
+    if (rc < 0 && !PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%U must be a list", name);
+    Py_DECREF(list);
+    return rc;
+}
+
+/* game_play(state, point[, color]): GameState.play_unchecked */
+static PyObject *py_game_play(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    long point, color, passes;
+    uint64_t hash, white_key;
+    PyObject *state = args[0];
+    if (game_color(state, args, nargs, &color) < 0 || parse_long(args[1], &point) < 0) return NULL;
+    PyObject *board = PyObject_GetAttr(state, s_board);
+    if (board == NULL) return NULL;
+    int rc = board_play_point(board, point, color, &hash);
+    if (rc == 0 && point != PASS) {
+        /* GameState._max_stones: the most stones of this colour ever on the board in this line */
+        long stones;
+        PyObject *counts = PyObject_GetAttr(board, s_stone_count);
+        rc = counts == NULL ? -1 : 0;
+        if (rc == 0) {
+            stones = PyLong_AsLong(PyList_GetItem(counts, color));
+            Py_DECREF(counts);
+            rc = PyErr_Occurred() ? -1 : 0;
+        }
+        if (rc == 0) {
+            PyObject *most = PyObject_GetAttr(state, s_max_stones);
+            rc = most == NULL || !PyList_Check(most) ? -1 : 0;
+            if (rc == 0) {
+                long before = PyLong_AsLong(PyList_GetItem(most, color));
+                rc = PyErr_Occurred() ? -1 : 0;
+                if (rc == 0 && stones > before) rc = PyList_SetItem(most, color, PyLong_FromLong(stones));
+            }
+            Py_XDECREF(most);
+        }
+    }
+    Py_DECREF(board);
+    if (rc < 0) return NULL;
+    PyObject *color_obj = nargs == 3 && args[2] != Py_None ? (Py_INCREF(args[2]), args[2]) : PyLong_FromLong(color);
+    if (color_obj == NULL) return NULL;
+    PyObject *move = PyTuple_Pack(2, color_obj, args[1]);
+    Py_DECREF(color_obj);
+    if (move == NULL) return NULL;
+    rc = list_append_attr(state, s_moves, move);
+    Py_DECREF(move);
+    if (rc < 0) return NULL;
+    if (point == PASS) {
+        if (get_long(state, s_consecutive_passes, &passes) < 0) return NULL;
+        passes++;
+    } else {
+        passes = 0;
+    }
+    if (set_long(state, s_consecutive_passes, passes) < 0 || get_hash(state, s_white_key, &white_key) < 0 ||
+        set_long(state, s_to_play, color == BLACK ? WHITE : BLACK) < 0)
+        return NULL;
+    PyObject *key = PyLong_FromUnsignedLongLong(color == BLACK ? hash ^ white_key : hash);
+    if (key == NULL) return NULL;
+    rc = list_append_attr(state, s_history, key);
+    Py_DECREF(key);
+    if (rc < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* game_illegal_reason(state, point[, color]): GameState.illegal_reason */
+static PyObject *py_game_illegal_reason(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    long point, color, ko_point, ko_color;
+    PyObject *state = args[0], *reason = NULL;
+    if (game_color(state, args, nargs, &color) < 0 || parse_long(args[1], &point) < 0) return NULL;
+    PyObject *rules = PyObject_GetAttr(state, s_rules);
+    if (rules == NULL) return NULL;
+    PyObject *ko = PyObject_GetAttr(rules, s_ko), *suicide_obj = PyObject_GetAttr(rules, s_suicide_allowed);
+    Py_DECREF(rules);
+    int simple_ko = ko != NULL && PyUnicode_Check(ko) && PyUnicode_CompareWithASCIIString(ko, "simple") == 0;
+    int allow_suicide = suicide_obj == NULL ? -1 : PyObject_IsTrue(suicide_obj);
+    Py_XDECREF(ko);
+    Py_XDECREF(suicide_obj);
+    if (ko == NULL || allow_suicide < 0) return NULL;
+    if (point == PASS) Py_RETURN_NONE;
+    if (check_color(color) < 0) return NULL;
+    PyObject *board = PyObject_GetAttr(state, s_board);
+    if (board == NULL) return NULL;
+    Board b;
+    if (get_long(board, s_ko_point, &ko_point) < 0 || get_long(board, s_ko_color, &ko_color) < 0 ||
+        board_load(&b, board) < 0) {
+        Py_DECREF(board);
+        return NULL;
+    }
+    if (check_point(&b, point) < 0) goto done;
+    reason = illegal_reason(&b, point, (int)color, allow_suicide, ko_point, ko_color);
+    if (reason != NULL || simple_ko) {
+        if (reason == NULL) reason = Py_None;
+        Py_INCREF(reason);
+        goto done;
+    }
+    /* GameState._superko_possible: a move that removes no stone of its own repeats a board only if its colour once
+       had more stones than it will have now */
+    long stones = 0, most = 0;
+    PyObject *counts = PyObject_GetAttr(board, s_stone_count), *max_stones = PyObject_GetAttr(state, s_max_stones);
+    if (counts != NULL && max_stones != NULL) {
+        stones = PyLong_AsLong(PyList_GetItem(counts, color));
+        if (!PyErr_Occurred()) most = PyLong_AsLong(PyList_GetItem(max_stones, color));
+    }
+    Py_XDECREF(counts);
+    Py_XDECREF(max_stones);
+    if (PyErr_Occurred()) goto done;
+    if (!allow_suicide && stones + 1 > most) {
+        reason = Py_None;
+        Py_INCREF(reason);
+        goto done;
+    }
+    uint64_t hash, white_key;
+    if (get_hash(board, s_hash, &hash) < 0 || get_hash(state, s_white_key, &white_key) < 0) goto done;
+    uint64_t key = hash_after(&b, hash, point, (int)color);
+    if (color == BLACK) key ^= white_key;  /* the key of the position with White to move */
+    PyObject *key_obj = PyLong_FromUnsignedLongLong(key), *history = PyObject_GetAttr(state, s_history);
+    int repeats = key_obj == NULL || history == NULL ? -1 : PySequence_Contains(history, key_obj);
+    Py_XDECREF(key_obj);
+    Py_XDECREF(history);
+    if (repeats < 0) goto done;
+    reason = repeats ? s_superko : Py_None;
+    Py_INCREF(reason);
+done:
+    board_release(&b);
+    Py_DECREF(board);
+    return reason;
+}
+
+static PyMethodDef methods[] = {
+    {"board_play", (PyCFunction)(void (*)(void))py_board_play, METH_FASTCALL,
+     "board_play(board, point, color): Board.play_unchecked"},
+    {"board_illegal_reason", (PyCFunction)(void (*)(void))py_board_illegal_reason, METH_FASTCALL,
+     "board_illegal_reason(board, point, color, allow_suicide): Board.illegal_reason"},
+    {"board_hash_after", (PyCFunction)(void (*)(void))py_board_hash_after, METH_FASTCALL,
+     "board_hash_after(board, point, color): Board.hash_after"},
+    {"game_play", (PyCFunction)(void (*)(void))py_game_play, METH_FASTCALL,
+     "game_play(state, point[, color]): GameState.play_unchecked"},
+    {"game_illegal_reason", (PyCFunction)(void (*)(void))py_game_illegal_reason, METH_FASTCALL,
+     "game_illegal_reason(state, point[, color]): GameState.illegal_reason"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_rules_core", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__rules_core(void) {
+    struct { PyObject **slot; const char *name; } names[] = {
+        {&s_colors, "colors"}, {&s_chain_head, "chain_head"}, {&s_chain_next, "chain_next"},
+        {&s_chain_size, "chain_size"}, {&s_chain_libs, "chain_libs"}, {&s_zobrist, "_zobrist"}, {&s_grid, "grid"},
+        {&s_stride, "stride"}, {&s_hash, "hash"}, {&s_ko_point, "ko_point"}, {&s_ko_color, "ko_color"},
+        {&s_captures, "captures"}, {&s_stone_count, "stone_count"}, {&s_board, "board"}, {&s_to_play, "to_play"},
+        {&s_moves, "moves"}, {&s_consecutive_passes, "consecutive_passes"}, {&s_max_stones, "_max_stones"},
+        {&s_history, "_history"}, {&s_white_key, "_white_key"}, {&s_rules, "_rules"}, {&s_ko, "ko"},
+        {&s_suicide_allowed, "suicide_allowed"}, {&s_occupied, "occupied"}, {&s_suicide, "suicide"},
+        {&s_superko, "superko"}, {&s_ko_reason, "ko"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        *names[i].slot = PyUnicode_InternFromString(names[i].name);
+        if (*names[i].slot == NULL) return NULL;
+    }
+    return PyModule_Create(&module);
+}
