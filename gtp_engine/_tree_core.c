@@ -15,7 +15,8 @@
 enum { ROW_N, ROW_W, ROW_W2, ROW_V, ROW_S, ROW_S2, ROWS };
 
 static PyObject *s_stats, *s_prior, *s_moves, *s_tried, *s_tried_prior, *s_nsum, *s_net_u, *s_children,
-    *s_visits, *s_allocate, *s_consecutive_passes;
+    *s_visits, *s_allocate, *s_consecutive_passes, *s_ownership_sum,
+    *s_ownership_count;
 
 typedef struct {
     double c_puct, c_puct_log, c_puct_base, fpu_reduction, virtual_loss;
@@ -347,14 +348,49 @@ fail:
     return NULL;
 }
 
-/* backup(leaf, path, virtual_loss, v, u, s): see tree_core.backup. */
+/* Node.add_ownership: node.ownership_sum (float64, made on first use) += ownership; node.ownership_count += 1. */
+static int add_ownership(PyObject *node, const double *ownership, Py_ssize_t area) {
+    PyObject *sum_obj = PyObject_GetAttr(node, s_ownership_sum);
+    if (sum_obj == NULL) return -1;
+    if (sum_obj == Py_None) {
+        Py_DECREF(sum_obj);
+        npy_intp dims[1] = {area};
+        sum_obj = PyArray_ZEROS(1, dims, NPY_DOUBLE, 0);
+        if (sum_obj == NULL || PyObject_SetAttr(node, s_ownership_sum, sum_obj) < 0) { Py_XDECREF(sum_obj); return -1; }
+    }
+    Py_ssize_t count;
+    double *sum = float64_data(sum_obj, &count);
+    Py_DECREF(sum_obj);  /* the node keeps it */
+    if (sum == NULL) return -1;
+    if (count != area) {
+        PyErr_SetString(PyExc_ValueError, "ownership of another board size than the node's sum");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < area; i++) sum[i] += ownership[i];
+    Py_ssize_t backups;
+    if (get_ssize(node, s_ownership_count, &backups) < 0) return -1;
+    return set_ssize(node, s_ownership_count, backups + 1);
+}
+
+/* backup(leaf, path, virtual_loss, v, u, s, ownership, ownership_depth): see tree_core.backup. */
 static PyObject *py_backup(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6) { PyErr_SetString(PyExc_TypeError, "backup(leaf, path, virtual_loss, v, u, s)"); return NULL; }
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "backup(leaf, path, virtual_loss, v, u, s, ownership, ownership_depth)");
+        return NULL;
+    }
     PyObject *leaf = args[0], *path = args[1];
     double vl = PyFloat_AsDouble(args[2]), v = PyFloat_AsDouble(args[3]), u = PyFloat_AsDouble(args[4]),
            s = PyFloat_AsDouble(args[5]);
+    Py_ssize_t depth = PyLong_AsSsize_t(args[7]);
     if (PyErr_Occurred()) return NULL;
     if (!PyList_Check(path)) { PyErr_SetString(PyExc_TypeError, "path must be a list"); return NULL; }
+    PyArrayObject *owned = (PyArrayObject *)args[6];
+    if (!PyArray_Check(args[6]) || PyArray_TYPE(owned) != NPY_DOUBLE || !PyArray_IS_C_CONTIGUOUS(owned)) {
+        PyErr_SetString(PyExc_TypeError, "ownership must be a contiguous float64 array");
+        return NULL;
+    }
+    const double *ownership = (const double *)PyArray_DATA(owned);
+    Py_ssize_t area = PyArray_SIZE(owned);
     Py_ssize_t visits;
     if (get_ssize(leaf, s_visits, &visits) < 0 || set_ssize(leaf, s_visits, visits + 1) < 0) return NULL;
     /* One column of increments per player: the leaf's parent is its player's opponent. */
@@ -377,6 +413,10 @@ static PyObject *py_backup(PyObject *Py_UNUSED(module), PyObject *const *args, P
             return NULL;
         flipped = !flipped;
     }
+    Py_ssize_t length = PyList_GET_SIZE(path);
+    for (Py_ssize_t i = 0; i < length && i <= depth; i++)
+        if (add_ownership(PyTuple_GET_ITEM(PyList_GET_ITEM(path, i), 0), ownership, area) < 0) return NULL;
+    if (length <= depth && add_ownership(leaf, ownership, area) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -387,7 +427,7 @@ static PyMethodDef methods[] = {
     {"descend", (PyCFunction)(void (*)(void))py_descend, METH_FASTCALL,
      "descend(root, state, edge, params, node_type, make_terminal, drop_edge, play, illegal_reason) -> (leaf, path)"},
     {"backup", (PyCFunction)(void (*)(void))py_backup, METH_FASTCALL,
-     "backup(leaf, path, virtual_loss, v, u, s)"},
+     "backup(leaf, path, virtual_loss, v, u, s, ownership, ownership_depth)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -398,7 +438,8 @@ PyMODINIT_FUNC PyInit__tree_core(void) {
         {&s_stats, "stats"}, {&s_prior, "prior"}, {&s_moves, "moves"}, {&s_tried, "tried"},
         {&s_tried_prior, "tried_prior"}, {&s_nsum, "nsum"}, {&s_net_u, "net_u"}, {&s_children, "children"},
         {&s_visits, "visits"}, {&s_allocate, "_allocate"},
-        {&s_consecutive_passes, "consecutive_passes"},
+        {&s_consecutive_passes, "consecutive_passes"}, {&s_ownership_sum, "ownership_sum"},
+        {&s_ownership_count, "ownership_count"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         *names[i].slot = PyUnicode_InternFromString(names[i].name);

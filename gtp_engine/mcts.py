@@ -344,8 +344,11 @@ class Tree:
             raise
         count = len(selected)
         evaluated = {}  # id(leaf) -> (result, ownership) for this batch's leaves
-        for i, (leaf, state) in enumerate(zip(leaves, states)):
-            ownership = (1.0 if state.to_play == BLACK else -1.0) * batch.ownership[i]
+        if states:  # Black's view, float64 as the sums
+            signs = np.array([1.0 if state.to_play == BLACK else -1.0 for state in states])
+            owned = signs[:, None] * batch.ownership
+        for i, leaf in enumerate(leaves):
+            ownership = owned[i]
             evaluated[id(leaf)] = results[i], ownership
             waiting = self._in_flight.pop(id(leaf))
             if waiting:
@@ -359,11 +362,7 @@ class Tree:
                 (v, u, s), ownership = evaluated[id(leaf)]
             else:
                 (v, u, s), ownership = self._take_awaited(leaf)
-            self._backup(leaf, path, v, u, s)
-            for node, _edge in path[: OWNERSHIP_DEPTH + 1]:
-                node.add_ownership(ownership)
-            if len(path) <= OWNERSHIP_DEPTH:
-                leaf.add_ownership(ownership)
+            self._core.backup(leaf, path, self.virtual_loss, v, u, s, ownership, OWNERSHIP_DEPTH)
         return count
 
     def _take_awaited(self, leaf: Node) -> tuple[tuple[float, float, float], np.ndarray]:
@@ -473,10 +472,6 @@ class Tree:
             leaf.net_v, leaf.net_s, leaf.net_u = v, s, self.utility(v, s)
             results.append((v, leaf.net_u, s))
         return results
-
-    def _backup(self, leaf: Node, path: list, v: float, u: float, s: float) -> None:
-        """Adds one playout's result (leaf's view) along path, replacing the path's virtual loss."""
-        self._core.backup(leaf, path, self.virtual_loss, v, u, s)
 
     def _revert(self, selected: Sequence[tuple[Node, list]], dropped: set[int]) -> None:
         """Undoes the virtual loss of every path, drops the leaves in `dropped` (ids: the batch's own, which nobody

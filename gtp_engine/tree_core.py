@@ -143,8 +143,10 @@ def descend(root, state, edge: int, params: Params, node_type: type, make_termin
             edge = select(node, params)
 
 
-def backup(leaf, path: list, virtual_loss: float, v: float, u: float, s: float) -> None:
-    """Adds one playout's result (v, u, s from the leaf's view) along path, replacing the path's virtual loss."""
+def backup(leaf, path: list, virtual_loss: float, v: float, u: float, s: float, ownership: np.ndarray,
+           ownership_depth: int) -> None:
+    """Adds one playout's result (v, u, s from the leaf's view) along path, replacing the path's virtual loss, and
+    its ownership (float64, Black's view) to the nodes within ownership_depth plies of the root (mcts.py)."""
     vl = virtual_loss
     leaf.visits += 1
     # One column of increments (N, W, W2, V, S, S2) per player: the leaf's parent is its player's opponent.
@@ -156,6 +158,10 @@ def backup(leaf, path: list, virtual_loss: float, v: float, u: float, s: float) 
         flipped = not flipped
         node.nsum += 1.0 - vl
         node.visits += 1
+    for node, _edge in path[: ownership_depth + 1]:
+        node.add_ownership(ownership)
+    if len(path) <= ownership_depth:
+        leaf.add_ownership(ownership)
 
 
 class Core(NamedTuple):

@@ -28,20 +28,22 @@ pytestmark = pytest.mark.skipif(tree_core.COMPILED is None, reason="the compiled
 
 class HashedEvaluator:
     """A stand-in network whose outputs are a fixed pseudo-random function of the position: a peaked policy over
-    every point (legal or not, as a network's), a value and a score."""
+    every point (legal or not, as a network's), a value, a score and an ownership map."""
 
     def evaluate(self, states):
         area = states[0].grid.area
         policy = np.empty((len(states), area + 1), np.float32)
         value = np.empty(len(states), np.float32)
         score = np.empty(len(states), np.float32)
+        ownership = np.empty((len(states), area), np.float32)
         for i, state in enumerate(states):
             rng = np.random.default_rng([state.board.hash & 0xFFFFFFFF, state.to_play, len(state.moves)])
             logits = rng.normal(0.0, 2.0, area + 1)
             policy[i] = np.exp(logits) / np.exp(logits).sum()
             value[i] = rng.uniform(-0.9, 0.9)
             score[i] = rng.normal(0.0, 5.0)
-        return EvaluationBatch(policy, value, score, np.zeros((len(states), area), np.float32))
+            ownership[i] = rng.uniform(-1.0, 1.0, area)
+        return EvaluationBatch(policy, value, score, ownership)
 
 
 def grow(core, state: GameState, playouts: int, batch: int, monkeypatch, **config) -> Tree:
@@ -61,6 +63,9 @@ def assert_same_tree(a: Node, b: Node, path: str = "root") -> int:
     assert np.array_equal(a.prior, b.prior), path
     assert (a.tried, a.tried_prior, a.nsum, a.visits) == (b.tried, b.tried_prior, b.nsum, b.visits), path
     assert np.array_equal(a.stats[:, : a.tried], b.stats[:, : b.tried]), path
+    assert a.ownership_count == b.ownership_count, path
+    assert (a.ownership_sum is None) == (b.ownership_sum is None), path
+    assert a.ownership_sum is None or np.array_equal(a.ownership_sum, b.ownership_sum), path
     assert a.children.keys() == b.children.keys(), path
     return 1 + sum(assert_same_tree(a.children[e], b.children[e], f"{path}/{a.moves[e]}") for e in a.children)
 
