@@ -1,4 +1,5 @@
-/* The compiled inner loop of the tree search: select, select_root, descend, backup (see gtp_engine/tree_core.py).
+/* The compiled inner loop of the tree search: select, select_root, descend, backup, expand (see
+ * gtp_engine/tree_core.py).
  *
  * Each function does exactly what its Python twin in tree_core.py does, on the same Node objects, with the
  * arithmetic in the same order, so that both grow the same tree bit for bit (tests/unit/test_tree_core.py).
@@ -420,6 +421,114 @@ static PyObject *py_backup(PyObject *Py_UNUSED(module), PyObject *const *args, P
     Py_RETURN_NONE;
 }
 
+typedef struct {
+    double prior;
+    Py_ssize_t flat;
+} Ranked;
+
+/* Falling prior, ties in flat order: numpy's stable argsort of -prior. */
+static int by_falling_prior(const void *a, const void *b) {
+    const Ranked *x = a, *y = b;
+    if (x->prior != y->prior) return x->prior > y->prior ? -1 : 1;
+    return (x->flat > y->flat) - (x->flat < y->flat);
+}
+
+/* A new C-contiguous array of `nd` dimensions of `type` from obj, or NULL with a TypeError naming it. */
+static PyArrayObject *checked_array(PyObject *obj, int nd, int type, const char *what) {
+    PyArrayObject *a = (PyArrayObject *)obj;
+    if (!PyArray_Check(obj) || PyArray_NDIM(a) != nd || PyArray_TYPE(a) != type || !PyArray_IS_C_CONTIGUOUS(a)) {
+        PyErr_Format(PyExc_TypeError, "%s has the wrong type, shape or layout", what);
+        return NULL;
+    }
+    return a;
+}
+
+/* Gives one new leaf its moves, priors and first statistics (what tree_core.expand does for one row). */
+static int expand_leaf(PyObject *leaf, const Ranked *ranked, Py_ssize_t count, double total, const int64_t *points,
+                       Py_ssize_t initial_edges) {
+    static const char *rows[ROWS] = {"N", "W", "W2", "V", "S", "S2"};
+    npy_intp edges = count;
+    PyObject *moves = PyList_New(count), *prior = PyArray_SimpleNew(1, &edges, NPY_DOUBLE);
+    if (moves == NULL || prior == NULL) goto fail;
+    double *p = (double *)PyArray_DATA((PyArrayObject *)prior);
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *point = PyLong_FromLongLong(points[ranked[k].flat]);
+        if (point == NULL) goto fail;
+        PyList_SET_ITEM(moves, k, point);
+        p[k] = total > 1e-12 ? ranked[k].prior / total : 1.0 / (double)count;
+    }
+    npy_intp shape[2] = {ROWS, initial_edges < count ? initial_edges : count};
+    PyObject *stats = PyArray_ZEROS(2, shape, NPY_DOUBLE, 0);
+    if (stats == NULL) goto fail;
+    int rc = PyObject_SetAttr(leaf, s_moves, moves) | PyObject_SetAttr(leaf, s_prior, prior) |
+             PyObject_SetAttr(leaf, s_stats, stats);
+    for (int r = 0; r < ROWS && rc == 0; r++) {
+        PyObject *row = PySequence_GetItem(stats, r);
+        rc = row == NULL ? -1 : PyObject_SetAttrString(leaf, rows[r], row);
+        Py_XDECREF(row);
+    }
+    Py_DECREF(stats);
+    Py_DECREF(moves);
+    Py_DECREF(prior);
+    return rc < 0 ? -1 : 0;
+fail:
+    Py_XDECREF(moves);
+    Py_XDECREF(prior);
+    return -1;
+}
+
+/* expand(leaves, prior, mask, point_of_flat, initial_edges): see tree_core.expand. */
+static PyObject *py_expand(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "expand(leaves, prior, mask, point_of_flat, initial_edges)");
+        return NULL;
+    }
+    PyObject *leaves = PySequence_Fast(args[0], "leaves must be a sequence");
+    if (leaves == NULL) return NULL;
+    PyArrayObject *prior = checked_array(args[1], 2, NPY_DOUBLE, "prior"),
+                  *mask = prior ? checked_array(args[2], 2, NPY_BOOL, "mask") : NULL,
+                  *points = mask ? checked_array(args[3], 1, NPY_INT64, "point_of_flat") : NULL;
+    Py_ssize_t initial_edges = PyLong_AsSsize_t(args[4]);
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(leaves);
+    Ranked *ranked = NULL;
+    if (points == NULL || PyErr_Occurred()) goto fail;
+    Py_ssize_t width = PyArray_DIM(prior, 1);
+    if (PyArray_DIM(prior, 0) != count || PyArray_DIM(mask, 0) != count || PyArray_DIM(mask, 1) != width ||
+        PyArray_DIM(points, 0) != width || initial_edges < 1) {
+        PyErr_SetString(PyExc_ValueError, "expand: one row of prior and mask per leaf, one point per column");
+        goto fail;
+    }
+    ranked = PyMem_Malloc(sizeof(Ranked) * (size_t)(width > 0 ? width : 1));
+    if (ranked == NULL) { PyErr_NoMemory(); goto fail; }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        const double *row = (const double *)PyArray_DATA(prior) + i * width;
+        const npy_bool *legal = (const npy_bool *)PyArray_DATA(mask) + i * width;
+        Py_ssize_t edges = 0;
+        double total = width ? row[0] : 0.0;  /* added in flat order, as np.cumsum */
+        for (Py_ssize_t j = 1; j < width; j++) total += row[j];
+        for (Py_ssize_t j = 0; j < width; j++) {
+            if (!legal[j]) continue;
+            ranked[edges].prior = row[j];
+            ranked[edges++].flat = j;
+        }
+        if (edges == 0) {
+            PyErr_SetString(PyExc_ValueError, "expand: a leaf without a move");
+            goto fail;
+        }
+        if (total > 1e-12) qsort(ranked, (size_t)edges, sizeof(Ranked), by_falling_prior);
+        if (expand_leaf(PySequence_Fast_GET_ITEM(leaves, i), ranked, edges, total,
+                        (const int64_t *)PyArray_DATA(points), initial_edges) < 0)
+            goto fail;
+    }
+    PyMem_Free(ranked);
+    Py_DECREF(leaves);
+    Py_RETURN_NONE;
+fail:
+    PyMem_Free(ranked);
+    Py_DECREF(leaves);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"select", (PyCFunction)(void (*)(void))py_select, METH_FASTCALL, "select(node, params) -> edge"},
     {"select_root", (PyCFunction)(void (*)(void))py_select_root, METH_FASTCALL,
@@ -428,6 +537,8 @@ static PyMethodDef methods[] = {
      "descend(root, state, edge, params, node_type, make_terminal, drop_edge, play, illegal_reason) -> (leaf, path)"},
     {"backup", (PyCFunction)(void (*)(void))py_backup, METH_FASTCALL,
      "backup(leaf, path, virtual_loss, v, u, s, ownership, ownership_depth)"},
+    {"expand", (PyCFunction)(void (*)(void))py_expand, METH_FASTCALL,
+     "expand(leaves, prior, mask, point_of_flat, initial_edges)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -177,12 +177,6 @@ class Node:
         self.prior = np.asarray(prior, dtype=np.float64)[order]
         self._allocate(min(_INITIAL_EDGES, len(moves)))
 
-    def expand_sorted(self, moves: list[int], prior: np.ndarray) -> None:
-        """expand() for moves already in the order of falling prior."""
-        self.moves = moves
-        self.prior = prior
-        self._allocate(min(_INITIAL_EDGES, len(moves)))
-
     def drop_edges(self, drop: np.ndarray) -> None:
         """Removes the edges marked in `drop` (bool per edge), which must all be untried; renormalises priors."""
         keep = ~drop
@@ -451,23 +445,11 @@ class Tree:
         policy, values, scores = batch.policy, batch.value, batch.score
         if policy.shape != (len(leaves), self.area + 1) or len(values) != len(leaves):
             raise ValueError(f"evaluator returned policy {policy.shape} for {len(leaves)} positions of area {self.area}")
-        point_of_flat = self._point_of_flat
-        # One sort for the whole batch: each row's legal moves by falling prior (ties in flat order, as
-        # Node.expand orders them), the moves without an edge after them.
         mask = np.array(masks)
-        prior = np.where(mask, policy, 0.0).astype(np.float64)
-        order = np.argsort(np.where(mask, -prior, 1.0), axis=1, kind="stable")
-        counts = mask.sum(axis=1).tolist()
-        totals = prior.sum(axis=1).tolist()
+        self._core.expand(leaves, np.where(mask, policy, 0.0).astype(np.float64), mask, self._point_of_flat,
+                          _INITIAL_EDGES)
         results = []
         for i, leaf in enumerate(leaves):
-            flats = order[i, : counts[i]]
-            total = totals[i]
-            if total > 1e-12:
-                leaf.expand_sorted(point_of_flat[flats].tolist(), prior[i, flats] / total)
-            else:  # no usable policy mass (or NaN): fall back to uniform
-                flats = np.flatnonzero(mask[i])
-                leaf.expand_sorted(point_of_flat[flats].tolist(), np.full(len(flats), 1.0 / len(flats)))
             v, s = float(values[i]), float(scores[i])
             leaf.net_v, leaf.net_s, leaf.net_u = v, s, self.utility(v, s)
             results.append((v, leaf.net_u, s))

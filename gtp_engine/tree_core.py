@@ -1,4 +1,5 @@
-"""The tree search's inner loop: select an edge, descend to a leaf, back a result up (mcts.py defines the terms).
+"""The tree search's inner loop: select an edge, descend to a leaf, expand it, back a result up (mcts.py defines
+the terms).
 
 These steps run a dozen times per playout and were most of the search's own cost in Python, so they have a
 compiled twin, gtp_engine/_tree_core.c, built with the package when a C compiler is present. This module is the
@@ -8,8 +9,8 @@ arithmetic in the same order, and tests/unit/test_tree_core.py holds them to gro
 - params: (c_puct, c_puct_log, c_puct_base, fpu_reduction, virtual_loss), the TreeConfig numbers these need
   (fpu_reduction below the root; select_root is given the root's).
 - visited prior: the sum of the priors of the edges with N > 0, added in edge order (np.cumsum), as the compiled
-  code adds it; numpy's sum and dot add in another order and could round differently.
-- core: the four functions as one Core. PYTHON is the reference, COMPILED the compiled twin (None when the
+  code adds it; numpy's sum and dot add in another order and could round differently. expand's sums likewise.
+- core: the five functions as one Core. PYTHON is the reference, COMPILED the compiled twin (None when the
   extension was not built), DEFAULT what new trees use: COMPILED when there is one, unless GTP_ENGINE_PURE_PYTHON=1
   is in the environment (native.py).
 """
@@ -164,19 +165,42 @@ def backup(leaf, path: list, virtual_loss: float, v: float, u: float, s: float, 
         leaf.add_ownership(ownership)
 
 
+def expand(leaves: list, prior: np.ndarray, mask: np.ndarray, point_of_flat: np.ndarray, initial_edges: int) -> None:
+    """Gives each new leaves[i] its edges: the flat indices where mask[i] (bool [B, area + 1], pass last) is set, by
+    falling prior[i] (float64, zero off the mask), ties in flat order, as the board points point_of_flat (int64)
+    names, their priors divided by their sum (added in flat order), and statistics for the first initial_edges.
+    Where that sum is not above 1e-12 (or is NaN), uniform priors in flat order."""
+    order = np.argsort(np.where(mask, -prior, 1.0), axis=1, kind="stable")
+    counts = mask.sum(axis=1).tolist()
+    totals = np.cumsum(prior, axis=1)[:, -1].tolist()
+    for i, leaf in enumerate(leaves):
+        flats = order[i, : counts[i]]
+        total = totals[i]
+        if total > 1e-12:
+            leaf.prior = prior[i, flats] / total
+        else:  # no usable policy mass (or NaN)
+            flats = np.flatnonzero(mask[i])
+            leaf.prior = np.full(len(flats), 1.0 / len(flats))
+        leaf.moves = point_of_flat[flats].tolist()
+        leaf._allocate(min(initial_edges, len(flats)))
+
+
 class Core(NamedTuple):
     select: Callable
     select_root: Callable
     descend: Callable
     backup: Callable
+    expand: Callable
 
 
-PYTHON = Core(select, select_root, descend, backup)
+PYTHON = Core(select, select_root, descend, backup, expand)
 
 
 def _load_compiled() -> Core | None:
     compiled = native.built("_tree_core")
-    return None if compiled is None else Core(compiled.select, compiled.select_root, compiled.descend, compiled.backup)
+    if compiled is None:
+        return None
+    return Core(compiled.select, compiled.select_root, compiled.descend, compiled.backup, compiled.expand)
 
 
 COMPILED = _load_compiled()

@@ -150,3 +150,31 @@ def test_compiled_core_refuses_statistics_of_another_type():
         tree_core.COMPILED.select(node, (1.0, 0.45, 500.0, 0.25, 1.0))
     with pytest.raises(TypeError, match="params"):
         tree_core.COMPILED.select(node, (1.0, 0.45))
+
+
+def test_compiled_expand_matches_the_reference_with_ties_and_empty_policies():
+    """Rows of tied priors (rounded to a few values), rows with no mass on their moves and rows with a NaN take
+    the same order, priors and first statistics in both cores."""
+    rng = np.random.default_rng(3)
+    width = 82
+    point_of_flat = np.append(np.arange(10, 10 + width - 1), -1).astype(np.int64)
+    mask = rng.random((12, width)) < 0.6
+    mask[:, -1] = True
+    prior = np.round(rng.dirichlet(np.ones(width), 12), 2) * mask
+    prior[3] = 0.0  # no mass: uniform
+    prior[4] = np.where(mask[4], 0.0, 0.5)  # mass only off the mask: uniform
+    prior[5, 7] = np.nan
+    leaves = [[Node() for _ in range(12)] for _ in range(2)]
+    for core, row in zip((tree_core.PYTHON, tree_core.COMPILED), leaves):
+        core.expand(row, prior.copy(), mask.copy(), point_of_flat, 4)
+    ties = 0
+    for a, b in zip(*leaves):
+        assert a.moves == b.moves and np.array_equal(a.prior, b.prior)
+        assert a.stats.shape == b.stats.shape == (6, min(4, len(a.moves)))
+        assert np.shares_memory(b.N, b.stats) and np.shares_memory(b.S2, b.stats) and not b.stats.any()
+        ties += len(a.prior) - len(set(a.prior.tolist()))
+    assert ties > 20 and len(set(leaves[0][3].prior.tolist())) == 1
+    with pytest.raises(ValueError, match="one row"):
+        tree_core.COMPILED.expand(leaves[1][:2], prior, mask, point_of_flat, 4)
+    with pytest.raises(TypeError, match="mask"):
+        tree_core.COMPILED.expand(leaves[1], prior, mask.astype(np.uint8), point_of_flat, 4)
