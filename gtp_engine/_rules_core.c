@@ -4,6 +4,7 @@
  *   board_illegal_reason(board, point, color, suicide)   Board.illegal_reason
  *   board_hash_after(board, point, color)                Board.hash_after
  *   game_play(state, point[, color])                     GameState.play_unchecked
+ *   game_play_line(state, points)                        GameState.play_unchecked of each point, in turn
  *   game_illegal_reason(state, point[, color])           GameState.illegal_reason
  *
  * Each does exactly what its Python twin does, in the same order (which chain heads a merge keeps, which point a
@@ -523,6 +524,115 @@ static PyObject *py_game_play(PyObject *Py_UNUSED(module), PyObject *const *args
     Py_RETURN_NONE;
 }
 
+/* Reads list[color] for BLACK and WHITE into values[1..2] (a list of ints indexed by colour). */
+static int read_pair(PyObject *obj, PyObject *name, long values[3], PyObject **list_out) {
+    PyObject *list = PyObject_GetAttr(obj, name);
+    if (list == NULL) return -1;
+    if (!PyList_Check(list) || PyList_GET_SIZE(list) < 3) {
+        Py_DECREF(list);
+        PyErr_Format(PyExc_TypeError, "%U must be a list indexed by colour", name);
+        return -1;
+    }
+    for (int c = BLACK; c <= WHITE; c++) {
+        values[c] = PyLong_AsLong(PyList_GET_ITEM(list, c));
+        if (values[c] == -1 && PyErr_Occurred()) { Py_DECREF(list); return -1; }
+    }
+    *list_out = list;
+    return 0;
+}
+
+static int write_pair(PyObject *list, const long values[3]) {
+    for (int c = BLACK; c <= WHITE; c++) {
+        PyObject *boxed = PyLong_FromLong(values[c]);
+        if (boxed == NULL || PyList_SetItem(list, c, boxed) < 0) return -1;
+    }
+    return 0;
+}
+
+/* game_play_line(state, points): GameState.play_unchecked of each point in turn, each for the side to move; the
+   board's arrays are borrowed once for the whole line and its counts written back once at the end. */
+static PyObject *py_game_play_line(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) { PyErr_SetString(PyExc_TypeError, "game_play_line(state, points)"); return NULL; }
+    PyObject *state = args[0], *points = PySequence_Fast(args[1], "points must be a sequence");
+    if (points == NULL) return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(points);
+    PyObject *board = NULL, *moves = NULL, *history = NULL, *captures_list = NULL, *stones_list = NULL,
+             *most_list = NULL, *result = NULL;
+    long to_play, passes, ko_point, ko_color, captures[3] = {0}, stones[3] = {0}, most[3] = {0};
+    uint64_t hash, white_key;
+    Board b;
+    b.held = 0;
+    if (count == 0) { result = Py_None; Py_INCREF(result); goto done; }
+    if ((board = PyObject_GetAttr(state, s_board)) == NULL || get_long(state, s_to_play, &to_play) < 0 ||
+        get_long(state, s_consecutive_passes, &passes) < 0 || get_hash(state, s_white_key, &white_key) < 0 ||
+        get_hash(board, s_hash, &hash) < 0 || get_long(board, s_ko_point, &ko_point) < 0 ||
+        get_long(board, s_ko_color, &ko_color) < 0 || check_color(to_play) < 0 ||
+        read_pair(board, s_captures, captures, &captures_list) < 0 ||
+        read_pair(board, s_stone_count, stones, &stones_list) < 0 ||
+        read_pair(state, s_max_stones, most, &most_list) < 0 || board_load(&b, board) < 0)
+        goto done;
+    if ((moves = PyObject_GetAttr(state, s_moves)) == NULL || (history = PyObject_GetAttr(state, s_history)) == NULL)
+        goto done;
+    if (!PyList_Check(moves) || !PyList_Check(history)) {
+        PyErr_SetString(PyExc_TypeError, "state.moves and state._history must be lists");
+        goto done;
+    }
+    int failed = 0;
+    for (Py_ssize_t i = 0; i < count && !failed; i++) {
+        PyObject *point_obj = PySequence_Fast_GET_ITEM(points, i);
+        long point = PyLong_AsLong(point_obj), color = to_play;
+        if (point == -1 && PyErr_Occurred()) { failed = 1; break; }
+        if (point == PASS) {
+            ko_point = PASS;
+            passes++;
+        } else {
+            if (check_point(&b, point) < 0) { failed = 1; break; }
+            if (b.colors[point] != EMPTY) {
+                PyErr_Format(PyExc_ValueError, "play_unchecked on the occupied point %ld", point);
+                failed = 1;
+                break;
+            }
+            PlayResult r;
+            play_stone(&b, point, (int)color, &r);
+            hash ^= r.hash_change;
+            for (int c = BLACK; c <= WHITE; c++) {
+                stones[c] += r.stones[c];
+                captures[c] += r.captures[c];
+            }
+            ko_point = r.ko_point;
+            if (r.ko_point != PASS) ko_color = r.ko_color;
+            passes = 0;
+            if (stones[color] > most[color]) most[color] = stones[color];
+        }
+        PyObject *color_obj = PyLong_FromLong(color), *move = NULL, *key = NULL;
+        if (color_obj != NULL) move = PyTuple_Pack(2, color_obj, point_obj);
+        Py_XDECREF(color_obj);
+        if (move != NULL) key = PyLong_FromUnsignedLongLong(color == BLACK ? hash ^ white_key : hash);
+        if (key == NULL || PyList_Append(moves, move) < 0 || PyList_Append(history, key) < 0) failed = 1;
+        Py_XDECREF(move);
+        Py_XDECREF(key);
+        to_play = color == BLACK ? WHITE : BLACK;
+    }
+    /* What was played stays played: the counts are written back even when a later point was refused. */
+    if (write_pair(captures_list, captures) < 0 || write_pair(stones_list, stones) < 0 ||
+        write_pair(most_list, most) < 0 || set_hash(board, s_hash, hash) < 0 ||
+        set_long(board, s_ko_point, ko_point) < 0 || set_long(board, s_ko_color, ko_color) < 0 ||
+        set_long(state, s_to_play, to_play) < 0 || set_long(state, s_consecutive_passes, passes) < 0 || failed)
+        goto done;
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    board_release(&b);
+    Py_XDECREF(board);
+    Py_XDECREF(moves);
+    Py_XDECREF(history);
+    Py_XDECREF(captures_list);
+    Py_XDECREF(stones_list);
+    Py_XDECREF(most_list);
+    Py_DECREF(points);
+    return result;
+}
+
 /* game_illegal_reason(state, point[, color]): GameState.illegal_reason */
 static PyObject *py_game_illegal_reason(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
     long point, color, ko_point, ko_color;
@@ -596,6 +706,8 @@ static PyMethodDef methods[] = {
      "board_hash_after(board, point, color): Board.hash_after"},
     {"game_play", (PyCFunction)(void (*)(void))py_game_play, METH_FASTCALL,
      "game_play(state, point[, color]): GameState.play_unchecked"},
+    {"game_play_line", (PyCFunction)(void (*)(void))py_game_play_line, METH_FASTCALL,
+     "game_play_line(state, points): GameState.play_unchecked of each point in turn"},
     {"game_illegal_reason", (PyCFunction)(void (*)(void))py_game_illegal_reason, METH_FASTCALL,
      "game_illegal_reason(state, point[, color]): GameState.illegal_reason"},
     {NULL, NULL, 0, NULL},

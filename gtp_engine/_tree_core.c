@@ -242,24 +242,34 @@ static PyObject *py_select(PyObject *Py_UNUSED(module), PyObject *const *args, P
     return edge < 0 && PyErr_Occurred() ? NULL : PyLong_FromSsize_t(edge);
 }
 
-/* descend(root, state, edge, params, node_type, make_terminal, drop_edge, play, illegal_reason) -> (leaf, path):
+/* Plays the moves of `line` on state with play_line(state, line) and empties it. */
+static int play_pending(PyObject *play_line, PyObject *state, PyObject *line) {
+    if (PyList_GET_SIZE(line) == 0) return 0;
+    PyObject *call_args[2] = {state, line};
+    PyObject *r = PyObject_Vectorcall(play_line, call_args, 2, NULL);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return PyList_SetSlice(line, 0, PyList_GET_SIZE(line), NULL);
+}
+
+/* descend(root, state, edge, params, node_type, make_terminal, drop_edge, play_line, illegal_reason) -> (leaf, path):
    see tree_core.descend. */
 static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError,
-                        "descend(root, state, edge, params, node_type, make_terminal, drop_edge, play, illegal_reason)");
+        PyErr_SetString(PyExc_TypeError, "descend(root, state, edge, params, node_type, make_terminal, drop_edge, "
+                                         "play_line, illegal_reason)");
         return NULL;
     }
     PyObject *node = args[0], *state = args[1], *node_type = args[4], *make_terminal = args[5],
-             *drop_edge = args[6], *play = args[7], *illegal = args[8];
+             *drop_edge = args[6], *play_line = args[7], *illegal = args[8];
     Params p;
     if (parse_params(args[3], &p) < 0) return NULL;
     Py_ssize_t edge = PyLong_AsSsize_t(args[2]);
     if (edge == -1 && PyErr_Occurred()) return NULL;
     const double vl = p.virtual_loss;
     const double loss[2] = {vl, -vl};
-    PyObject *path = PyList_New(0);
-    if (path == NULL) return NULL;
+    PyObject *path = PyList_New(0), *line = PyList_New(0), *r;
+    if (path == NULL || line == NULL) goto fail;
     for (;;) {
         double nsum;
         if (add_stat(node, edge, loss, 2) < 0 || get_double(node, s_nsum, &nsum) < 0 ||
@@ -274,12 +284,9 @@ static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, 
         if (moves == NULL) { Py_DECREF(key); goto fail; }
         PyObject *move = PySequence_GetItem(moves, edge);
         Py_DECREF(moves);
-        if (move == NULL) { Py_DECREF(key); goto fail; }
-        PyObject *play_args[2] = {state, move};
-        PyObject *r = PyObject_Vectorcall(play, play_args, 2, NULL);
-        Py_DECREF(move);
-        if (r == NULL) { Py_DECREF(key); goto fail; }
-        Py_DECREF(r);
+        int appended = move == NULL ? -1 : PyList_Append(line, move);
+        Py_XDECREF(move);
+        if (appended < 0) { Py_DECREF(key); goto fail; }
         PyObject *children = PyObject_GetAttr(node, s_children);
         if (children == NULL) { Py_DECREF(key); goto fail; }
         PyObject *child = PyDict_GetItemWithError(children, key);  /* borrowed */
@@ -291,7 +298,10 @@ static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, 
             Py_DECREF(key);
             if (stored < 0) { Py_XDECREF(child); goto fail; }
             Py_ssize_t passes;
-            if (get_ssize(state, s_consecutive_passes, &passes) < 0) { Py_DECREF(child); goto fail; }
+            if (play_pending(play_line, state, line) < 0 || get_ssize(state, s_consecutive_passes, &passes) < 0) {
+                Py_DECREF(child);
+                goto fail;
+            }
             if (passes >= 2) {
                 r = PyObject_CallFunctionObjArgs(make_terminal, child, state, NULL);
                 if (r == NULL) { Py_DECREF(child); goto fail; }
@@ -300,6 +310,7 @@ static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, 
             PyObject *result = PyTuple_Pack(2, child, path);
             Py_DECREF(child);
             Py_DECREF(path);
+            Py_DECREF(line);
             return result;
         }
         Py_INCREF(child);
@@ -310,9 +321,11 @@ static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, 
         int unexpanded = child_moves == Py_None;
         Py_DECREF(child_moves);
         if (unexpanded) {  /* pending in this batch, or terminal */
+            if (play_pending(play_line, state, line) < 0) { Py_DECREF(child); goto fail; }
             PyObject *result = PyTuple_Pack(2, child, path);
             Py_DECREF(child);
             Py_DECREF(path);
+            Py_DECREF(line);
             return result;
         }
         node = child;  /* kept alive by its parent's children dict */
@@ -324,6 +337,7 @@ static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, 
             double n = read_n(node, edge, &error);
             if (error) goto fail;
             if (n != 0.0) break;
+            if (play_pending(play_line, state, line) < 0) goto fail;  /* the board at this node */
             PyObject *node_moves = PyObject_GetAttr(node, s_moves);
             if (node_moves == NULL) goto fail;
             PyObject *candidate = PySequence_GetItem(node_moves, edge);
@@ -345,7 +359,8 @@ static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, 
         }
     }
 fail:
-    Py_DECREF(path);
+    Py_XDECREF(path);
+    Py_XDECREF(line);
     return NULL;
 }
 
@@ -534,7 +549,7 @@ static PyMethodDef methods[] = {
     {"select_root", (PyCFunction)(void (*)(void))py_select_root, METH_FASTCALL,
      "select_root(root, prior, excluded, forced_k, fpu_reduction, params) -> edge"},
     {"descend", (PyCFunction)(void (*)(void))py_descend, METH_FASTCALL,
-     "descend(root, state, edge, params, node_type, make_terminal, drop_edge, play, illegal_reason) -> (leaf, path)"},
+     "descend(root, state, edge, params, node_type, make_terminal, drop_edge, play_line, illegal_reason) -> (leaf, path)"},
     {"backup", (PyCFunction)(void (*)(void))py_backup, METH_FASTCALL,
      "backup(leaf, path, virtual_loss, v, u, s, ownership, ownership_depth)"},
     {"expand", (PyCFunction)(void (*)(void))py_expand, METH_FASTCALL,

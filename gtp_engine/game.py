@@ -17,8 +17,8 @@ Terms:
 - KataGo's rules form: Rules.to_katago / Rules.from_katago, the JSON object of kata-get-rules / kata-set-rules.
 
 A GameState owns its board and plays on it in place; copy() copies it (what the search does once per descent).
-play_unchecked and illegal_reason hand their work to a compiled twin where it is built (PLAY_UNCHECKED,
-ILLEGAL_REASON below); the *_python methods are the reference it is tested against.
+play_unchecked and illegal_reason hand their work to a compiled twin where it is built (PLAY_UNCHECKED, PLAY_LINE,
+ILLEGAL_REASON below); the *_python functions are the reference it is tested against.
 Undo replays the moves since the last setup stones from a saved board: it costs a fraction of a millisecond on a
 full 19x19 game and keeps play itself as cheap as the board's own play.
 """
@@ -408,10 +408,17 @@ class GameState:
         return colors
 
 
-# GameState.play_unchecked and .illegal_reason as plain functions of (state, point[, color]): what the search's
-# descent calls on every ply without a method's frame. The compiled twins (_rules_core.c, see native.py) where built.
+def _play_line_python(state: GameState, points: Sequence[int]) -> None:
+    for point in points:
+        state._play_unchecked_python(point)
+
+
+# GameState.play_unchecked and .illegal_reason as plain functions of (state, point[, color]), and PLAY_LINE(state,
+# points), play_unchecked of each point in turn: what the search's descent calls without a method's frame. The
+# compiled twins (_rules_core.c, see native.py) where built.
 _compiled = native.load("_rules_core")
 PLAY_UNCHECKED = _compiled.game_play if _compiled else GameState._play_unchecked_python
+PLAY_LINE = _compiled.game_play_line if _compiled else _play_line_python
 ILLEGAL_REASON = _compiled.game_illegal_reason if _compiled else GameState._illegal_reason_python
 
 _zobrist_flat_cache: dict[tuple[Grid, int], np.ndarray] = {}

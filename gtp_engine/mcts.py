@@ -64,7 +64,7 @@ from gtp_engine import tree_core
 from gtp_engine.board import BLACK, EMPTY, WHITE
 from gtp_engine.coords import PASS, Grid
 from gtp_engine.evaluator import EvaluationBatch, Evaluator
-from gtp_engine.game import ILLEGAL_REASON, PLAY_UNCHECKED, GameState
+from gtp_engine.game import ILLEGAL_REASON, PLAY_LINE, GameState
 
 _INITIAL_EDGES = 4  # edge statistics arrays start this long and double as more edges get tried
 _STATS = 6  # rows of Node.stats: N, W, W2, V, S, S2
@@ -392,7 +392,7 @@ class Tree:
         """From the root to a leaf (new, pending or terminal), applying virtual loss on the way (tree_core.descend)."""
         state = self.root_state.copy()
         leaf, path = self._core.descend(self.root, state, self.select_root(), self._params, Node,
-                                        self._make_terminal, self._drop_illegal, PLAY_UNCHECKED, ILLEGAL_REASON)
+                                        self._make_terminal, self._drop_illegal, PLAY_LINE, ILLEGAL_REASON)
         return leaf, path, state
 
     @staticmethod

@@ -110,38 +110,44 @@ def select(node, params: Params) -> int:
 
 
 def descend(root, state, edge: int, params: Params, node_type: type, make_terminal: Callable,
-            drop_edge: Callable, play: Callable, illegal_reason: Callable) -> tuple[object, list]:
+            drop_edge: Callable, play_line: Callable, illegal_reason: Callable) -> tuple[object, list]:
     """From the root's chosen edge to a leaf (new, pending or terminal), under virtual loss; plays the line on
-    `state` with play(state, point), and asks illegal_reason(state, point) about first tries (GameState's methods
-    as plain functions, game.PLAY_UNCHECKED and game.ILLEGAL_REASON). Returns (leaf, path), path the (node, edge)
-    steps from the root.
+    `state` with play_line(state, points) and asks illegal_reason(state, point) about first tries (game.PLAY_LINE
+    and game.ILLEGAL_REASON). Returns (leaf, path), path the (node, edge) steps from the root.
 
+    Selection reads the tree alone, so the moves are played in as few calls as possible: up to the node whose
+    selected edge is a first try (the one place a board is needed: lazy legality), and then to the leaf.
     A new leaf is node_type() in its parent's children; make_terminal(leaf, state) scores one after two passes.
-    drop_edge(node, edge) removes a first-tried edge that turns out illegal (lazy legality), and the node
-    selects again.
+    drop_edge(node, edge) removes a first-tried edge that turns out illegal, and the node selects again.
     """
     vl = params[4]
     node = root
     path = []
+    line = []  # moves selected but not played yet
     while True:
         node.N[edge] += vl
         node.W[edge] -= vl
         node.nsum += vl
         path.append((node, edge))
-        play(state, node.moves[edge])
+        line.append(node.moves[edge])
         child = node.children.get(edge)
         if child is None:
             child = node.children[edge] = node_type()
+            play_line(state, line)
             if state.consecutive_passes >= 2:
                 make_terminal(child, state)
             return child, path
         if child.moves is None:  # pending in this batch, or terminal
+            play_line(state, line)
             return child, path
         node = child
         edge = select(node, params)
-        while node.N[edge] == 0 and illegal_reason(state, node.moves[edge]) is not None:
-            drop_edge(node, edge)
-            edge = select(node, params)
+        if node.N[edge] == 0:
+            play_line(state, line)
+            line = []
+            while node.N[edge] == 0 and illegal_reason(state, node.moves[edge]) is not None:
+                drop_edge(node, edge)
+                edge = select(node, params)
 
 
 def backup(leaf, path: list, virtual_loss: float, v: float, u: float, s: float, ownership: np.ndarray,

@@ -102,6 +102,29 @@ def test_compiled_game_plays_and_judges_superko_as_the_reference(rules, python_b
         assert superko, "no superko repetition came up: the test did not test it"
 
 
+@pytest.mark.parametrize("size, rules", [(4, Rules.named("chinese")), (5, Rules.named("tromp-taylor")), (9, Rules())])
+def test_compiled_play_line_plays_a_line_as_the_reference_plays_its_moves(size, rules, python_board_steps):
+    """game_play_line writes the board's counts back once per line: lines of 1 to 12 moves (passes, captures and
+    suicides among them) must leave what playing them one at a time leaves."""
+    rng = random.Random(size)
+    reference, twin = GameState(size, rules=rules), GameState(size, rules=rules)
+    played = 0
+    while played < 300:
+        line = []
+        for _ in range(rng.randint(1, 12)):
+            legal = [p for p in reference.grid.points if GameState._illegal_reason_python(reference, p) is None]
+            point = rng.choice(legal) if legal and rng.random() > 0.05 else PASS
+            GameState._play_unchecked_python(reference, point)
+            line.append(point)
+        compiled.game_play_line(twin, line)
+        assert game_state(twin) == game_state(reference)
+        played += len(line)
+        if reference.consecutive_passes >= 2:
+            reference, twin = GameState(size, rules=rules), GameState(size, rules=rules)
+    compiled.game_play_line(twin, [])
+    assert game_state(twin) == game_state(reference)
+
+
 def test_compiled_game_play_with_an_explicit_colour_and_the_methods_that_use_it():
     state = GameState(9)
     twin = state.copy()
@@ -130,3 +153,8 @@ def test_bad_input_gets_an_error_not_a_crash():
         compiled.board_play(board, board.grid.point(1, 1), WHITE)
     with pytest.raises(TypeError):
         compiled.game_play(GameState(9))
+    state = GameState(9)
+    with pytest.raises(ValueError, match="occupied"):  # what was played before the refused point stays played
+        compiled.game_play_line(state, [state.grid.point(0, 0), state.grid.point(1, 1), state.grid.point(0, 0)])
+    assert [point for _, point in state.moves] == [state.grid.point(0, 0), state.grid.point(1, 1)]
+    assert state.board.stone_count == [0, 1, 1] and len(state._history) == 3 and state.to_play == BLACK
