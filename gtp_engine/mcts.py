@@ -213,7 +213,8 @@ class PendingBatch:
     states: list[GameState] = field(default_factory=list)  # positions to evaluate, one per new leaf; may be empty
     root: bool = False  # the batch is the expansion of an unexpanded root (states holds its position)
     leaves: list[Node] = field(default_factory=list)  # the new leaves, in the order of states
-    masks: list[np.ndarray] = field(default_factory=list)  # per state: the moves it gets edges for
+    root_mask: np.ndarray | None = None  # the root's moves, when the batch expands the root
+    plies: list[int] = field(default_factory=list)  # per state: its depth below the root (the root's moves are ply 1)
     selected: list[tuple[Node, list]] = field(default_factory=list)  # (leaf, path) per selection, any kind of leaf
 
 
@@ -299,7 +300,7 @@ class Tree:
         if not self.root.is_expanded:
             pending.root = True
             pending.states.append(self.root_state)
-            pending.masks.append(self._filter(self.root_state, self.root_state.legal_mask(), 1))
+            pending.root_mask = self._filter(self.root_state, self.root_state.legal_mask(), 1)
             return pending
         mine: set[int] = set()  # id() of this batch's new leaves
         in_flight = self._in_flight
@@ -314,7 +315,7 @@ class Tree:
                         mine.add(key)
                         pending.leaves.append(leaf)
                         pending.states.append(state)
-                        pending.masks.append(self._candidates(state, len(path) + 1))
+                        pending.plies.append(len(path) + 1)
                 pending.selected.append((leaf, path))
         except BaseException:
             self.abandon(pending)
@@ -328,11 +329,12 @@ class Tree:
         pending.states, in order; None when there were none) and backs every selection up. Returns the number of
         playouts. A batch that does not fit is an error, after abandon(pending)."""
         if pending.root:
-            self._expand_root(pending.masks[0], batch)
+            self._expand_root(pending.root_mask, batch)
             return 1
         selected, leaves, states = pending.selected, pending.leaves, pending.states
         try:
-            results = self._expand_leaves(leaves, states, pending.masks, batch) if states else []
+            results = self._expand_leaves(leaves, states, self._candidates(states, pending.plies), batch) if states \
+                else []
         except BaseException:
             self.abandon(pending)
             raise
@@ -382,7 +384,7 @@ class Tree:
 
     def _expand_root(self, mask: np.ndarray, batch: EvaluationBatch) -> None:
         state = self.root_state
-        (v, u, s), = self._expand_leaves([self.root], [state], [mask], batch)
+        (v, u, s), = self._expand_leaves([self.root], [state], mask[None], batch)
         self.root.try_all()
         self.root.visits = 1
         sign = 1.0 if state.to_play == BLACK else -1.0
@@ -404,13 +406,17 @@ class Tree:
         drop[edge] = True
         node.drop_edges(drop)
 
-    def _candidates(self, state: GameState, ply: int) -> np.ndarray:
-        """Bool per flat index, pass last: the moves a new leaf at `ply` gets edges for (lazy legality: the
-        empty points and pass), less those the move filter takes away."""
-        mask = np.empty(self.area + 1, dtype=bool)
-        mask[:-1] = np.frombuffer(state.board.colors, dtype=np.uint8)[state.grid.point_of] == _EMPTY_CODE
-        mask[-1] = True
-        return self._filter(state, mask, ply)
+    def _candidates(self, states: list[GameState], plies: list[int]) -> np.ndarray:
+        """Bool [B, area + 1], pass last: the moves each new leaf gets edges for (lazy legality: the empty points
+        and pass), less those the move filter takes away at its ply."""
+        colors = np.frombuffer(b"".join([state.board.colors for state in states]), np.uint8)
+        mask = np.empty((len(states), self.area + 1), dtype=bool)
+        np.equal(colors.reshape(len(states), -1)[:, states[0].grid.point_of], _EMPTY_CODE, out=mask[:, :-1])
+        mask[:, -1] = True
+        if self._filter_depth:
+            for i, (state, ply) in enumerate(zip(states, plies)):
+                mask[i] = self._filter(state, mask[i], ply)
+        return mask
 
     def _filter(self, state: GameState, mask: np.ndarray, ply: int) -> np.ndarray:
         """mask less the moves the filter takes away at `ply`, unless that leaves no legal move."""
@@ -439,13 +445,12 @@ class Tree:
     def utility(self, v: float, s: float) -> float:
         return v + self.score_utility * math.tanh(s / self.score_scale)
 
-    def _expand_leaves(self, leaves: list[Node], states: list[GameState], masks: list[np.ndarray],
+    def _expand_leaves(self, leaves: list[Node], states: list[GameState], mask: np.ndarray,
                        batch) -> list[tuple[float, float, float]]:
         """Expands each leaf from its evaluation; returns (v, u, s) per leaf, side to move's view."""
         policy, values, scores = batch.policy, batch.value, batch.score
         if policy.shape != (len(leaves), self.area + 1) or len(values) != len(leaves):
             raise ValueError(f"evaluator returned policy {policy.shape} for {len(leaves)} positions of area {self.area}")
-        mask = np.array(masks)
         self._core.expand(leaves, np.where(mask, policy, 0.0).astype(np.float64), mask, self._point_of_flat,
                           _INITIAL_EDGES)
         results = []
