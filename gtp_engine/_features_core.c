@@ -1,6 +1,8 @@
-/* The compiled twin of the spatial planes of features.encode (features.py holds the reference and the terms):
+/* The compiled twin of features.encode and features.position_key (features.py holds the reference and the terms):
  *
- *   spatial_planes(states, symmetries, table, planes)
+ *   spatial_planes(states, symmetries, table, planes)   encode's spatial planes
+ *   global_inputs(states, out)                          features.global_inputs
+ *   position_key(state)                                 features.position_key, the same tuple
  *
  * writes planes[i] (float32, C-contiguous [B, C, area], C the 15 channels of feature set version 1) for states[i],
  * transformed by symmetries[i] through the rows of `table` (symmetry.permutation_table: output flat j reads the
@@ -17,11 +19,14 @@
 enum { EMPTY, BLACK, WHITE, EDGE };
 enum { ON_BOARD, OWN, OPPONENT, OWN_LIBERTIES, OPPONENT_LIBERTIES = 6, KO_BAN = 9, LAST_MOVE = 10, CHANNELS = 15 };
 #define HISTORY 5
+#define GLOBALS 8
+#define SCALE 20.0 /* features._SCALE: points per unit of the score-like inputs */
 #define PASS (-1)
 #define MAX_ARRAY 1024 /* array size of the largest board, 25x25: (25 + 2) * 26 + 1 = 703 */
 
 static PyObject *s_board, *s_to_play, *s_moves, *s_colors, *s_chain_head, *s_ko_point, *s_ko_color, *s_grid,
-    *s_width, *s_height;
+    *s_width, *s_height, *s_rules, *s_scoring, *s_ko, *s_suicide_allowed, *s_bonus, *s_komi, *s_handicap_stones,
+    *s_captures, *s_hash;
 
 static int get_long(PyObject *obj, PyObject *name, long *out) {
     PyObject *value = PyObject_GetAttr(obj, name);
@@ -215,9 +220,179 @@ done:
     return result;
 }
 
+/* What the global inputs and the position key read of a state's rules and counts (features.py's helpers). */
+typedef struct {
+    double compensation;  /* _compensation: komi and white's handicap bonus under area scoring, side to move's view */
+    int territory, simple_ko, situational_ko, suicide;
+    long prisoner_balance;  /* _prisoner_balance */
+    long ko_ban;            /* _ko_ban */
+    PyObject *ko;           /* rules.ko, a new reference */
+} StateRules;
+
+static int read_rules(PyObject *state, long to_play, StateRules *out) {
+    out->ko = NULL;
+    PyObject *rules = PyObject_GetAttr(state, s_rules);
+    if (rules == NULL) return -1;
+    PyObject *scoring = PyObject_GetAttr(rules, s_scoring), *ko = PyObject_GetAttr(rules, s_ko),
+             *suicide = PyObject_GetAttr(rules, s_suicide_allowed), *bonus = PyObject_GetAttr(rules, s_bonus);
+    Py_DECREF(rules);
+    int rc = -1;
+    if (scoring == NULL || ko == NULL || suicide == NULL || bonus == NULL) goto done;
+    if (!PyUnicode_Check(scoring) || !PyUnicode_Check(ko) || !PyUnicode_Check(bonus)) {
+        PyErr_SetString(PyExc_TypeError, "rules.scoring, ko and white_handicap_bonus must be strings");
+        goto done;
+    }
+    out->territory = PyUnicode_CompareWithASCIIString(scoring, "territory") == 0;
+    out->simple_ko = PyUnicode_CompareWithASCIIString(ko, "simple") == 0;
+    out->situational_ko = PyUnicode_CompareWithASCIIString(ko, "situational") == 0;
+    if ((out->suicide = PyObject_IsTrue(suicide)) < 0) goto done;
+    PyObject *komi_obj = PyObject_GetAttr(state, s_komi);
+    if (komi_obj == NULL) goto done;
+    double points = PyFloat_AsDouble(komi_obj);
+    Py_DECREF(komi_obj);
+    long handicap;
+    if ((points == -1.0 && PyErr_Occurred()) || get_long(state, s_handicap_stones, &handicap) < 0) goto done;
+    if (handicap > 0 && PyUnicode_CompareWithASCIIString(scoring, "area") == 0) {
+        if (PyUnicode_CompareWithASCIIString(bonus, "N") == 0) points += handicap;
+        else if (PyUnicode_CompareWithASCIIString(bonus, "N-1") == 0) points += handicap - 1;
+        else if (PyUnicode_CompareWithASCIIString(bonus, "0") != 0) {
+            PyErr_SetString(PyExc_ValueError, "unknown white_handicap_bonus");
+            goto done;
+        }
+    }
+    out->compensation = to_play == WHITE ? points : -points;
+    PyObject *board = PyObject_GetAttr(state, s_board);
+    if (board == NULL) goto done;
+    long ko_point, ko_color;
+    int ok = get_long(board, s_ko_point, &ko_point) == 0 && get_long(board, s_ko_color, &ko_color) == 0;
+    out->ko_ban = ko_color == to_play ? ko_point : PASS;
+    PyObject *captures = ok ? PyObject_GetAttr(board, s_captures) : NULL;
+    Py_DECREF(board);
+    if (captures == NULL) goto done;
+    if (!PyList_Check(captures) || PyList_GET_SIZE(captures) < 3 || to_play < BLACK || to_play > WHITE) {
+        Py_DECREF(captures);
+        PyErr_SetString(PyExc_TypeError, "board.captures must be a list indexed by colour");
+        goto done;
+    }
+    long own = PyLong_AsLong(PyList_GET_ITEM(captures, to_play)),
+         other = PyLong_AsLong(PyList_GET_ITEM(captures, BLACK + WHITE - to_play));
+    Py_DECREF(captures);
+    if (PyErr_Occurred()) goto done;
+    out->prisoner_balance = own - other;
+    out->ko = ko;
+    Py_INCREF(ko);
+    rc = 0;
+done:
+    Py_XDECREF(scoring);
+    Py_XDECREF(ko);
+    Py_XDECREF(suicide);
+    Py_XDECREF(bonus);
+    return rc;
+}
+
+/* The point of the move `ago` moves back (1: the last), PASS for a pass, or -2 before the first move. */
+static int recent_point(PyObject *moves, Py_ssize_t ago, long *point) {
+    Py_ssize_t count = PyList_GET_SIZE(moves);
+    *point = -2;
+    if (ago > count) return 0;
+    PyObject *move = PyList_GET_ITEM(moves, count - ago);
+    if (!PyTuple_Check(move) || PyTuple_GET_SIZE(move) != 2) {
+        PyErr_SetString(PyExc_ValueError, "state.moves must hold (color, point) pairs");
+        return -1;
+    }
+    *point = PyLong_AsLong(PyTuple_GET_ITEM(move, 1));
+    return (*point == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* global_inputs(states, out): out[i] (float32 [B, 8]) the global inputs of states[i], as features.global_inputs. */
+static PyObject *py_global_inputs(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) { PyErr_SetString(PyExc_TypeError, "global_inputs(states, out)"); return NULL; }
+    PyObject *states = PySequence_Fast(args[0], "states must be a sequence");
+    if (states == NULL) return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(states);
+    Py_buffer view;
+    if (borrow(args[1], &view, PyBUF_WRITABLE, "f", 4, "out") < 0) { Py_DECREF(states); return NULL; }
+    PyObject *result = NULL;
+    if (view.len != (Py_ssize_t)sizeof(float) * GLOBALS * count) {
+        PyErr_Format(PyExc_ValueError, "out must be float32 [%zd, %d]", count, GLOBALS);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *state = PySequence_Fast_GET_ITEM(states, i), *moves;
+        long to_play, last, before;
+        StateRules r;
+        if (get_long(state, s_to_play, &to_play) < 0 || read_rules(state, to_play, &r) < 0) goto done;
+        Py_DECREF(r.ko);
+        if ((moves = PyObject_GetAttr(state, s_moves)) == NULL) goto done;
+        int ok = PyList_Check(moves) && recent_point(moves, 1, &last) == 0 && recent_point(moves, 2, &before) == 0;
+        if (!PyList_Check(moves)) PyErr_SetString(PyExc_TypeError, "state.moves must be a list");
+        Py_DECREF(moves);
+        if (!ok) goto done;
+        float *row = (float *)view.buf + i * GLOBALS;
+        row[0] = (float)(r.compensation / SCALE);
+        row[1] = (float)r.territory;
+        row[2] = r.territory ? (float)((double)r.prisoner_balance / SCALE) : 0.0f;
+        row[3] = (float)r.simple_ko;
+        row[4] = (float)r.situational_ko;
+        row[5] = (float)r.suicide;
+        row[6] = (float)(last == PASS);
+        row[7] = (float)(before == PASS);
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&view);
+    Py_DECREF(states);
+    return result;
+}
+
+/* position_key(state): features.position_key, the same tuple. */
+static PyObject *py_position_key(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 1) { PyErr_SetString(PyExc_TypeError, "position_key(state)"); return NULL; }
+    PyObject *state = args[0], *board = NULL, *grid = NULL, *moves = NULL, *recent = NULL, *result = NULL;
+    long to_play;
+    StateRules r = {0};
+    if (get_long(state, s_to_play, &to_play) < 0 || read_rules(state, to_play, &r) < 0) return NULL;
+    if ((board = PyObject_GetAttr(state, s_board)) == NULL || (grid = PyObject_GetAttr(board, s_grid)) == NULL ||
+        (moves = PyObject_GetAttr(state, s_moves)) == NULL)
+        goto done;
+    if (!PyList_Check(moves)) { PyErr_SetString(PyExc_TypeError, "state.moves must be a list"); goto done; }
+    Py_ssize_t count = PyList_GET_SIZE(moves), first = count > HISTORY ? count - HISTORY : 0;
+    if ((recent = PyTuple_New(count - first)) == NULL) goto done;
+    for (Py_ssize_t k = first; k < count; k++) {
+        PyObject *move = PyList_GET_ITEM(moves, k);
+        if (!PyTuple_Check(move) || PyTuple_GET_SIZE(move) != 2) {
+            PyErr_SetString(PyExc_ValueError, "state.moves must hold (color, point) pairs");
+            goto done;
+        }
+        Py_INCREF(PyTuple_GET_ITEM(move, 1));
+        PyTuple_SET_ITEM(recent, k - first, PyTuple_GET_ITEM(move, 1));
+    }
+    PyObject *width = PyObject_GetAttr(grid, s_width), *height = PyObject_GetAttr(grid, s_height),
+             *hash = PyObject_GetAttr(board, s_hash);
+    if (width && height && hash)
+        result = Py_BuildValue("(OOOllOdOlOO)", width, height, hash, to_play, r.ko_ban, recent, r.compensation,
+                               r.territory ? Py_True : Py_False, r.territory ? r.prisoner_balance : 0L, r.ko,
+                               r.suicide ? Py_True : Py_False);
+    Py_XDECREF(width);
+    Py_XDECREF(height);
+    Py_XDECREF(hash);
+done:
+    Py_XDECREF(r.ko);
+    Py_XDECREF(board);
+    Py_XDECREF(grid);
+    Py_XDECREF(moves);
+    Py_XDECREF(recent);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"spatial_planes", (PyCFunction)(void (*)(void))py_spatial_planes, METH_FASTCALL,
      "spatial_planes(states, symmetries, table, planes): the spatial planes of features.encode"},
+    {"global_inputs", (PyCFunction)(void (*)(void))py_global_inputs, METH_FASTCALL,
+     "global_inputs(states, out): features.global_inputs into out"},
+    {"position_key", (PyCFunction)(void (*)(void))py_position_key, METH_FASTCALL,
+     "position_key(state): features.position_key"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -228,7 +403,9 @@ PyMODINIT_FUNC PyInit__features_core(void) {
     struct { PyObject **slot; const char *name; } names[] = {
         {&s_board, "board"}, {&s_to_play, "to_play"}, {&s_moves, "moves"}, {&s_colors, "colors"},
         {&s_chain_head, "chain_head"}, {&s_ko_point, "ko_point"}, {&s_ko_color, "ko_color"}, {&s_grid, "grid"},
-        {&s_width, "width"}, {&s_height, "height"},
+        {&s_width, "width"}, {&s_height, "height"}, {&s_rules, "_rules"}, {&s_scoring, "scoring"}, {&s_ko, "ko"},
+        {&s_suicide_allowed, "suicide_allowed"}, {&s_bonus, "white_handicap_bonus"}, {&s_komi, "komi"},
+        {&s_handicap_stones, "handicap_stones"}, {&s_captures, "captures"}, {&s_hash, "hash"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         *names[i].slot = PyUnicode_InternFromString(names[i].name);

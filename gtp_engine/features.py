@@ -14,8 +14,9 @@ Terms:
 - position key: a hashable value holding everything the features read, so equal keys give equal inputs.
 - symmetries: encode can apply a symmetry per position (symmetry.py); it permutes the board before the planes
   are built, which costs less than transforming the finished planes.
-- compiled twin: _features_core.c builds the spatial planes where it is built (native.py); encode_python is the
-  reference it is tested against, value for value.
+- compiled twin: _features_core.c builds the spatial planes and the global values and makes the position key
+  where it is built (native.py); encode_python, global_inputs_python and position_key_python are the reference it
+  is tested against, value for value.
 
 Bump FEATURES_VERSION whenever the meaning or order of any input changes; networks record the version they
 were trained with and the engine refuses a mismatch.
@@ -68,10 +69,11 @@ _KO = SPATIAL.index("ko_ban")
 _LAST = SPATIAL.index("move_1_ago")
 _SCALE = 20.0  # points per unit of the global score-like inputs
 _INVERSE = np.array(symmetry.INVERSE)
+_compiled = native.load("_features_core")  # the twin of the planes, global inputs and key (_features_core.c)
 
 
-def position_key(state: GameState) -> tuple:
-    """Everything encode() reads from `state`, as a hashable tuple."""
+def position_key_python(state: GameState) -> tuple:
+    """Everything encode() reads from `state`, as a hashable tuple (position_key: the compiled twin where built)."""
     board = state.board
     g = board.grid
     rules = state.rules
@@ -89,6 +91,9 @@ def position_key(state: GameState) -> tuple:
         rules.ko,
         rules.suicide_allowed,
     )
+
+
+position_key = _compiled.position_key if _compiled else position_key_python
 
 
 def encode(states: Sequence[GameState], symmetries: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -113,6 +118,15 @@ def encode(states: Sequence[GameState], symmetries: Sequence[int] | None = None)
 
 def global_inputs(states: Sequence[GameState]) -> np.ndarray:
     """The global values, float32 [B, G]."""
+    if _compiled is None:
+        return global_inputs_python(states)
+    out = np.empty((len(states), GLOBAL_FEATURES), np.float32)
+    _compiled.global_inputs(states, out)
+    return out
+
+
+def global_inputs_python(states: Sequence[GameState]) -> np.ndarray:
+    """global_inputs in Python: the reference of the compiled twin."""
     rows = []
     for s in states:
         rules = s.rules
@@ -214,8 +228,6 @@ def batch_liberties(boards: Sequence[Board], colors: np.ndarray | None = None) -
     by_label[::size] = 0
     return by_label[labels[:, g.point_of]]
 
-
-_compiled = native.load("_features_core")  # the twin of encode's spatial planes (_features_core.c)
 
 _directions_cache: dict[Grid, np.ndarray] = {}
 

@@ -268,3 +268,20 @@ def test_compiled_planes_refuse_what_they_cannot_encode():
         features._compiled.spatial_planes([GameState(9)], None, None, planes.astype(np.float64))
     with pytest.raises(ValueError, match="no row"):
         features._compiled.spatial_planes([GameState(9)], [9], symmetry.permutation_table(9, 9), planes)
+
+
+@pytest.mark.skipif(features._compiled is None, reason="the compiled features are not built")
+@pytest.mark.parametrize("rules", ["chinese", "japanese", "aga", "new-zealand", "tromp-taylor"])
+def test_compiled_global_inputs_and_key_equal_the_reference(random_states, rules):
+    """Komi, handicap bonus (area scoring only), prisoners (territory scoring only), ko and suicide rules, passes:
+    the same float32 rows and the same key tuples, equal and of equal hash."""
+    states = random_states(7, 30, seed=9, max_fill=2.0, komi=6.5, rules=Rules.named(rules))
+    handicap = GameState(9, komi=0.5, rules=Rules.named(rules))
+    handicap.place_handicap(handicap.grid.points[:3])
+    states += [handicap, handicap.with_to_play(WHITE), GameState(5, komi=0.0, rules=Rules.named(rules))]
+    np.testing.assert_array_equal(features.global_inputs(states), features.global_inputs_python(states))
+    assert any(features.global_inputs_python(states)[:, GL["last_move_pass"]])
+    for state in states:
+        key = features.position_key(state)
+        assert key == features.position_key_python(state) and hash(key) == hash(features.position_key_python(state))
+        assert [type(v) for v in key] == [type(v) for v in features.position_key_python(state)]
