@@ -78,14 +78,12 @@ class EngineConfig:
 
     def network_threads(self, cores: int | None = None) -> int:
         """onnxruntime's CPU threads per run (0: its own choice): the configured number, else, when the search
-        overlaps batches, the cores but one (the search thread's) shared by its evaluation threads."""
+        has evaluation threads, the cores shared by them and the search thread, which runs the network too."""
         if self.network.threads:
             return self.network.threads
-        in_flight = self.player.search.batches_in_flight
-        if in_flight == 1:
-            return 0
-        workers = (in_flight or 3) - 1  # evaluation threads at most (search.SearchConfig.in_flight_for)
-        return max(1, ((cores or os.cpu_count() or 1) - 1) // workers)
+        cores = cores or os.cpu_count() or 1
+        workers = self.player.search.evaluation_threads_for(cores)
+        return max(1, cores // (workers + 1)) if workers else 0
 
 
 def _positive_int(value: Any) -> int:
@@ -199,8 +197,8 @@ OPTIONS: tuple[Option, ...] = (
            "FILE"),
     Option("device", ("network", "device"), _device, "auto, cpu, cuda or tensorrt (default: auto)", "DEVICE"),
     Option("threads", ("network", "threads"), _positive_int,
-           "CPU threads for each network run (default: the cores but one, shared by the evaluation threads, when "
-           "batches overlap, else onnxruntime's choice); the search itself runs in one", "N"),
+           "CPU threads for each network run (default: the cores shared by the evaluation threads and the search "
+           "thread when batches overlap, else onnxruntime's choice)", "N"),
     Option("precision", ("network", "precision"), _precision,
            "fp32; int8: the quantized sibling NAME.int8.onnx of the network; auto: that sibling where it exists "
            "in the weights folder (default: auto)", "P"),
@@ -234,8 +232,11 @@ _SEARCH = ("player", "search")  # where search options go; analysis overrides go
 SEARCH_OPTIONS: tuple[Option, ...] = (
     Option("batch", _SEARCH + ("batch_size",), _positive_int, "leaves per network call (default: 8)", "N"),
     Option("batches-in-flight", _SEARCH + ("batches_in_flight",), _positive_int,
-           "batches gathered before the oldest is finished: N - 1 worker threads evaluate while the search "
-           "selects the next, 1 does one at a time (default: 2 up to 9x9, 3 on larger boards)", "N"),
+           "batches gathered before the oldest is finished, evaluated while the search selects the next; 1 does "
+           "one at a time (default: 4)", "N"),
+    Option("evaluation-threads", _SEARCH + ("evaluation_threads",), _count,
+           "threads that run the network beside the search thread, which runs it too while it would wait "
+           "(default: the cores but one, at most batches-in-flight - 1)", "N"),
     Option("c-puct", _SEARCH + ("tree", "c_puct"), _non_negative,
            "PUCT exploration at the start of a search (default: 1.0)", "C"),
     Option("c-puct-log", _SEARCH + ("tree", "c_puct_log"), _non_negative,

@@ -5,8 +5,8 @@ Leela Zero 0.17 on a network of the same size when it is installed.
 Networks: the shipped ones (weights/9x9.onnx, weights/default.onnx for 19x19, each with its NAME.int8.onnx where
 it exists), or with --preset a randomly initialised preset, quantized here on random positions (speed does not
 depend on the weights). Each is searched as the engine does it: OnnxEvaluator behind a CachedEvaluator, with
-the batch size, batches in flight and network thread count of the default EngineConfig (batches in flight by
-board size: 2 on 9x9, 3 on larger boards; on 2 cores one onnxruntime thread per run). Each round searches for
+the batch size, batches in flight, evaluation threads and network thread count of the default EngineConfig (4 in
+flight; on 2 cores one evaluation thread and the search thread, one onnxruntime thread per run). Each round searches for
 --seconds per network (from the empty board and from positions after random moves, a fresh tree each time), then
 runs the bare onnxruntime session (on onnxruntime's own thread count: all cores) on the very batches that search
 sent it (inputs encoded beforehand), fp32 and int8 in ten turns of --seconds / 10 each. The best rate of each is
@@ -212,7 +212,10 @@ def main(argv: list[str] | None = None) -> int:
                              "gtp-engine); the bare session always runs with onnxruntime's own choice")
     parser.add_argument("--batches-in-flight", type=int, default=defaults.player.search.batches_in_flight,
                         help="batches the search keeps in flight (1: no overlap of network and search; default: the "
-                             "engine's, by board size)")
+                             "engine's)")
+    parser.add_argument("--evaluation-threads", type=int, default=defaults.player.search.evaluation_threads,
+                        help="threads that run the network beside the search thread (default: the engine's, the "
+                             "cores but one)")
     parser.add_argument("--seconds", type=float, default=5.0, help="search time per measurement")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--leela", choices=["auto", "off"], default="auto",
@@ -224,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
 
-    config = SearchConfig(batch_size=args.batch, batches_in_flight=args.batches_in_flight)
+    config = SearchConfig(batch_size=args.batch, batches_in_flight=args.batches_in_flight,
+                          evaluation_threads=args.evaluation_threads)
     engine = dataclasses.replace(defaults, player=dataclasses.replace(defaults.player, search=config))
     threads = args.threads if args.threads is not None else engine.network_threads()
     rng = np.random.default_rng(0)
@@ -273,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
             f"torch {next(iter(searched.values())).info.provider}: the bare rate is the evaluator's forward alone"
         print(f"{runner}; "
               f"symmetry random, CachedEvaluator; search config: batch {config.batch_size}, "
-              f"{config.batches_in_flight or 'by board size'} in flight, virtual loss {config.tree.virtual_loss}, "
+              f"{config.batches_in_flight} in flight, {config.evaluation_threads_for()} evaluation threads and the "
+              f"search thread, virtual loss {config.tree.virtual_loss}, "
               f"compiled twins {native.describe()}; targets: "
               f"search/session >= {SEARCH_TARGET}, int8/fp32 >= {INT8_TARGET}")
 

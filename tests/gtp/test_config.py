@@ -95,11 +95,15 @@ def test_the_analysis_table_takes_search_options_only(tmp_path):
         config.build({"resign-consecutive": "0"})
 
 
-def test_the_network_leaves_the_search_a_core_when_batches_overlap():
-    assert config.build({}).network_threads(cores=2) == 1  # batches in flight by default: a core each
-    assert config.build({}).network_threads(cores=16) == 7  # up to two evaluation threads share 15 cores
+def test_the_network_threads_share_the_cores_with_the_search_thread_when_batches_overlap():
+    # 4 in flight by default: the cores but one evaluate (at most 3), the search thread evaluates too
+    assert config.build({}).player.search.evaluation_threads_for(2) == 1
+    assert config.build({}).network_threads(cores=2) == 1  # one evaluation thread and the search thread: a core each
+    assert config.build({}).network_threads(cores=16) == 4  # three evaluation threads and the search thread
     assert config.build({}).network_threads(cores=1) == 1
-    assert config.build({"batches-in-flight": "2"}).network_threads(cores=16) == 15
+    assert config.build({"batches-in-flight": "2"}).network_threads(cores=16) == 8
+    assert config.build({"evaluation-threads": "2"}).network_threads(cores=16) == 5
+    assert config.build({"evaluation-threads": "0"}).network_threads(cores=16) == 0  # each batch in turn
     assert config.build({"batches-in-flight": "1"}).network_threads(cores=16) == 0  # onnxruntime's own choice
     assert config.build({"threads": "3", "batches-in-flight": "2"}).network_threads(cores=16) == 3
     assert config.build({"batches-in-flight": "3"}).player.search.batches_in_flight == 3

@@ -399,7 +399,7 @@ def test_ponder_stops_at_once_on_the_next_call_and_its_tree_is_reused():
         time.sleep(0.01)
     player.stop_background()
     # Stopped within the batches in flight: each may have reached the evaluator after the interrupt, none later.
-    assert evaluator.late_calls <= config.search.in_flight_for(81)
+    assert evaluator.late_calls <= config.search.batches_in_flight
     check_tree(player.searcher.tree)
     pondered = player.searcher.tree.root
     edge = int(pondered.N.argmax())

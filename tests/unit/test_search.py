@@ -444,7 +444,7 @@ def test_background_search_stops_within_a_batch_and_leaves_a_consistent_tree():
     assert background.running
     result = background.stop()
     # The batches the interrupt may have caught in flight (gathered, their evaluation not yet begun), no other.
-    assert evaluator.late_calls <= searcher.config.in_flight_for(81)
+    assert evaluator.late_calls <= searcher.config.batches_in_flight
     assert not background.running and result is not None and background.error is None
     assert len(snapshots) >= 3  # every 0.02 s on the search's clock: every other batch
     check_tree(searcher.tree)
@@ -543,6 +543,38 @@ def test_a_search_with_batches_in_flight_is_the_same_whatever_the_timing():
         check_tree(searcher.tree)
         results.append((result.choice.point, result.snapshot.playouts, _visit_counts(searcher.tree.root)))
     assert results[0][:2] == (CAPTURE, 301)
+    assert results[1] == results[0] and results[2] == results[0]
+
+
+class ThreadRecordingEvaluator(JitteryEvaluator):
+    """JitteryEvaluator that notes which thread computed each call."""
+
+    def __init__(self, inner, seed):
+        super().__init__(inner, seed)
+        self.threads = []
+
+    def evaluate(self, states):
+        self.threads.append(threading.current_thread().name)
+        return super().evaluate(states)
+
+
+def test_the_search_thread_evaluates_queued_batches_while_it_waits_and_the_tree_is_the_same():
+    """With one evaluation thread and 4 batches in flight, the search thread computes the later batches no thread
+    has started while it waits for the oldest; which thread computed what does not change the search."""
+    state = position(ATARI, BLACK)
+    results = []
+    for threads in (1, 3, 1):
+        evaluator = ThreadRecordingEvaluator(ScriptedEvaluator(), threads)
+        config = SearchConfig(seed=0, batches_in_flight=4, evaluation_threads=threads,
+                              stop=StopConfig(early_stop=False))
+        searcher = Searcher(evaluator, config)
+        result = searcher.search(state, StopCondition(playouts=601))
+        check_tree(searcher.tree)
+        results.append((result.choice.point, result.snapshot.playouts, _visit_counts(searcher.tree.root)))
+        if threads == 1:
+            assert threading.current_thread().name in evaluator.threads
+            assert "evaluation-0" in evaluator.threads
+    assert results[0][:2] == (CAPTURE, 601)
     assert results[1] == results[0] and results[2] == results[0]
 
 
