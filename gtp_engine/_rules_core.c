@@ -139,28 +139,6 @@ static int set_hash(PyObject *obj, PyObject *name, uint64_t value) {
     return rc;
 }
 
-/* list[index] += delta, for the board's captures and stone counts (lists of ints indexed by colour). */
-static int list_add(PyObject *obj, PyObject *name, Py_ssize_t index, long delta, long *result) {
-    PyObject *list = PyObject_GetAttr(obj, name);
-    if (list == NULL) return -1;
-    int rc = -1;
-    if (!PyList_Check(list) || PyList_GET_SIZE(list) <= index) {
-        PyErr_Format(PyExc_TypeError, "%U must be a list indexed by colour", name);
-    } else {
-        long value = PyLong_AsLong(PyList_GET_ITEM(list, index));
-        if (!(value == -1 && PyErr_Occurred())) {
-            PyObject *boxed = PyLong_FromLong(value + delta);
-            if (boxed != NULL) {
-                PyList_SetItem(list, index, boxed);  /* steals boxed */
-                if (result) *result = value + delta;
-                rc = 0;
-            }
-        }
-    }
-    Py_DECREF(list);
-    return rc;
-}
-
 static int check_point(const Board *b, long point) {
     if (point < 0 || point >= b->n || b->colors[point] == EDGE) {
         long width = (long)b->stride - 1, height = (long)((b->n - 1) / b->stride) - 2;
@@ -288,29 +266,85 @@ static void play_stone(Board *b, long point, int color, PlayResult *r) {
     }
 }
 
-/* Board.play_unchecked: the arrays, then the Python attributes; the board's hash is left in *hash. */
-static int board_play_point(PyObject *board, long point, long color, uint64_t *hash) {
-    if (get_hash(board, s_hash, hash) < 0) return -1;
-    if (point == PASS) return set_long(board, s_ko_point, PASS);
-    if (check_color(color) < 0) return -1;
-    Board b;
-    if (board_load(&b, board) < 0) return -1;
-    if (check_point(&b, point) < 0) { board_release(&b); return -1; }
-    if (b.colors[point] != EMPTY) {
-        board_release(&b);
+/* Reads list[color] for BLACK and WHITE into values[1..2] (a list of ints indexed by colour); *list_out keeps the
+   list, to be written back. */
+static int read_pair(PyObject *obj, PyObject *name, long values[3], PyObject **list_out) {
+    PyObject *list = PyObject_GetAttr(obj, name);
+    if (list == NULL) return -1;
+    if (!PyList_Check(list) || PyList_GET_SIZE(list) < 3) {
+        Py_DECREF(list);
+        PyErr_Format(PyExc_TypeError, "%U must be a list indexed by colour", name);
+        return -1;
+    }
+    for (int c = BLACK; c <= WHITE; c++) {
+        values[c] = PyLong_AsLong(PyList_GET_ITEM(list, c));
+        if (values[c] == -1 && PyErr_Occurred()) { Py_DECREF(list); return -1; }
+    }
+    *list_out = list;
+    return 0;
+}
+
+static int write_pair(PyObject *list, const long values[3]) {
+    for (int c = BLACK; c <= WHITE; c++) {
+        PyObject *boxed = PyLong_FromLong(values[c]);
+        if (boxed == NULL || PyList_SetItem(list, c, boxed) < 0) return -1;
+    }
+    return 0;
+}
+
+/* A board's Python attributes beside its arrays (hash, ko, captures, stone counts): read once before its moves are
+   played and written back once after them. */
+typedef struct {
+    uint64_t hash;
+    long ko_point, ko_color, captures[3], stones[3];
+    PyObject *captures_list, *stones_list;
+} Counts;
+
+static void counts_release(Counts *c) {
+    Py_CLEAR(c->captures_list);
+    Py_CLEAR(c->stones_list);
+}
+
+static int counts_read(PyObject *board, Counts *c) {
+    c->captures_list = c->stones_list = NULL;
+    if (get_hash(board, s_hash, &c->hash) < 0 || get_long(board, s_ko_point, &c->ko_point) < 0 ||
+        get_long(board, s_ko_color, &c->ko_color) < 0 ||
+        read_pair(board, s_captures, c->captures, &c->captures_list) < 0 ||
+        read_pair(board, s_stone_count, c->stones, &c->stones_list) < 0) {
+        counts_release(c);
+        return -1;
+    }
+    return 0;
+}
+
+static int counts_write(PyObject *board, const Counts *c) {
+    if (write_pair(c->captures_list, c->captures) < 0 || write_pair(c->stones_list, c->stones) < 0 ||
+        set_hash(board, s_hash, c->hash) < 0 || set_long(board, s_ko_point, c->ko_point) < 0)
+        return -1;
+    return set_long(board, s_ko_color, c->ko_color);
+}
+
+/* Board.play_unchecked on loaded arrays and counts; -1 with an exception for a point it cannot play. */
+static int play_point(Board *b, Counts *c, long point, long color) {
+    if (point == PASS) {
+        c->ko_point = PASS;
+        return 0;
+    }
+    if (check_color(color) < 0 || check_point(b, point) < 0) return -1;
+    if (b->colors[point] != EMPTY) {
         PyErr_Format(PyExc_ValueError, "play_unchecked on the occupied point %ld", point);
         return -1;
     }
     PlayResult r;
-    play_stone(&b, point, (int)color, &r);
-    board_release(&b);
-    *hash ^= r.hash_change;
-    for (int c = BLACK; c <= WHITE; c++) {
-        if (r.stones[c] && list_add(board, s_stone_count, c, r.stones[c], NULL) < 0) return -1;
-        if (r.captures[c] && list_add(board, s_captures, c, r.captures[c], NULL) < 0) return -1;
+    play_stone(b, point, (int)color, &r);
+    c->hash ^= r.hash_change;
+    for (int k = BLACK; k <= WHITE; k++) {
+        c->stones[k] += r.stones[k];
+        c->captures[k] += r.captures[k];
     }
-    if (set_hash(board, s_hash, *hash) < 0 || set_long(board, s_ko_point, r.ko_point) < 0) return -1;
-    return r.ko_point == PASS ? 0 : set_long(board, s_ko_color, r.ko_color);
+    c->ko_point = r.ko_point;
+    if (r.ko_point != PASS) c->ko_color = r.ko_color;
+    return 0;
 }
 
 /* Board.illegal_reason on loaded arrays: NULL (legal), or one of the interned reasons. */
@@ -398,10 +432,17 @@ static int parse_long(PyObject *obj, long *out) {
 /* board_play(board, point, color) */
 static PyObject *py_board_play(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
     long point, color;
-    uint64_t hash;
     if (nargs != 3) { PyErr_SetString(PyExc_TypeError, "board_play(board, point, color)"); return NULL; }
     if (parse_long(args[1], &point) < 0 || parse_long(args[2], &color) < 0) return NULL;
-    if (board_play_point(args[0], point, color, &hash) < 0) return NULL;
+    Board b;
+    Counts c;
+    if (board_load(&b, args[0]) < 0) return NULL;
+    if (counts_read(args[0], &c) < 0) { board_release(&b); return NULL; }
+    int rc = play_point(&b, &c, point, color);
+    board_release(&b);
+    if (rc == 0) rc = counts_write(args[0], &c);
+    counts_release(&c);
+    if (rc < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -458,118 +499,20 @@ static int game_color(PyObject *state, PyObject *const *args, Py_ssize_t nargs, 
     return get_long(state, s_to_play, color);
 }
 
-static int list_append_attr(PyObject *obj, PyObject *name, PyObject *item) {
-    PyObject *list = PyObject_GetAttr(obj, name);
-    if (list == NULL) return -1;
-    int rc = PyList_Check(list) ? PyList_Append(list, item) : -1;
-    if (rc < 0 && !PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%U must be a list", name);
-    Py_DECREF(list);
-    return rc;
-}
-
-/* game_play(state, point[, color]): GameState.play_unchecked */
-static PyObject *py_game_play(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
-    long point, color, passes;
-    uint64_t hash, white_key;
-    PyObject *state = args[0];
-    if (game_color(state, args, nargs, &color) < 0 || parse_long(args[1], &point) < 0) return NULL;
-    PyObject *board = PyObject_GetAttr(state, s_board);
-    if (board == NULL) return NULL;
-    int rc = board_play_point(board, point, color, &hash);
-    if (rc == 0 && point != PASS) {
-        /* GameState._max_stones: the most stones of this colour ever on the board in this line */
-        long stones;
-        PyObject *counts = PyObject_GetAttr(board, s_stone_count);
-        rc = counts == NULL ? -1 : 0;
-        if (rc == 0) {
-            stones = PyLong_AsLong(PyList_GetItem(counts, color));
-            Py_DECREF(counts);
-            rc = PyErr_Occurred() ? -1 : 0;
-        }
-        if (rc == 0) {
-            PyObject *most = PyObject_GetAttr(state, s_max_stones);
-            rc = most == NULL || !PyList_Check(most) ? -1 : 0;
-            if (rc == 0) {
-                long before = PyLong_AsLong(PyList_GetItem(most, color));
-                rc = PyErr_Occurred() ? -1 : 0;
-                if (rc == 0 && stones > before) rc = PyList_SetItem(most, color, PyLong_FromLong(stones));
-            }
-            Py_XDECREF(most);
-        }
-    }
-    Py_DECREF(board);
-    if (rc < 0) return NULL;
-    PyObject *color_obj = nargs == 3 && args[2] != Py_None ? (Py_INCREF(args[2]), args[2]) : PyLong_FromLong(color);
-    if (color_obj == NULL) return NULL;
-    PyObject *move = PyTuple_Pack(2, color_obj, args[1]);
-    Py_DECREF(color_obj);
-    if (move == NULL) return NULL;
-    rc = list_append_attr(state, s_moves, move);
-    Py_DECREF(move);
-    if (rc < 0) return NULL;
-    if (point == PASS) {
-        if (get_long(state, s_consecutive_passes, &passes) < 0) return NULL;
-        passes++;
-    } else {
-        passes = 0;
-    }
-    if (set_long(state, s_consecutive_passes, passes) < 0 || get_hash(state, s_white_key, &white_key) < 0 ||
-        set_long(state, s_to_play, color == BLACK ? WHITE : BLACK) < 0)
-        return NULL;
-    PyObject *key = PyLong_FromUnsignedLongLong(color == BLACK ? hash ^ white_key : hash);
-    if (key == NULL) return NULL;
-    rc = list_append_attr(state, s_history, key);
-    Py_DECREF(key);
-    if (rc < 0) return NULL;
-    Py_RETURN_NONE;
-}
-
-/* Reads list[color] for BLACK and WHITE into values[1..2] (a list of ints indexed by colour). */
-static int read_pair(PyObject *obj, PyObject *name, long values[3], PyObject **list_out) {
-    PyObject *list = PyObject_GetAttr(obj, name);
-    if (list == NULL) return -1;
-    if (!PyList_Check(list) || PyList_GET_SIZE(list) < 3) {
-        Py_DECREF(list);
-        PyErr_Format(PyExc_TypeError, "%U must be a list indexed by colour", name);
-        return -1;
-    }
-    for (int c = BLACK; c <= WHITE; c++) {
-        values[c] = PyLong_AsLong(PyList_GET_ITEM(list, c));
-        if (values[c] == -1 && PyErr_Occurred()) { Py_DECREF(list); return -1; }
-    }
-    *list_out = list;
-    return 0;
-}
-
-static int write_pair(PyObject *list, const long values[3]) {
-    for (int c = BLACK; c <= WHITE; c++) {
-        PyObject *boxed = PyLong_FromLong(values[c]);
-        if (boxed == NULL || PyList_SetItem(list, c, boxed) < 0) return -1;
-    }
-    return 0;
-}
-
-/* game_play_line(state, points): GameState.play_unchecked of each point in turn, each for the side to move; the
-   board's arrays are borrowed once for the whole line and its counts written back once at the end. */
-static PyObject *py_game_play_line(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2) { PyErr_SetString(PyExc_TypeError, "game_play_line(state, points)"); return NULL; }
-    PyObject *state = args[0], *points = PySequence_Fast(args[1], "points must be a sequence");
-    if (points == NULL) return NULL;
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(points);
-    PyObject *board = NULL, *moves = NULL, *history = NULL, *captures_list = NULL, *stones_list = NULL,
-             *most_list = NULL, *result = NULL;
-    long to_play, passes, ko_point, ko_color, captures[3] = {0}, stones[3] = {0}, most[3] = {0};
-    uint64_t hash, white_key;
+/* GameState.play_unchecked of points[0..count) in turn, the first for `color` and each next for the other side. The
+   board's arrays are borrowed once and its counts and the game's written back once at the end; what was played
+   before a refused point stays played. */
+static PyObject *play_moves(PyObject *state, PyObject *const *points, Py_ssize_t count, long color) {
+    PyObject *board = NULL, *moves = NULL, *history = NULL, *most_list = NULL, *result = NULL;
+    long passes, most[3] = {0};
+    uint64_t white_key;
     Board b;
+    Counts c = {0};
     b.held = 0;
-    if (count == 0) { result = Py_None; Py_INCREF(result); goto done; }
-    if ((board = PyObject_GetAttr(state, s_board)) == NULL || get_long(state, s_to_play, &to_play) < 0 ||
-        get_long(state, s_consecutive_passes, &passes) < 0 || get_hash(state, s_white_key, &white_key) < 0 ||
-        get_hash(board, s_hash, &hash) < 0 || get_long(board, s_ko_point, &ko_point) < 0 ||
-        get_long(board, s_ko_color, &ko_color) < 0 || check_color(to_play) < 0 ||
-        read_pair(board, s_captures, captures, &captures_list) < 0 ||
-        read_pair(board, s_stone_count, stones, &stones_list) < 0 ||
-        read_pair(state, s_max_stones, most, &most_list) < 0 || board_load(&b, board) < 0)
+    if (count == 0) Py_RETURN_NONE;
+    if ((board = PyObject_GetAttr(state, s_board)) == NULL || get_long(state, s_consecutive_passes, &passes) < 0 ||
+        get_hash(state, s_white_key, &white_key) < 0 || read_pair(state, s_max_stones, most, &most_list) < 0 ||
+        counts_read(board, &c) < 0 || board_load(&b, board) < 0)
         goto done;
     if ((moves = PyObject_GetAttr(state, s_moves)) == NULL || (history = PyObject_GetAttr(state, s_history)) == NULL)
         goto done;
@@ -579,56 +522,56 @@ static PyObject *py_game_play_line(PyObject *Py_UNUSED(module), PyObject *const 
     }
     int failed = 0;
     for (Py_ssize_t i = 0; i < count && !failed; i++) {
-        PyObject *point_obj = PySequence_Fast_GET_ITEM(points, i);
-        long point = PyLong_AsLong(point_obj), color = to_play;
-        if (point == -1 && PyErr_Occurred()) { failed = 1; break; }
+        long point;
+        if (parse_long(points[i], &point) < 0 || play_point(&b, &c, point, color) < 0) {
+            failed = 1;
+            break;
+        }
         if (point == PASS) {
-            ko_point = PASS;
             passes++;
         } else {
-            if (check_point(&b, point) < 0) { failed = 1; break; }
-            if (b.colors[point] != EMPTY) {
-                PyErr_Format(PyExc_ValueError, "play_unchecked on the occupied point %ld", point);
-                failed = 1;
-                break;
-            }
-            PlayResult r;
-            play_stone(&b, point, (int)color, &r);
-            hash ^= r.hash_change;
-            for (int c = BLACK; c <= WHITE; c++) {
-                stones[c] += r.stones[c];
-                captures[c] += r.captures[c];
-            }
-            ko_point = r.ko_point;
-            if (r.ko_point != PASS) ko_color = r.ko_color;
             passes = 0;
-            if (stones[color] > most[color]) most[color] = stones[color];
+            if (c.stones[color] > most[color]) most[color] = c.stones[color];  /* GameState._max_stones */
         }
         PyObject *color_obj = PyLong_FromLong(color), *move = NULL, *key = NULL;
-        if (color_obj != NULL) move = PyTuple_Pack(2, color_obj, point_obj);
+        if (color_obj != NULL) move = PyTuple_Pack(2, color_obj, points[i]);
         Py_XDECREF(color_obj);
-        if (move != NULL) key = PyLong_FromUnsignedLongLong(color == BLACK ? hash ^ white_key : hash);
+        if (move != NULL) key = PyLong_FromUnsignedLongLong(color == BLACK ? c.hash ^ white_key : c.hash);
         if (key == NULL || PyList_Append(moves, move) < 0 || PyList_Append(history, key) < 0) failed = 1;
         Py_XDECREF(move);
         Py_XDECREF(key);
-        to_play = color == BLACK ? WHITE : BLACK;
+        color = color == BLACK ? WHITE : BLACK;
     }
-    /* What was played stays played: the counts are written back even when a later point was refused. */
-    if (write_pair(captures_list, captures) < 0 || write_pair(stones_list, stones) < 0 ||
-        write_pair(most_list, most) < 0 || set_hash(board, s_hash, hash) < 0 ||
-        set_long(board, s_ko_point, ko_point) < 0 || set_long(board, s_ko_color, ko_color) < 0 ||
-        set_long(state, s_to_play, to_play) < 0 || set_long(state, s_consecutive_passes, passes) < 0 || failed)
+    if (counts_write(board, &c) < 0 || write_pair(most_list, most) < 0 || set_long(state, s_to_play, color) < 0 ||
+        set_long(state, s_consecutive_passes, passes) < 0 || failed)
         goto done;
     result = Py_None;
     Py_INCREF(result);
 done:
     board_release(&b);
+    counts_release(&c);
     Py_XDECREF(board);
     Py_XDECREF(moves);
     Py_XDECREF(history);
-    Py_XDECREF(captures_list);
-    Py_XDECREF(stones_list);
     Py_XDECREF(most_list);
+    return result;
+}
+
+/* game_play(state, point[, color]): GameState.play_unchecked */
+static PyObject *py_game_play(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    long color;
+    if (game_color(args[0], args, nargs, &color) < 0) return NULL;
+    return play_moves(args[0], args + 1, 1, color);
+}
+
+/* game_play_line(state, points): GameState.play_unchecked of each point in turn, each for the side to move. */
+static PyObject *py_game_play_line(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    long to_play;
+    if (nargs != 2) { PyErr_SetString(PyExc_TypeError, "game_play_line(state, points)"); return NULL; }
+    PyObject *points = PySequence_Fast(args[1], "points must be a sequence");
+    if (points == NULL) return NULL;
+    PyObject *result = get_long(args[0], s_to_play, &to_play) < 0 ? NULL :
+        play_moves(args[0], PySequence_Fast_ITEMS(points), PySequence_Fast_GET_SIZE(points), to_play);
     Py_DECREF(points);
     return result;
 }
