@@ -147,7 +147,7 @@ def global_inputs_python(states: Sequence[GameState]) -> np.ndarray:
 
 def encode_python(states: Sequence[GameState], symmetries: Sequence[int] | None = None) -> tuple[np.ndarray,
                                                                                                   np.ndarray]:
-    """encode in numpy: the reference of the compiled spatial planes."""
+    """encode in numpy and Python: the reference of the compiled planes and global inputs."""
     g = states[0].board.grid
     height, width = g.height, g.width
     count, area = len(states), g.area
@@ -191,7 +191,7 @@ def encode_python(states: Sequence[GameState], symmetries: Sequence[int] | None 
     np.equal(codes[:, None], _LIBERTY_CODES, out=planes[:, 3:_KO], casting="unsafe")
     planes[:, _KO:] = 0.0
     planes[rows, channels, flats] = 1.0
-    return planes.reshape(count, SPATIAL_CHANNELS, height, width), global_inputs(states)
+    return planes.reshape(count, SPATIAL_CHANNELS, height, width), global_inputs_python(states)
 
 
 # _SIDE_CODE[4 * to_play + color]: 4 * side (see encode) of a point of that colour.
