@@ -210,4 +210,4 @@ def _load_compiled() -> Core | None:
 
 
 COMPILED = _load_compiled()
-DEFAULT = COMPILED if COMPILED is not None and native.load("_tree_core") is not None else PYTHON
+DEFAULT = PYTHON if COMPILED is None or native.PURE_PYTHON else COMPILED
