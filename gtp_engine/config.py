@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from gtp_engine.player import PlayerConfig
+from gtp_engine.search import network_threads
 
 try:
     import tomllib
@@ -82,8 +83,7 @@ class EngineConfig:
         if self.network.threads:
             return self.network.threads
         cores = cores or os.cpu_count() or 1
-        workers = self.player.search.evaluation_threads_for(cores)
-        return max(1, cores // (workers + 1)) if workers else 0
+        return network_threads(self.player.search.evaluation_threads_for(cores), cores)
 
 
 def _positive_int(value: Any) -> int:

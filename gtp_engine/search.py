@@ -325,20 +325,12 @@ class Searcher:
         evaluation is prepared here, computed in a worker thread (or by the search thread, see run_queued), and its
         result taken here (evaluator.prepare): the worker then needs no GIL while the search thread gathers the next
         batch. Without, it is done now."""
-        done: Future = Future()
-        try:
-            if workers and states:
-                if self._workers is None or self._workers.count != workers:
-                    if self._workers is not None:
-                        self._workers.close()
-                    self._workers = EvaluationThreads(workers)
-                    weakref.finalize(self, self._workers.close)
-                evaluation = prepare(evaluator, states)
-                return InFlight(self._workers.submit(evaluation.compute), evaluation.result)
-            done.set_result(evaluator.evaluate(states) if states else None)
-        except Exception as error:  # raised where the batch is finished, which abandons it
-            done.set_exception(error)
-        return InFlight(done, done.result)
+        if workers and states and (self._workers is None or self._workers.count != workers):
+            if self._workers is not None:
+                self._workers.close()
+            self._workers = EvaluationThreads(workers)
+            weakref.finalize(self, self._workers.close)
+        return _evaluation(evaluator, states, self._workers if workers else None)
 
     # ---- tree reuse -----------------------------------------------------------------------------------
 
@@ -696,32 +688,103 @@ def run_round(trees: Sequence[Tree], leaves: Sequence[int]) -> tuple[int, int]:
     """One round over many trees: each gathers up to leaves[i] leaves (mcts.Tree.gather), the positions of all
     trees that share an evaluator go to it in ONE call, and every tree finishes its batch. Returns (positions
     evaluated, evaluator calls). If anything fails, the trees not yet finished abandon their batches."""
+    return start_round(trees, leaves).finish()
+
+
+def start_round(trees: Sequence[Tree], leaves: Sequence[int], threads: EvaluationThreads | None = None,
+                chunks: int = 1) -> Round:
+    """The first half of a round: every tree gathers (as run_round), and the positions of the trees that share an
+    evaluator are evaluated in up to `chunks` calls, whole trees to a call. With threads, the calls are computed
+    there (or by the caller while it waits, EvaluationThreads.run_queued), so the caller may work on other trees
+    until Round.finish; without, they are computed now."""
     pending: list[PendingBatch] = []
-    unfinished: set[int] = set()
-    evaluations = calls = 0
     try:
-        for i, (tree, size) in enumerate(zip(trees, leaves)):
+        for tree, size in zip(trees, leaves):
             pending.append(tree.gather(max(1, size)))
-            unfinished.add(i)
         groups: dict[int, list[int]] = {}  # id(evaluator) -> indices of its trees, in order
         for i, tree in enumerate(trees):
             groups.setdefault(id(tree.evaluator), []).append(i)
+        calls: list[tuple[list[int], InFlight]] = []
         for members in groups.values():
-            states = [state for i in members for state in pending[i].states]
-            batch = trees[members[0]].evaluator.evaluate(states) if states else None
-            evaluations += len(states)
-            calls += 1 if states else 0
-            start = 0
-            for i in members:
-                count = len(pending[i].states)
-                unfinished.discard(i)  # finish() abandons its own batch when it fails
-                trees[i].finish(pending[i], _rows(batch, start, start + count) if count else None)
-                start += count
+            evaluator = trees[members[0]].evaluator
+            for part in _split(members, [len(pending[i].states) for i in members], chunks):
+                states = [state for i in part for state in pending[i].states]
+                calls.append((part, _evaluation(evaluator, states, threads)))
     except BaseException:
-        for i in unfinished:
-            trees[i].abandon(pending[i])
+        for tree, batch in zip(trees, pending):
+            tree.abandon(batch)
         raise
-    return evaluations, calls
+    return Round(trees, pending, calls, threads)
+
+
+class Round:
+    """A round whose evaluations are in flight (start_round); finish() completes it."""
+
+    def __init__(self, trees: Sequence[Tree], pending: list[PendingBatch], calls: list[tuple[list[int], InFlight]],
+                 threads: EvaluationThreads | None):
+        self._trees, self._pending, self._calls, self._threads = trees, pending, calls, threads
+
+    def finish(self) -> tuple[int, int]:
+        """Waits for the evaluations, computing queued ones meanwhile, and finishes every tree's batch. Returns
+        (positions evaluated, evaluator calls). If anything fails, the trees not yet finished abandon their batches."""
+        trees, pending = self._trees, self._pending
+        unfinished = set(range(len(trees)))
+        evaluations = calls = 0
+        try:
+            for members, evaluation in self._calls:
+                while not evaluation.done() and self._threads is not None and self._threads.run_queued():
+                    pass
+                count = sum(len(pending[i].states) for i in members)
+                batch = evaluation() if count else None
+                evaluations += count
+                calls += 1 if count else 0
+                start = 0
+                for i in members:
+                    size = len(pending[i].states)
+                    unfinished.discard(i)  # finish() abandons its own batch when it fails
+                    trees[i].finish(pending[i], _rows(batch, start, start + size) if size else None)
+                    start += size
+        except BaseException:
+            for i in unfinished:
+                trees[i].abandon(pending[i])
+            raise
+        return evaluations, calls
+
+
+def network_threads(evaluation_threads: int, cores: int | None = None) -> int:
+    """onnxruntime's CPU threads per call when evaluation threads and the calling thread compute at once: the cores
+    shared among them (0, onnxruntime's own choice, without evaluation threads)."""
+    if not evaluation_threads:
+        return 0
+    return max(1, (cores or os.cpu_count() or 1) // (evaluation_threads + 1))
+
+
+def _split(members: list[int], sizes: list[int], chunks: int) -> list[list[int]]:
+    """members in order, cut into up to `chunks` runs of about equal total size (no run empty)."""
+    total = sum(sizes)
+    if chunks <= 1 or total == 0:
+        return [members]
+    parts: list[list[int]] = [[]]
+    done = 0
+    for member, size in zip(members, sizes):
+        if parts[-1] and done >= total * len(parts) / chunks:
+            parts.append([])
+        parts[-1].append(member)
+        done += size
+    return parts
+
+
+def _evaluation(evaluator: Evaluator, states: list[GameState], threads: EvaluationThreads | None) -> InFlight:
+    """The evaluation of `states` (None for none): prepared here and computed by `threads`, or computed now."""
+    done: Future = Future()
+    try:
+        if threads is not None and states:
+            evaluation = prepare(evaluator, states)
+            return InFlight(threads.submit(evaluation.compute), evaluation.result)
+        done.set_result(evaluator.evaluate(states) if states else None)
+    except Exception as error:  # raised where the round is finished, which abandons its trees' batches
+        done.set_exception(error)
+    return InFlight(done, done.result)
 
 
 def _rows(batch: EvaluationBatch, start: int, stop: int) -> EvaluationBatch:

@@ -18,6 +18,7 @@ from gtp_engine.mcts import MoveClause, MoveFilter, Tree
 from gtp_engine.search import (
     BackgroundSearch,
     ChoiceConfig,
+    EvaluationThreads,
     NoiseConfig,
     SearchConfig,
     Searcher,
@@ -28,6 +29,7 @@ from gtp_engine.search import (
     choose_edge,
     draw_edge,
     pick_edge,
+    start_round,
     run_round,
 )
 
@@ -317,6 +319,64 @@ def test_a_failed_round_leaves_the_trees_it_did_not_finish_as_they_were():
         run_round(trees, [4, 4])
     # The first evaluator's trees finished their batch; the failing one's are as before the round.
     assert trees[0].root.visits == 5 and trees[1].root.visits == 1 and trees[1].root.nsum == 0
+    for tree in trees:
+        check_tree(tree)
+
+
+FAVOURED = [grid(5).point(2, 2), grid(5).point(1, 3)]
+
+
+def tree_statistics(tree: Tree) -> list:
+    rows, stack = [], [tree.root]
+    while stack:
+        node = stack.pop()
+        rows.append((node.visits, node.N.tolist(), np.round(node.W, 9).tolist()))
+        stack.extend(node.children[edge] for edge in sorted(node.children))
+    return rows
+
+
+def test_rounds_in_flight_grow_the_trees_that_rounds_one_at_a_time_grow():
+    def trees(evaluator):
+        return [Tree(evaluator, position(".....\n..X..\n.O...\n.....\n.....")) for _ in range(4)]
+
+    plain = trees(ScriptedEvaluator(favour=FAVOURED))
+    for _ in range(6):
+        run_round(plain, [5, 3, 4, 6])
+    threads = EvaluationThreads(1)
+    try:
+        scripted = ScriptedEvaluator(favour=FAVOURED)
+        jittery = JitteryEvaluator(scripted, seed=1)
+        lanes = [trees(jittery)[:2], trees(jittery)[:2]]
+        flights = [None, None]
+        for _ in range(6):  # two lanes alternate: one finishes while the other's round is in flight
+            for lane, sizes in enumerate(([5, 3], [4, 6])):
+                if flights[lane] is not None:
+                    flights[lane].finish()
+                flights[lane] = start_round(lanes[lane], sizes, threads, chunks=2)
+        for flight in flights:
+            flight.finish()
+    finally:
+        threads.close()
+    assert [tree_statistics(tree) for tree in plain] == [tree_statistics(tree) for tree in lanes[0] + lanes[1]]
+    assert scripted.calls > 2 * 6  # the lanes' rounds went out in more than one call each
+    for tree in lanes[0] + lanes[1]:
+        check_tree(tree)
+
+
+def test_a_failed_round_in_flight_leaves_every_tree_as_it_was():
+    threads = EvaluationThreads(1)
+    try:
+        evaluator = ScriptedEvaluator()
+        trees = [Tree(evaluator, GameState(5)) for _ in range(3)]
+        run_round(trees, [1, 1, 1])
+        evaluator.fail_on_call = evaluator.calls + 2  # the round's second chunk
+        flight = start_round(trees, [4, 4, 4], threads, chunks=3)
+        with pytest.raises(RuntimeError, match="scripted failure"):
+            flight.finish()
+    finally:
+        threads.close()
+    # the tree before the failed chunk finished its batch; the others are as before the round
+    assert [tree.root.visits for tree in trees] == [5, 1, 1]
     for tree in trees:
         check_tree(tree)
 
