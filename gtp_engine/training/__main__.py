@@ -120,8 +120,10 @@ _HELP = {
     "final_fast_visits": "fast visits at the end of the schedule; 0: no schedule",
     "visit_ramp_generations": "generation at which the full and fast visits reach their final values, linearly "
                               "from the self-play settings at generation 1; 0: no schedule",
-    "parallel_games": "games played together; their leaves share one evaluator call per round",
+    "parallel_games": "games in progress at once; their leaves go to the evaluator together",
     "leaves_per_game": "leaves each game's tree adds to a round (virtual loss)",
+    "evaluation_threads": "threads computing one half of the games' positions while the search works on the other "
+                          "half (pipelining); 0: none, all games in one round",
     "noise_alpha_total": "Dirichlet alpha times the number of legal moves at the root",
     "noise_fraction": "weight of the Dirichlet noise in a full search's root priors",
     "prune_policy_target": "drop the visits that noise and virtual loss alone explain from policy targets",
@@ -402,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "selfplay":
             config = _config(selfplay.SelfPlayConfig, args)
-            evaluator = loop.Engine(args.backend, args.device, args.threads or 0).open(args.weights, config.seed)
+            threads = args.threads or config.network_threads()
+            evaluator = loop.Engine(args.backend, args.device, threads).open(args.weights, config.seed)
             report = selfplay.play(evaluator, args.games, config, args.out, progress=not args.no_progress)
             print(json.dumps(report.to_dict(), indent=1), file=sys.stderr)
         elif args.command == "import-onnx":

@@ -2,9 +2,11 @@
 
 Terms:
 - gate match: games between the candidate and the best at equal visits per move, colours alternating (the
-  candidate has Black in games 0, 2, 4, ...). parallel_games games advance together: each round
-  (search.run_round) gathers a few leaves from every game's search tree, evaluates those of each network in one
-  call, and finishes them, so the evaluator sees batches of about parallel_games * leaves_per_game positions.
+  candidate has Black in games 0, 2, 4, ...). parallel_games games are in progress at once: each round
+  (search.start_round) gathers a few leaves from every game's search tree, evaluates those of each network
+  together, and finishes them. With evaluation_threads (1 by default) the games are split into two lanes whose
+  rounds overlap, as in self-play (selfplay.py's pipelining); with 0, one round takes every game, one call for
+  each network.
 - game: from the empty board; every move is a fresh search of `visits` playouts by the mover's network (no tree
   reuse, so both sides spend exactly the same effort). The first opening_moves moves are drawn with probability
   proportional to the visits (never a pass), so that the games differ; later moves are the search's (LCB)
@@ -42,7 +44,8 @@ from gtp_engine.board import BLACK, WHITE
 from gtp_engine.evaluator import Evaluator
 from gtp_engine.game import KOMI, GameState, Rules, format_result
 from gtp_engine.mcts import Tree, TreeConfig
-from gtp_engine.search import ChoiceConfig, ResignConfig, ResignCounter, pick_edge, run_round
+from gtp_engine.search import (ChoiceConfig, EvaluationThreads, ResignConfig, ResignCounter, Round,
+                               network_threads, pick_edge, start_round)
 from gtp_engine.training.files import replacing
 
 log = logging.getLogger(__name__)
@@ -68,6 +71,7 @@ class GateConfig:
     fixed_score: float = 0.55  # ... and at least this score
     parallel_games: int = 16
     leaves_per_game: int = 8  # leaves gathered per game and round (the search's batch)
+    evaluation_threads: int = 1  # pipelining, as in self-play (selfplay.py); 0: none, one round of all games
     opening_moves: int = 4  # moves drawn by visits at the start of each game, for variety
     resign_winrate: float = 0.05  # 0: never resign
     resign_consecutive: int = 3
@@ -77,9 +81,15 @@ class GateConfig:
     def __post_init__(self) -> None:
         if min(self.visits, self.max_games, self.parallel_games, self.leaves_per_game) < 1:
             raise ValueError("visits, max_games, parallel_games and leaves_per_game must be positive")
+        if self.evaluation_threads < 0:
+            raise ValueError("evaluation_threads must not be negative")
         Rules.named(self.rules)
         if not self.sprt_elo0 < self.sprt_elo1:
             raise ValueError("sprt_elo0 must be below sprt_elo1")
+
+    def network_threads(self, cores: int | None = None) -> int:
+        """onnxruntime's CPU threads per call when none are given (search.network_threads)."""
+        return network_threads(self.evaluation_threads, cores)
 
 
 @dataclass
@@ -221,36 +231,55 @@ def play_match(candidate: Evaluator, best: Evaluator, config: GateConfig, out: s
     finished = {r["index"] for r in records}
     upcoming = (i for i in range(10 * config.max_games) if i not in finished)
     promoted = verdict(results, config)[0]
-    games: list[_Game] = []
     bar = tqdm(total=config.max_games, initial=len(results), unit="game", desc="gate", file=sys.stderr,
                disable=not progress, dynamic_ncols=True)
     started = time.monotonic()
-    with (out / GAMES).open("a") as journal:
-        while promoted is None:
-            while len(games) < config.parallel_games and len(results) + len(games) < config.max_games:
-                games.append(_Game(next(upcoming), config, candidate, best))
-            _advance(games)
-            for game in [g for g in games if g.result is not None]:
-                games.remove(game)
-                now = time.monotonic()
-                record = {"index": game.index, "candidate_black": game.candidate_black, "result": game.result,
-                          "moves": game.state.move_number, "score_for_candidate": game.score_for_candidate(),
-                          "seconds": round(now - started, 2)}
-                seconds += now - started
-                started = now
-                names = ("candidate", "best") if game.candidate_black else ("best", "candidate")
-                sgf = sgf_io.save_sgf(game.state, black=names[0], white=names[1], result=game.result)
-                with replacing(out / "sgf" / f"game-{game.index}.sgf") as tmp:  # before the journal counts it
-                    tmp.write_bytes(sgf)
-                journal.write(json.dumps(record) + "\n")
-                journal.flush()
-                results.append(record["score_for_candidate"])
-                bar.update(1)
-                promoted = verdict(results, config)[0]
-                if promoted is not None:
-                    break
-            if results:
-                bar.set_postfix(score=f"{match_stats.score(results):.3f}")
+
+    def record(game: _Game, journal) -> None:
+        nonlocal seconds, started
+        now = time.monotonic()
+        entry = {"index": game.index, "candidate_black": game.candidate_black, "result": game.result,
+                 "moves": game.state.move_number, "score_for_candidate": game.score_for_candidate(),
+                 "seconds": round(now - started, 2)}
+        seconds += now - started
+        started = now
+        names = ("candidate", "best") if game.candidate_black else ("best", "candidate")
+        sgf = sgf_io.save_sgf(game.state, black=names[0], white=names[1], result=game.result)
+        with replacing(out / "sgf" / f"game-{game.index}.sgf") as tmp:  # before the journal counts it
+            tmp.write_bytes(sgf)
+        journal.write(json.dumps(entry) + "\n")
+        journal.flush()
+        results.append(entry["score_for_candidate"])
+        bar.update(1)
+
+    lanes: list[list[_Game]] = [[], []] if config.evaluation_threads else [[]]
+    rounds: list[Round | None] = [None] * len(lanes)
+    threads = EvaluationThreads(config.evaluation_threads) if config.evaluation_threads else None
+    try:
+        with (out / GAMES).open("a") as journal:
+            while promoted is None:
+                for lane, games in enumerate(lanes):
+                    if rounds[lane] is not None:
+                        rounds[lane].finish()
+                        _move(games)
+                    for game in [g for g in games if g.result is not None]:
+                        games.remove(game)
+                        record(game, journal)
+                        promoted = verdict(results, config)[0]
+                        if promoted is not None:
+                            break
+                    if promoted is not None:
+                        break
+                    seats = (config.parallel_games + len(lanes) - 1 - lane) // len(lanes)
+                    while len(games) < seats and len(results) + sum(map(len, lanes)) < config.max_games:
+                        games.append(_Game(next(upcoming), config, candidate, best))
+                    rounds[lane] = start_round([game.tree for game in games], [game.wants() for game in games],
+                                               threads, config.evaluation_threads + 1) if games else None
+                if results:
+                    bar.set_postfix(score=f"{match_stats.score(results):.3f}")
+    finally:
+        if threads is not None:
+            threads.close()
     bar.close()
     result = summarize(results, config, seconds)
     with replacing(out / RESULT) as tmp:
@@ -259,10 +288,8 @@ def play_match(candidate: Evaluator, best: Evaluator, config: GateConfig, out: s
     return result
 
 
-def _advance(games: list[_Game]) -> None:
-    """One round (search.run_round: each network evaluates its games' leaves in one call); then every game whose
-    search is complete moves."""
-    run_round([game.tree for game in games], [game.wants() for game in games])
+def _move(games: list[_Game]) -> None:
+    """After a round: every game whose search is complete moves."""
     for game in games:
         if game.tree.root.visits >= game.config.visits:
             game.move()

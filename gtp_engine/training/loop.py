@@ -253,13 +253,17 @@ def run_selfplay(job: SelfPlayJob, progress: bool = True) -> dict:
         return json.loads((out / selfplay.REPORT).read_text())
     if out.exists():
         shutil.rmtree(out)  # cut short: play it again
-    evaluator = job.engine.open(job.network, job.config.seed)
+    engine = job.engine if job.engine.threads else dataclasses.replace(job.engine,
+                                                                        threads=job.config.network_threads())
+    evaluator = engine.open(job.network, job.config.seed)
     return selfplay.play(evaluator, job.games, job.config, out, progress=progress).to_dict()
 
 
 def run_gate(job: GateJob, progress: bool = True) -> gating.GateResult:
-    candidate = job.engine.open(job.candidate, job.config.seed)
-    best = job.engine.open(job.best, job.config.seed + 1)
+    engine = job.engine if job.engine.threads else dataclasses.replace(job.engine,
+                                                                        threads=job.config.network_threads())
+    candidate = engine.open(job.candidate, job.config.seed)
+    best = engine.open(job.best, job.config.seed + 1)
     return gating.play_match(candidate, best, job.config, job.out, progress=progress)
 
 

@@ -2,9 +2,15 @@
 training shards (dataset.py) with soft policy targets.
 
 Terms:
-- round: search.run_round over the trees of every game in progress: each selects up to leaves_per_game leaves
-  under virtual loss, the positions of all games go to the evaluator in ONE call, and each tree expands and
-  backs up its share. parallel_games sets how many games share a round, and so the batch size.
+- round: search.start_round over the trees of a lane's games: each selects up to leaves_per_game leaves under
+  virtual loss, their positions go to the evaluator, and each tree expands and backs up its share
+  (Round.finish). parallel_games sets how many games are in progress, and so the batch sizes.
+- pipelining: with evaluation_threads = t > 0 (1 by default), the games in progress are split into two lanes
+  whose rounds alternate: while one lane's positions are in the network, in t + 1 calls computed by t evaluation
+  threads and, when it would wait, by the playing thread, the playing thread finishes the other lane's round,
+  plays its moves and gathers its next round. The search and the network then run on every core at once
+  (onnxruntime releases the GIL), each call on cores // (t + 1) threads (network_threads). With 0, every round
+  takes all games, one call, and nothing overlaps.
 - search: the tree of the position to move, grown round by round until its root has the visits of its kind
   (kept visits included); then the move is played and the subtree under it becomes the next search's tree
   (tree reuse). Tree parameters (c_puct, FPU, virtual loss, score utility) are mcts.TreeConfig's defaults.
@@ -58,7 +64,8 @@ from gtp_engine.board import BLACK, WHITE, opponent
 from gtp_engine.evaluator import Evaluator
 from gtp_engine.game import KOMI, GameState, Rules, format_result
 from gtp_engine.mcts import Tree, TreeConfig
-from gtp_engine.search import ChoiceConfig, NoiseConfig, ResignConfig, ResignCounter, add_noise, pick_edge, run_round
+from gtp_engine.search import (ChoiceConfig, EvaluationThreads, NoiseConfig, ResignConfig, ResignCounter, Round,
+                               add_noise, network_threads, pick_edge, start_round)
 from gtp_engine.training import dataset, sgf_ingest
 from gtp_engine.training.files import replacing
 
@@ -79,6 +86,7 @@ class SelfPlayConfig:
     full_search_fraction: float = 0.25
     parallel_games: int = 32  # games advanced together; their leaves go to the evaluator in one call
     leaves_per_game: int = 8  # leaves each tree contributes per round (virtual loss)
+    evaluation_threads: int = 1  # pipelining (see the module docstring); 0: none, one round of all games at a time
     noise_alpha_total: float = 10.83  # Dirichlet alpha times the number of legal moves (KataGo: 0.03 * 361)
     noise_fraction: float = 0.25  # full searches only
     prune_policy_target: bool = True  # prune_visits before a full search's visits become its policy target
@@ -107,8 +115,14 @@ class SelfPlayConfig:
                 raise ValueError(f"{name} must be in [0, 1]")
         if not 0.0 <= self.val_fraction < 1.0:
             raise ValueError("val_fraction must be in [0, 1)")
+        if self.evaluation_threads < 0:
+            raise ValueError("evaluation_threads must not be negative")
         if self.max_moves < 0 or (self.temperature_moves is not None and self.temperature_moves < 0):
             raise ValueError("max_moves and temperature_moves must not be negative")
+
+    def network_threads(self, cores: int | None = None) -> int:
+        """onnxruntime's CPU threads per call when none are given (search.network_threads)."""
+        return network_threads(self.evaluation_threads, cores)
 
     @property
     def move_limit(self) -> int:
@@ -207,23 +221,28 @@ class _SelfPlay:
         started = time.monotonic()
         bar = tqdm(total=games, unit="game", desc="selfplay", file=sys.stderr, disable=not progress,
                    mininterval=1.0, dynamic_ncols=True)
-        playing: list[_Game] = []
+        lanes = 2 if config.evaluation_threads else 1
+        threads = EvaluationThreads(config.evaluation_threads) if config.evaluation_threads else None
+        playing: list[list[_Game]] = [[] for _ in range(lanes)]
+        rounds: list[Round | None] = [None] * lanes
         started_games = 0
-        while playing or started_games < games:
-            while len(playing) < config.parallel_games and started_games < games:
-                playing.append(self._new_game(started_games))
-                started_games += 1
-            self._round(playing)
-            for game in playing:
-                self._advance(game)
-            self._encode_samples()
-            for game in [g for g in playing if g.ending is not None]:
-                self._save(game)
-                bar.update(1)
-            playing = [g for g in playing if g.ending is None]
-            self.report.seconds = time.monotonic() - started
-            bar.set_postfix(moves=self.report.moves, evals_s=f"{self.report.evaluations_per_second:.0f}",
-                            refresh=False)
+        try:
+            while started_games < games or any(rounds):
+                for lane, lane_games in enumerate(playing):
+                    if rounds[lane] is not None:
+                        self._end_round(rounds[lane], lane_games, bar)
+                        lane_games[:] = [g for g in lane_games if g.ending is None]
+                    seats = (config.parallel_games + lanes - 1 - lane) // lanes
+                    while len(lane_games) < seats and started_games < games:
+                        lane_games.append(self._new_game(started_games))
+                        started_games += 1
+                    rounds[lane] = self._start_round(lane_games, threads) if lane_games else None
+                self.report.seconds = time.monotonic() - started
+                bar.set_postfix(moves=self.report.moves, evals_s=f"{self.report.evaluations_per_second:.0f}",
+                                refresh=False)
+        finally:
+            if threads is not None:
+                threads.close()
         bar.close()
         report = self.report
         report.seconds = time.monotonic() - started
@@ -238,12 +257,25 @@ class _SelfPlay:
                  report.false_resignations, report.would_resign)
         return report
 
-    def _round(self, playing: list[_Game]) -> None:
-        """One gather from every game's tree, one evaluator call, one finish per tree."""
+    def _start_round(self, playing: list[_Game], threads: EvaluationThreads | None) -> Round:
+        """A gather from every game's tree, its evaluation in flight (one call, or one per evaluation thread and one
+        for this thread)."""
         wanted = [min(self.config.leaves_per_game, game.visits - game.tree.root.visits) for game in playing]
-        evaluations, calls = run_round([game.tree for game in playing], wanted)
+        chunks = self.config.evaluation_threads + 1 if threads is not None else 1
+        return start_round([game.tree for game in playing], wanted, threads, chunks)
+
+    def _end_round(self, evaluated: Round, playing: list[_Game], bar: tqdm) -> None:
+        """Finishes a round's trees, plays the moves whose searches are done, and saves the games that ended."""
+        evaluations, calls = evaluated.finish()
         self.report.evaluations += evaluations
         self.report.evaluator_calls += calls
+        for game in playing:
+            self._advance(game)
+        self._encode_samples()
+        for game in playing:
+            if game.ending is not None:
+                self._save(game)
+                bar.update(1)
 
     # ---- one game -----------------------------------------------------------------------------------------
 

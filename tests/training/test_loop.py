@@ -12,11 +12,14 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
 from gtp_engine import sgf_io  # noqa: E402
+from gtp_engine.board import BLACK, WHITE  # noqa: E402
+from gtp_engine.evaluator import UniformEvaluator  # noqa: E402
 from gtp_engine.onnx_evaluator import OnnxEvaluator  # noqa: E402
 from gtp_engine.training import checkpoint as checkpoint_lib  # noqa: E402
 from gtp_engine.training import dataset, gating, loop, quantize, selfplay, sgf_ingest, train  # noqa: E402
@@ -118,6 +121,25 @@ def test_a_gate_match_alternates_colours_saves_games_and_resumes(tiny_onnx_model
     records = [json.loads(line) for line in (tmp_path / gating.GAMES).read_text().splitlines()]
     assert len(records) == 6 and sorted(r["index"] for r in records) == list(range(6))
     assert records[:3] == [json.loads(line) for line in lines[:3]] and again.games == 6
+
+
+def test_a_pipelined_gate_plays_the_games_an_unpipelined_one_plays(tmp_path):
+    class Leaning(UniformEvaluator):
+        """Deterministic, with a value that depends on the position, so games differ from one another."""
+
+        def evaluate(self, states):
+            batch = super().evaluate(states)
+            batch.value[:] = [np.tanh(0.3 * (len(s.board.stones(BLACK)) - len(s.board.stones(WHITE)))) for s in states]
+            return batch
+
+    games = {}
+    for threads in (0, 1):
+        config = GateConfig(size=SIZE, komi=2.0, visits=8, max_games=8, sprt_min_games=8, parallel_games=4,
+                            leaves_per_game=3, evaluation_threads=threads)
+        gating.play_match(Leaning(), UniformEvaluator(), config, tmp_path / str(threads), progress=False)
+        games[threads] = {n: (tmp_path / str(threads) / "sgf" / f"game-{n}.sgf").read_text() for n in range(8)}
+    assert games[0] == games[1]
+    assert len(set(games[0].values())) > 1
 
 
 # ---- the loop ----------------------------------------------------------------------------------------------
