@@ -266,7 +266,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     """The command line, over the command's --config file where one is given; a bad file ends the program
     with status 2 and the reason, as a bad flag does."""
     parser = argparse.ArgumentParser(prog="python -m gtp_engine.training", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", type=int, help="torch and numpy threads (default: torch's choice)")
+    parser.add_argument("--threads", type=int, help="torch and numpy threads, and the cores that self-play and gate "
+                        "matches share among their network calls (default: torch's and onnxruntime's choice)")
     commands = parser.add_subparsers(dest="command", required=True)
 
     ingest = commands.add_parser("ingest", help="SGF folders/archives -> shards")
@@ -404,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "selfplay":
             config = _config(selfplay.SelfPlayConfig, args)
-            threads = args.threads or config.network_threads()
+            threads = config.network_threads(args.threads) or args.threads or 0
             evaluator = loop.Engine(args.backend, args.device, threads).open(args.weights, config.seed)
             report = selfplay.play(evaluator, args.games, config, args.out, progress=not args.no_progress)
             print(json.dumps(report.to_dict(), indent=1), file=sys.stderr)
@@ -413,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "gate":
             extra = {"sprt_min_games": args.max_games} if args.fixed_length else {}
             config = _config(gating.GateConfig, args, **extra)
-            engine = loop.Engine(args.backend, args.device, args.threads or 0)
+            engine = loop.Engine(args.backend, args.device, config.network_threads(args.threads) or args.threads or 0)
             result = loop.run_gate(loop.GateJob(args.candidate, args.best, config, args.out, engine),
                                    progress=not args.no_progress)
             print(json.dumps(result.to_dict(), indent=1), file=sys.stderr)

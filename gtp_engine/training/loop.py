@@ -284,19 +284,23 @@ class Runner(Protocol):
 
 
 class LocalRunner:
-    """Runs every phase in this process, one self-play batch after another; threads: onnxruntime's."""
+    """Runs every phase in this process, one self-play batch after another; cores: what the self-play and gate
+    jobs share among their network calls (network_threads of their configs; 0: all of this machine's)."""
 
-    def __init__(self, progress: bool = True, threads: int = 0):
-        self.progress, self.threads = progress, threads
+    def __init__(self, progress: bool = True, cores: int = 0):
+        self.progress, self.cores = progress, cores
+
+    def _threads(self, job: SelfPlayJob | GateJob) -> SelfPlayJob | GateJob:
+        return with_threads(job, job.config.network_threads(self.cores) or self.cores) if self.cores else job
 
     def selfplay(self, jobs: list[SelfPlayJob]) -> list[dict]:
-        return [run_selfplay(with_threads(job, self.threads), self.progress) for job in jobs]
+        return [run_selfplay(self._threads(job), self.progress) for job in jobs]
 
     def train(self, config: train.TrainConfig, run_dir: str) -> dict:
         return run_train(config, run_dir, self.progress)
 
     def gate(self, job: GateJob) -> gating.GateResult:
-        return run_gate(with_threads(job, self.threads), self.progress)
+        return run_gate(self._threads(job), self.progress)
 
 
 # ---- the loop -------------------------------------------------------------------------------------------
@@ -306,7 +310,7 @@ def run(config: LoopConfig, run_dir: str | Path, runner: Runner | None = None, p
         threads: int = 0) -> dict:
     """Runs (or resumes) the loop in run_dir until config.generations is recorded; returns the state.
 
-    runner: LocalRunner(progress, threads) unless given; threads: onnxruntime's for the local runner.
+    runner: LocalRunner(progress, threads) unless given; threads: the cores of the local runner.
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
