@@ -8,9 +8,13 @@ depend on the weights). Each is searched as the engine does it: OnnxEvaluator be
 the batch size, batches in flight, evaluation threads and network thread count of the default EngineConfig (4 in
 flight; on 2 cores one evaluation thread and the search thread, one onnxruntime thread per run). Each round searches for
 --seconds per network (from the empty board and from positions after random moves, a fresh tree each time), then
-runs the bare onnxruntime session (on onnxruntime's own thread count: all cores) on the very batches that search
-sent it (inputs encoded beforehand), fp32 and int8 in ten turns of --seconds / 10 each. The best rate of each is
-kept, which filters out other load on a shared machine; int8/fp32 is the median ratio of neighbouring turns.
+runs the bare onnxruntime session on the very batches that search
+sent it (inputs encoded beforehand), fp32 and int8 in ten turns of --seconds / 10 each. A turn runs the session
+both ways the cores can be used: one call at a time on onnxruntime's own thread count (all cores), and as many
+calls at once as the search makes (its evaluation threads and the search thread) on the search's thread count;
+the better one is the turn's rate (small batches gain more from concurrent one-thread calls than from threads
+within a call). The best turn of each network is kept, which filters out other load on a shared machine;
+int8/fp32 is the median ratio of neighbouring turns.
 
 Columns: session pos/s (InferenceSession.run alone), search visits/s, search/session (the share of the network's
 throughput the search keeps), and for int8 rows int8/fp32 (session speed-up).
@@ -41,6 +45,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -86,16 +91,25 @@ class RecordingEvaluator:
             self.batches.append([s.copy() for s in states])
 
 
-def session_rate(network, inputs: list[tuple[np.ndarray, np.ndarray]], seconds: float) -> float:
+def session_rate(network, inputs: list[tuple[np.ndarray, np.ndarray]], seconds: float, callers: int = 1) -> float:
     """Positions per second of the network's bare forward (the onnxruntime session, or the torch model) over
-    encoded `inputs` in turn, for `seconds`."""
-    positions, start, i = 0, time.perf_counter(), 0
-    while time.perf_counter() - start < seconds:
-        spatial, global_ = inputs[i % len(inputs)]
-        network.forward(spatial, global_)
-        positions += len(spatial)
-        i += 1
-    return positions / (time.perf_counter() - start)
+    encoded `inputs` in turn, for `seconds`, from `callers` threads at once."""
+    positions, start = [0] * callers, time.perf_counter()
+
+    def work(caller: int) -> None:
+        i = caller
+        while time.perf_counter() - start < seconds:
+            spatial, global_ = inputs[i % len(inputs)]
+            network.forward(spatial, global_)
+            positions[caller] += len(spatial)
+            i += callers
+
+    threads = [threading.Thread(target=work, args=(caller,)) for caller in range(callers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sum(positions) / (time.perf_counter() - start)
 
 
 def search_rate(network, config: SearchConfig, roots: list[GameState], seconds: float,
@@ -231,8 +245,10 @@ def main(argv: list[str] | None = None) -> int:
                           evaluation_threads=args.evaluation_threads)
     engine = dataclasses.replace(defaults, player=dataclasses.replace(defaults.player, search=config))
     threads = args.threads if args.threads is not None else engine.network_threads()
+    callers = config.evaluation_threads_for() + 1 if args.backend == "onnx" else 1  # the search's network calls
     rng = np.random.default_rng(0)
     failures, ours_19 = 0, {}
+    shared_won = turns = 0
     print(f"{'network':22} {'size':>5} {'batch':>5} {'session pos/s':>13} {'search visits/s':>15} "
           f"{'search/session':>14} {'int8/fp32':>9}  targets")
     with tempfile.TemporaryDirectory() as folder:
@@ -255,7 +271,12 @@ def main(argv: list[str] | None = None) -> int:
                     inputs[name] = [features.encode(b) for b in batches[:RECORDED_BATCHES]]
                 for _ in range(SLICES):  # short turns, so that both networks see the same load
                     for name, network in nets.items():
-                        slices[name].append(session_rate(network, inputs[name], args.seconds / SLICES))
+                        turn = args.seconds / SLICES / (2 if callers > 1 else 1)
+                        whole = session_rate(network, inputs[name], turn)
+                        shared = session_rate(searched[name], inputs[name], turn, callers) if callers > 1 else 0.0
+                        slices[name].append(max(whole, shared))
+                        shared_won += shared > whole
+                        turns += 1
             for name in nets:
                 session[name] = max(slices[name])
             for name, network in nets.items():
@@ -272,8 +293,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{Path(network.info.path).name:22} {size:>3}x{size:<2}{args.batch:>5} {session[name]:>13.0f} "
                       f"{search[name]:>15.0f} {kept:>14.2f} {'' if speedup is None else f'{speedup:.2f}':>9}  "
                       + ", ".join(f"{what} {'ok' if ok else 'BELOW'}" for what, ok in verdicts), flush=True)
-        runner = ("onnxruntime cpu: bare sessions on its own thread count, the search's on "
-                  f"{threads or 'its own'}") if args.backend == "onnx" else \
+        runner = (f"onnxruntime cpu: the search's calls on {threads or 'its own thread count'} threads each; the "
+                  f"bare session the better, turn by turn, of one call at a time on onnxruntime's own thread count "
+                  f"and {callers} calls at once as the search makes them ({shared_won} of {turns} turns)") \
+            if args.backend == "onnx" else \
             f"torch {next(iter(searched.values())).info.provider}: the bare rate is the evaluator's forward alone"
         print(f"{runner}; "
               f"symmetry random, CachedEvaluator; search config: batch {config.batch_size}, "
