@@ -3,16 +3,20 @@
  *   spatial_planes(states, symmetries, table, planes)   encode's spatial planes
  *   global_inputs(states, out)                          features.global_inputs
  *   position_key(state)                                 features.position_key, the same tuple
+ *   decode(policy_logits, value_logits, ownership, symmetries, inverse, table, policy, value, owned)
+ *                                                       features.decode into policy, value and owned
  *
  * writes planes[i] (float32, C-contiguous [B, C, area], C the 15 channels of feature set version 1) for states[i],
  * transformed by symmetries[i] through the rows of `table` (symmetry.permutation_table: output flat j reads the
  * point at original flat table[s][j]); symmetries None is the identity for every position and table is then
  * ignored. Liberties are counted exactly, as the reference counts them: every empty point adds one liberty to each
  * distinct chain among its neighbours. Every value written is 0.0 or 1.0, and tests/unit/test_features.py holds
- * the result to the reference's, value for value.
+ * the result to the reference's, value for value. decode's softmaxes are computed in float32 as the reference's
+ * are, but summed in another order: the test holds them to it within a few units in the last place.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -48,6 +52,13 @@ static int borrow(PyObject *obj, Py_buffer *view, int flags, const char *format,
         return -1;
     }
     return 0;
+}
+
+/* The int64 table of a buffer ('q' or 'l' items, both 8 bytes); -1 with an exception otherwise. */
+static int borrow_int64(PyObject *obj, Py_buffer *view, const char *what) {
+    if (borrow(obj, view, PyBUF_SIMPLE, "q", 8, what) == 0) return 0;
+    PyErr_Clear();
+    return borrow(obj, view, PyBUF_SIMPLE, "l", 8, what);
 }
 
 /* The source flat of output flat j, and the marks (bit 0 ko ban, bit 1 + k the move k + 1 ago) per source flat. */
@@ -185,10 +196,7 @@ static PyObject *py_spatial_planes(PyObject *Py_UNUSED(module), PyObject *const 
         goto release_planes;
     }
     if (symmetries != Py_None) {
-        if (borrow(args[2], &table_view, PyBUF_SIMPLE, "q", 8, "table") < 0) {
-            PyErr_Clear();
-            if (borrow(args[2], &table_view, PyBUF_SIMPLE, "l", 8, "table") < 0) goto release_planes;
-        }
+        if (borrow_int64(args[2], &table_view, "table") < 0) goto release_planes;
         table = table_view.buf;
         rows = table_view.len / (8 * area);
         if (PySequence_Length(symmetries) != count) {
@@ -386,6 +394,88 @@ done:
     return result;
 }
 
+/* decode(policy_logits, value_logits, ownership, symmetries, inverse, table, policy, value, owned) */
+static PyObject *py_decode(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError,
+                        "decode(policy_logits, value_logits, ownership, symmetries, inverse, table, policy, value, "
+                        "owned)");
+        return NULL;
+    }
+    Py_buffer in[3], out[3], syms = {0}, inverse = {0}, table = {0};
+    const char *in_names[3] = {"policy_logits", "value_logits", "ownership"};
+    const char *out_names[3] = {"policy", "value", "owned"};
+    int held_in = 0, held_out = 0, with_syms = args[3] != Py_None;
+    PyObject *result = NULL;
+    for (; held_in < 3; held_in++)
+        if (borrow(args[held_in], &in[held_in], PyBUF_SIMPLE, "f", 4, in_names[held_in]) < 0) goto done;
+    for (; held_out < 3; held_out++)
+        if (borrow(args[6 + held_out], &out[held_out], PyBUF_WRITABLE, "f", 4, out_names[held_out]) < 0) goto done;
+    const Py_ssize_t count = in[1].len / (3 * 4);
+    const Py_ssize_t moves = count ? in[0].len / (4 * count) : 0, area = moves - 1;
+    if (count == 0 || in[1].len != 12 * count || in[0].len != 4 * count * moves || area < 1 || moves > MAX_ARRAY
+        || in[2].len != 4 * count * area || out[0].len != in[0].len || out[1].len != 4 * count
+        || out[2].len != in[2].len) {
+        PyErr_SetString(PyExc_ValueError, "decode needs policy logits [B, A + 1], value logits [B, 3], ownership "
+                                          "[B, A] and outputs of the same shapes (value [B])");
+        goto done;
+    }
+    Py_ssize_t kinds = 0;
+    if (with_syms) {
+        if (borrow_int64(args[3], &syms, "symmetries") < 0) goto done;
+        if (borrow_int64(args[4], &inverse, "inverse") < 0) goto done;
+        if (borrow_int64(args[5], &table, "table") < 0) goto done;
+        kinds = table.len / (8 * area);
+        if (syms.len != 8 * count || table.len != 8 * kinds * area) {
+            PyErr_SetString(PyExc_ValueError, "one symmetry per position, and a table of rows of the board's area");
+            goto done;
+        }
+    }
+    const float *logits = in[0].buf, *wdl = in[1].buf, *ownership = in[2].buf;
+    float *policy = out[0].buf, *value = out[1].buf, *owned = out[2].buf;
+    float exps[MAX_ARRAY];
+    for (Py_ssize_t b = 0; b < count; b++) {
+        const float *x = logits + b * moves;
+        const int64_t *row = NULL;
+        if (with_syms) {
+            int64_t s = ((const int64_t *)syms.buf)[b];
+            int64_t k = s >= 0 && s < inverse.len / 8 ? ((const int64_t *)inverse.buf)[s] : -1;
+            if (k < 0 || k >= kinds) {
+                PyErr_Format(PyExc_ValueError, "symmetry %lld has no row in the permutation table", (long long)s);
+                goto done;
+            }
+            row = (const int64_t *)table.buf + k * area;
+        }
+        float top = x[0];
+        for (Py_ssize_t j = 1; j < moves; j++) top = x[j] > top ? x[j] : top;
+        float sum = 0.0f;
+        for (Py_ssize_t j = 0; j < moves; j++) sum += exps[j] = expf(x[j] - top);
+        float *p = policy + b * moves, *o = owned + b * area;
+        const float *own = ownership + b * area;
+        for (Py_ssize_t j = 0; j < area; j++) {
+            Py_ssize_t from = row ? (Py_ssize_t)row[j] : j;
+            p[j] = exps[from] / sum;
+            o[j] = own[from];
+        }
+        p[area] = exps[area] / sum;
+        const float *v = wdl + 3 * b;
+        float m = v[0] > v[1] ? v[0] : v[1];
+        m = v[2] > m ? v[2] : m;
+        float win = expf(v[0] - m), loss = expf(v[1] - m), draw = expf(v[2] - m);
+        float total = win + loss + draw;
+        value[b] = win / total - loss / total;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    for (int i = 0; i < held_in; i++) PyBuffer_Release(&in[i]);
+    for (int i = 0; i < held_out; i++) PyBuffer_Release(&out[i]);
+    if (syms.obj) PyBuffer_Release(&syms);
+    if (inverse.obj) PyBuffer_Release(&inverse);
+    if (table.obj) PyBuffer_Release(&table);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"spatial_planes", (PyCFunction)(void (*)(void))py_spatial_planes, METH_FASTCALL,
      "spatial_planes(states, symmetries, table, planes): the spatial planes of features.encode"},
@@ -393,6 +483,9 @@ static PyMethodDef methods[] = {
      "global_inputs(states, out): features.global_inputs into out"},
     {"position_key", (PyCFunction)(void (*)(void))py_position_key, METH_FASTCALL,
      "position_key(state): features.position_key"},
+    {"decode", (PyCFunction)(void (*)(void))py_decode, METH_FASTCALL,
+     "decode(policy_logits, value_logits, ownership, symmetries, inverse, table, policy, value, owned): "
+     "features.decode into policy, value and owned"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,4 +1,5 @@
-"""Features: a position becomes the network's input, spatial planes and global values (feature set version 1).
+"""Features: a position becomes the network's input, spatial planes and global values (feature set version 1),
+and the network's raw outputs come back to the board as it stands (decode).
 
 Terms:
 - own / opponent: the side to move / the other side. Every input is from the side to move's view.
@@ -14,9 +15,13 @@ Terms:
 - position key: a hashable value holding everything the features read, so equal keys give equal inputs.
 - symmetries: encode can apply a symmetry per position (symmetry.py); it permutes the board before the planes
   are built, which costs less than transforming the finished planes.
-- compiled twin: _features_core.c builds the spatial planes and the global values and makes the position key
-  where it is built (native.py); encode_python, global_inputs_python and position_key_python are the reference it
-  is tested against, value for value.
+- decode: policy logits [B, A + 1] and (win, loss, draw) logits [B, 3] become probabilities and a value (win -
+  loss), and the policy and ownership [B, A] of a position encoded under symmetry s are permuted back by s's
+  inverse, so that index j is the board's own flat j (pass last).
+- compiled twin: _features_core.c builds the spatial planes and the global values, makes the position key and
+  decodes where it is built (native.py); encode_python, global_inputs_python, position_key_python and
+  decode_python are the reference it is tested against (value for value; decode's softmax sums within a few
+  units in the last place).
 
 Bump FEATURES_VERSION whenever the meaning or order of any input changes; networks record the version they
 were trained with and the engine refuses a mismatch.
@@ -114,6 +119,45 @@ def encode(states: Sequence[GameState], symmetries: Sequence[int] | None = None)
     planes = np.empty((len(states), SPATIAL_CHANNELS, g.area), np.float32)
     _compiled.spatial_planes(states, symmetries, table, planes)
     return planes.reshape(len(states), SPATIAL_CHANNELS, height, width), global_inputs(states)
+
+
+def decode(policy_logits: np.ndarray, value_logits: np.ndarray, ownership: np.ndarray, grid: Grid,
+           symmetries: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(policy [B, A + 1], value [B], ownership [B, A]) from raw outputs, float32, in the board's own orientation
+    (see the module docstring); symmetries: the int64 symmetry each position was encoded under, or None."""
+    if _compiled is None:
+        return decode_python(policy_logits, value_logits, ownership, grid, symmetries)
+    count = len(value_logits)
+    policy = np.empty((count, grid.area + 1), np.float32)
+    value = np.empty(count, np.float32)
+    owned = np.empty((count, grid.area), np.float32)
+    table = symmetry.permutation_table(grid.height, grid.width) if symmetries is not None else None
+    _compiled.decode(np.ascontiguousarray(policy_logits, np.float32), np.ascontiguousarray(value_logits, np.float32),
+                     np.ascontiguousarray(ownership, np.float32),
+                     None if symmetries is None else np.ascontiguousarray(symmetries, np.int64), _INVERSE, table, policy,
+                     value, owned)
+    return policy, value, owned
+
+
+def decode_python(policy_logits: np.ndarray, value_logits: np.ndarray, ownership: np.ndarray, grid: Grid,
+                  symmetries: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """decode in numpy: the reference of the compiled twin."""
+    policy = _softmax(policy_logits)
+    ownership = ownership.reshape(len(ownership), grid.area)
+    if symmetries is not None:
+        # Back to the original board: original[j] = transformed[permutation of the inverse symmetry][j].
+        back = _INVERSE[symmetries]
+        rows = np.arange(len(symmetries))[:, None]
+        ownership = ownership[rows, symmetry.permutation_table(grid.height, grid.width)[back]]
+        policy = policy[rows, symmetry.policy_permutation_table(grid.height, grid.width)[back]]
+    wdl = _softmax(value_logits)
+    return policy, wdl[:, 0] - wdl[:, 1], ownership
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    e /= e.sum(axis=1, keepdims=True)
+    return e
 
 
 def global_inputs(states: Sequence[GameState]) -> np.ndarray:

@@ -39,7 +39,6 @@ log = logging.getLogger(__name__)
 SYMMETRY_MODES = ("random", "average", "none")
 PRECISIONS = ("auto", "fp32", "int8")
 INT8_SUFFIX = ".int8.onnx"
-_INVERSE = np.array(symmetry.INVERSE)
 
 
 class ModelLoadError(Exception):
@@ -183,16 +182,7 @@ class _NetworkEvaluation:
         if not count:
             return EvaluationBatch.empty()
         policy_logits, value_logits, score, ownership = self._outputs
-        policy = _softmax(policy_logits)
-        ownership = ownership.reshape(len(ownership), g.area)
-        if syms is not None:
-            # Back to the original board: original[j] = transformed[permutation of the inverse symmetry][j].
-            back = _INVERSE[syms]
-            rows = np.arange(len(syms))[:, None]
-            ownership = ownership[rows, symmetry.permutation_table(g.height, g.width)[back]]
-            policy = policy[rows, symmetry.policy_permutation_table(g.height, g.width)[back]]
-        wdl = _softmax(value_logits)
-        value = wdl[:, 0] - wdl[:, 1]
+        policy, value, ownership = features.decode(policy_logits, value_logits, ownership, g, syms)
         if kinds > 1:  # symmetry "average": the mean over every symmetry
             policy = policy.reshape(kinds, count, -1).mean(axis=0)
             value = value.reshape(kinds, count).mean(axis=0)
@@ -200,8 +190,3 @@ class _NetworkEvaluation:
             ownership = ownership.reshape(kinds, count, -1).mean(axis=0)
         return EvaluationBatch(policy=policy, value=value, score=score, ownership=ownership)
 
-
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    e = np.exp(logits - logits.max(axis=1, keepdims=True))
-    e /= e.sum(axis=1, keepdims=True)
-    return e

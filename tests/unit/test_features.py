@@ -6,7 +6,7 @@ import pytest
 
 from gtp_engine import features, symmetry
 from gtp_engine.board import BLACK, WHITE, Board
-from gtp_engine.coords import PASS
+from gtp_engine.coords import PASS, Grid
 from gtp_engine.game import GameState, Rules
 
 CH = {name: i for i, name in enumerate(features.SPATIAL)}
@@ -285,3 +285,62 @@ def test_compiled_global_inputs_and_key_equal_the_reference(random_states, rules
         key = features.position_key(state)
         assert key == features.position_key_python(state) and hash(key) == hash(features.position_key_python(state))
         assert [type(v) for v in key] == [type(v) for v in features.position_key_python(state)]
+
+
+@pytest.mark.parametrize("width, height", [(9, 9), (19, 19), (7, 5), (1, 4)])
+def test_decoding_a_transformed_position_undoes_its_symmetry(width, height):
+    """A network that answers with its input's own layout (logit j = j-th flat of the planes it got) is decoded
+    back into the board's order under every symmetry."""
+    grid = Grid(width, height)
+    kinds = len(symmetry.symmetries_for(width, height))
+    syms = np.arange(kinds, dtype=np.int64)
+    marks = np.arange(grid.area, dtype=np.float32) / grid.area  # a distinct value per board flat
+    table = symmetry.permutation_table(height, width)
+    seen = np.stack([marks[table[s]] for s in syms])  # output flat j of symmetry s reads board flat table[s][j]
+    logits = np.concatenate([np.log(seen + 1.0), np.zeros((kinds, 1), np.float32)], axis=1)
+    policy, value, owned = features.decode(logits, np.zeros((kinds, 3), np.float32), seen, grid, syms)
+    expected = marks + 1.0  # the board's probabilities up to their sum
+    for row in range(kinds):
+        np.testing.assert_allclose(owned[row], marks, rtol=0, atol=0)
+        np.testing.assert_allclose(policy[row, :-1] / policy[row, :-1].sum(), expected / expected.sum(), rtol=1e-5)
+    np.testing.assert_allclose(policy.sum(axis=1), 1.0, rtol=1e-6)
+    np.testing.assert_array_equal(value, 0.0)
+
+
+@pytest.mark.skipif(features._compiled is None, reason="the compiled features are not built")
+@pytest.mark.parametrize("width, height", [(9, 9), (19, 19), (7, 5), (2, 3)])
+@pytest.mark.parametrize("with_symmetries", [True, False])
+def test_compiled_decode_equals_the_reference(width, height, with_symmetries):
+    rng = np.random.default_rng(width * 100 + height)
+    grid = Grid(width, height)
+    count = 13
+    policy_logits = (rng.normal(size=(count, grid.area + 1)) * 6).astype(np.float32)
+    policy_logits[0] = 0.0  # a flat row
+    policy_logits[1, 3] = 80.0  # one move with everything
+    value_logits = (rng.normal(size=(count, 3)) * 4).astype(np.float32)
+    ownership = np.tanh(rng.normal(size=(count, height, width))).astype(np.float32)
+    syms = rng.integers(0, len(symmetry.symmetries_for(width, height)), count) if with_symmetries else None
+    compiled = features.decode(policy_logits, value_logits, ownership, grid, syms)
+    reference = features.decode_python(policy_logits, value_logits, ownership, grid, syms)
+    for ours, theirs in zip(compiled, reference):
+        assert ours.dtype == np.float32 and ours.shape == theirs.shape
+        np.testing.assert_allclose(ours, theirs, rtol=2e-6, atol=1e-7)
+    np.testing.assert_array_equal(compiled[2], reference[2])  # ownership is only moved
+
+
+@pytest.mark.skipif(features._compiled is None, reason="the compiled features are not built")
+def test_compiled_decode_refuses_what_does_not_fit():
+    policy, value, owned = (np.zeros((2, 82), np.float32), np.zeros(2, np.float32), np.zeros((2, 81), np.float32))
+    good = (np.zeros((2, 82), np.float32), np.zeros((2, 3), np.float32), np.zeros((2, 81), np.float32))
+    table = symmetry.permutation_table(9, 9)
+    inverse = np.array(symmetry.INVERSE)
+    with pytest.raises(ValueError, match="decode needs"):
+        features._compiled.decode(np.zeros((2, 80), np.float32), good[1], good[2], None, inverse, table, policy, value,
+                                  owned)
+    with pytest.raises(ValueError, match="symmetry 9"):
+        features._compiled.decode(*good, np.array([0, 9]), inverse, table, policy, value, owned)
+    with pytest.raises(TypeError, match="policy_logits"):
+        features._compiled.decode(good[0].astype(np.float64), good[1], good[2], None, inverse, table, policy, value,
+                                  owned)
+    features._compiled.decode(*good, np.array([0, 7]), inverse, table, policy, value, owned)
+    np.testing.assert_allclose(policy, 1 / 82, rtol=1e-6)
