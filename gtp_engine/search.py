@@ -34,7 +34,14 @@ Terms:
   move number), add_noise, ResignCounter. They are the one place where a move is chosen from a tree: the
   Searcher (genmove, analysis), self-play and gating all use them.
 - round runner: run_round grows many trees at once (self-play games, gate matches): each gathers its leaves,
-  the trees that share an evaluator send theirs in one call, each finishes its batch.
+  the trees that share an evaluator send theirs in one call, each finishes its batch. start_round and
+  Round.finish are its two halves, so that a caller can work while a round's evaluations are in flight.
+- games in lanes: play_games keeps many games (RoundGame) in progress for self-play, gate matches and tuning.
+  With evaluation threads they are split into two lanes whose rounds alternate: while one lane's positions are
+  in the network (its calls computed by the evaluation threads and, when it would wait, by the calling thread),
+  the calling thread finishes the other lane's round, lets its games move and gathers its next round. The search
+  and the network then keep every core busy (onnxruntime releases the GIL), each call on network_threads
+  threads. Without, one round takes every game.
 - background search: pondering and analysis in a thread; stop() interrupts it within the batches in flight and
   joins.
 - batches in flight: how many gathered batches the search keeps unfinished. Evaluation threads (the cores but
@@ -63,7 +70,7 @@ import time
 import weakref
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -749,6 +756,53 @@ class Round:
                 trees[i].abandon(pending[i])
             raise
         return evaluations, calls
+
+
+class RoundGame(Protocol):
+    """A game that play_games drives: the search tree of its move in progress, the leaves it wants this round,
+    what it does once a round is finished (plays the move when its search is done, which may end the game)."""
+
+    tree: Tree
+
+    def wants(self) -> int: ...
+
+    def advance(self) -> None: ...
+
+    @property
+    def over(self) -> bool: ...
+
+
+def play_games(start: Callable[[int], Sequence[RoundGame]],
+               after_round: Callable[[list[RoundGame], int, int], bool],
+               parallel: int, evaluation_threads: int = 0) -> None:
+    """Plays games in rounds (see games in lanes) until none is left. start(n) gives up to n new games (a few more
+    is fine; none once no more are due); after each round and every game's advance(), after_round(ended,
+    evaluations, calls) gets the games that ended in it and the round's positions and evaluator calls, and may
+    return True to stop at once (the games in progress are dropped)."""
+    lanes: list[list[RoundGame]] = [[], []] if evaluation_threads else [[]]
+    rounds: list[Round | None] = [None] * len(lanes)
+    threads = EvaluationThreads(evaluation_threads) if evaluation_threads else None
+    try:
+        while True:
+            for lane, games in enumerate(lanes):
+                if rounds[lane] is not None:
+                    evaluations, calls = rounds[lane].finish()
+                    for game in games:
+                        game.advance()
+                    ended = [game for game in games if game.over]
+                    games[:] = [game for game in games if not game.over]
+                    if after_round(ended, evaluations, calls):
+                        return
+                seats = (parallel + len(lanes) - 1 - lane) // len(lanes) - len(games)
+                if seats > 0:
+                    games.extend(start(seats))
+                rounds[lane] = start_round([game.tree for game in games], [game.wants() for game in games],
+                                           threads, evaluation_threads + 1) if games else None
+            if not any(rounds):
+                return
+    finally:
+        if threads is not None:
+            threads.close()
 
 
 def network_threads(evaluation_threads: int, cores: int | None = None) -> int:

@@ -15,8 +15,8 @@ Terms:
   interleaved so that load falls on both alike. CPU seconds (time.process_time) rather than wall seconds: on a
   loaded machine they still measure what a search costs.
 - game: in process, two Searchers' worth of trees sharing one evaluator: every round gathers a batch of leaves
-  from each running game's tree (at most its side's batch_size), evaluates all of them in one call and finishes
-  them (as training/gating.py). Every move is a fresh search of the side's visits (no tree reuse, no early
+  from each running game's tree (at most its side's batch_size), evaluates them together and finishes them
+  (search.play_games, as training/gating.py: two lanes of games whose rounds overlap with --evaluation-threads). Every move is a fresh search of the side's visits (no tree reuse, no early
   stop: both sides spend exactly their budget), chosen by search.choose_edge (LCB per the side's config). A game
   ends at two passes (area scoring of the board as it stands, komi 7, Chinese rules by default), when the mover's
   winrate stays below 5% for three of its moves (it resigns), or at twice the board's area in moves.
@@ -59,7 +59,7 @@ from gtp_engine.evaluator import Evaluator
 from gtp_engine.game import GameState, Rules
 from gtp_engine.mcts import Tree
 from gtp_engine.search import (ResignConfig, ResignCounter, SearchConfig, Searcher, StopCondition, choose_edge,
-                               run_round)
+                               network_threads, play_games)
 
 SETTINGS, JOURNAL = "settings.json", "journal.jsonl"
 GAMMA, ALPHA = 0.101, 0.602  # SPSA's exponents (Spall; fishtest)
@@ -165,8 +165,9 @@ class Game:
         side = self.sides[self.state.to_play]
         return max(1, min(side.config.batch_size, side.visits - self.tree.root.visits))
 
-    def searched(self) -> bool:
-        return self.tree.root.visits >= self.sides[self.state.to_play].visits
+    def advance(self) -> None:
+        if self.tree.root.visits >= self.sides[self.state.to_play].visits:
+            self.move()
 
     def move(self) -> None:
         state, color = self.state, self.state.to_play
@@ -185,26 +186,17 @@ class Game:
         return 0.5 if self.winner == 0 else float(self.winner == color)
 
 
-def play(evaluator: Evaluator, start: Callable[[], list[Game]], done: Callable[[Game], None],
-         parallel: int) -> None:
-    """Plays games until start() has none to give: keeps about `parallel` games running, evaluates the leaves of
-    all of them in one call per round, and calls done(game) as each ends."""
-    games: list[Game] = []
-    while True:
-        while len(games) < parallel:
-            more = start()
-            if not more:
-                break
-            games.extend(more)
-        if not games:
-            return
-        run_round([game.tree for game in games], [game.wants() for game in games])
-        for game in games:
-            if game.searched():
-                game.move()
-        for game in [g for g in games if g.over]:
-            games.remove(game)
+def play(start: Callable[[], list[Game]], done: Callable[[Game], None], parallel: int,
+         evaluation_threads: int) -> None:
+    """Plays games until start() has none to give, about `parallel` at once (search.play_games: in two lanes with
+    evaluation threads), and calls done(game) as each ends."""
+
+    def after_round(ended: list[Game], evaluations: int, calls: int) -> bool:
+        for game in ended:
             done(game)
+        return False
+
+    play_games(lambda seats: start(), after_round, parallel, evaluation_threads)
 
 
 def opening(evaluator: Evaluator, args: argparse.Namespace, rng: np.random.Generator) -> GameState:
@@ -375,7 +367,7 @@ def run_spsa(args: argparse.Namespace, evaluator: Evaluator, base: dict[str, flo
             print(f"spsa: {count}/{args.pairs} pairs, {time.monotonic() - clock:.0f} s: {shown}", file=sys.stderr,
                   flush=True)
 
-    play(evaluator, start, done, 2 * args.parallel)
+    play(start, done, 2 * args.parallel, args.evaluation_threads)
     final = {n: round(v, 4) for n, v in spsa.values(state["theta"]).items()}
     print("SPSA result after", len(journal.lines), "pairs:", ", ".join(f"{n}={v:g}" for n, v in final.items()))
     if journal.lines:
@@ -444,7 +436,7 @@ def run_match(args: argparse.Namespace, evaluator: Evaluator, base: dict[str, fl
             print(f"match: {len(results)} games, score {match_stats.score(results):.3f}, "
                   f"{time.monotonic() - clock:.0f} s", file=sys.stderr, flush=True)
 
-    play(evaluator, start, done, 2 * args.parallel)
+    play(start, done, 2 * args.parallel, args.evaluation_threads)
     return report(results, values, sprt, candidate_visits, args.visits)
 
 
@@ -522,7 +514,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--throughput-positions", type=int, default=6)
     parser.add_argument("--throughput-rounds", type=int, default=3)
     parser.add_argument("--opening-moves", type=int, default=4)
-    parser.add_argument("--parallel", type=int, default=8, help="pairs played at once (one network call a round)")
+    parser.add_argument("--parallel", type=int, default=8, help="pairs played at once")
+    parser.add_argument("--evaluation-threads", type=int, default=1,
+                        help="threads computing one lane's positions while the other lane searches (0: none, one "
+                             "network call a round; default: 1)")
     parser.add_argument("--report-every", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="journal folder (resumable); without it nothing is written")
@@ -530,13 +525,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if min(args.visits, args.pairs, args.games, args.parallel, args.report_every) < 1:
             raise TuneError("--visits, --pairs, --games, --parallel and --report-every must be positive")
+        if args.evaluation_threads < 0:
+            raise TuneError("--evaluation-threads must not be negative")
         Rules.named(args.rules)
         base = parse_values(args.set)
         candidate = spsa_params(args.params) if args.command == "spsa" else parse_values(args.candidate)
         from gtp_engine.network_evaluator import ModelLoadError
         from gtp_engine.onnx_evaluator import OnnxEvaluator  # onnxruntime: loaded only once the arguments are good
         try:
-            evaluator = OnnxEvaluator(args.weights, device="cpu", threads=1, seed=args.seed)
+            evaluator = OnnxEvaluator(args.weights, device="cpu", threads=network_threads(args.evaluation_threads) or 1,
+                                      seed=args.seed)
         except ModelLoadError as error:
             raise TuneError(str(error)) from None
         if args.command == "spsa":

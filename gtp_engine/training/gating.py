@@ -2,11 +2,10 @@
 
 Terms:
 - gate match: games between the candidate and the best at equal visits per move, colours alternating (the
-  candidate has Black in games 0, 2, 4, ...). parallel_games games are in progress at once: each round
-  (search.start_round) gathers a few leaves from every game's search tree, evaluates those of each network
-  together, and finishes them. With evaluation_threads (1 by default) the games are split into two lanes whose
-  rounds overlap, as in self-play (selfplay.py's pipelining); with 0, one round takes every game, one call for
-  each network.
+  candidate has Black in games 0, 2, 4, ...). parallel_games games are in progress at once (search.play_games):
+  each round gathers a few leaves from every game's search tree, evaluates those of each network together, and
+  finishes them. With evaluation_threads (1 by default) the games are in two lanes whose rounds overlap
+  (search.py's games in lanes); with 0, one round takes every game, one call for each network.
 - game: from the empty board; every move is a fresh search of `visits` playouts by the mover's network (no tree
   reuse, so both sides spend exactly the same effort). The first opening_moves moves are drawn with probability
   proportional to the visits (never a pass), so that the games differ; later moves are the search's (LCB)
@@ -44,8 +43,7 @@ from gtp_engine.board import BLACK, WHITE
 from gtp_engine.evaluator import Evaluator
 from gtp_engine.game import KOMI, GameState, Rules, format_result
 from gtp_engine.mcts import Tree, TreeConfig
-from gtp_engine.search import (ChoiceConfig, EvaluationThreads, ResignConfig, ResignCounter, Round,
-                               network_threads, pick_edge, start_round)
+from gtp_engine.search import ChoiceConfig, ResignConfig, ResignCounter, network_threads, pick_edge, play_games
 from gtp_engine.training.files import replacing
 
 log = logging.getLogger(__name__)
@@ -168,7 +166,8 @@ def read_result(out: str | Path) -> GateResult | None:
 
 
 class _Game:
-    """One game in progress: the position, the mover's current search tree, and resignation counts."""
+    """One game in progress (a search.RoundGame): the position, the mover's current search tree, and resignation
+    counts."""
 
     def __init__(self, index: int, config: GateConfig, candidate: Evaluator, best: Evaluator):
         self.index = index
@@ -193,6 +192,15 @@ class _Game:
     def wants(self) -> int:
         """Leaves to gather this round: what the search lacks, at most leaves_per_game."""
         return min(self.config.leaves_per_game, self.config.visits - self.tree.root.visits)
+
+    def advance(self) -> None:
+        """After a round: the move, once its search has its visits."""
+        if self.tree.root.visits >= self.config.visits:
+            self.move()
+
+    @property
+    def over(self) -> bool:
+        return self.result is not None
 
     def move(self) -> None:
         """Plays the searched move (or resigns); starts the next search unless the game ended."""
@@ -252,47 +260,37 @@ def play_match(candidate: Evaluator, best: Evaluator, config: GateConfig, out: s
         results.append(entry["score_for_candidate"])
         bar.update(1)
 
-    lanes: list[list[_Game]] = [[], []] if config.evaluation_threads else [[]]
-    rounds: list[Round | None] = [None] * len(lanes)
-    threads = EvaluationThreads(config.evaluation_threads) if config.evaluation_threads else None
-    try:
-        with (out / GAMES).open("a") as journal:
-            while promoted is None:
-                for lane, games in enumerate(lanes):
-                    if rounds[lane] is not None:
-                        rounds[lane].finish()
-                        _move(games)
-                    for game in [g for g in games if g.result is not None]:
-                        games.remove(game)
-                        record(game, journal)
-                        promoted = verdict(results, config)[0]
-                        if promoted is not None:
-                            break
-                    if promoted is not None:
-                        break
-                    seats = (config.parallel_games + len(lanes) - 1 - lane) // len(lanes)
-                    while len(games) < seats and len(results) + sum(map(len, lanes)) < config.max_games:
-                        games.append(_Game(next(upcoming), config, candidate, best))
-                    rounds[lane] = start_round([game.tree for game in games], [game.wants() for game in games],
-                                               threads, config.evaluation_threads + 1) if games else None
-                if results:
-                    bar.set_postfix(score=f"{match_stats.score(results):.3f}")
-    finally:
-        if threads is not None:
-            threads.close()
+    in_progress = 0  # games started and not yet recorded
+
+    def start(seats: int) -> list[_Game]:
+        nonlocal in_progress
+        room = config.max_games - len(results) - in_progress
+        games = [_Game(next(upcoming), config, candidate, best) for _ in range(max(0, min(seats, room)))]
+        in_progress += len(games)
+        return games
+
+    with (out / GAMES).open("a") as journal:
+
+        def after_round(ended: list[_Game], evaluations: int, calls: int) -> bool:
+            nonlocal promoted, in_progress
+            for game in ended:
+                in_progress -= 1
+                record(game, journal)
+                promoted = verdict(results, config)[0]
+                if promoted is not None:
+                    return True
+            if results:
+                bar.set_postfix(score=f"{match_stats.score(results):.3f}")
+            return False
+
+        if promoted is None:
+            play_games(start, after_round, config.parallel_games, config.evaluation_threads)
     bar.close()
     result = summarize(results, config, seconds)
     with replacing(out / RESULT) as tmp:
         tmp.write_text(json.dumps(result.to_dict(), indent=1))
     log.info("gate: %s", result.describe())
     return result
-
-
-def _move(games: list[_Game]) -> None:
-    """After a round: every game whose search is complete moves."""
-    for game in games:
-        if game.tree.root.visits >= game.config.visits:
-            game.move()
 
 
 def _read_games(path: Path) -> list[dict]:

@@ -2,15 +2,14 @@
 training shards (dataset.py) with soft policy targets.
 
 Terms:
-- round: search.start_round over the trees of a lane's games: each selects up to leaves_per_game leaves under
-  virtual loss, their positions go to the evaluator, and each tree expands and backs up its share
-  (Round.finish). parallel_games sets how many games are in progress, and so the batch sizes.
-- pipelining: with evaluation_threads = t > 0 (1 by default), the games in progress are split into two lanes
-  whose rounds alternate: while one lane's positions are in the network, in t + 1 calls computed by t evaluation
-  threads and, when it would wait, by the playing thread, the playing thread finishes the other lane's round,
-  plays its moves and gathers its next round. The search and the network then run on every core at once
-  (onnxruntime releases the GIL), each call on cores // (t + 1) threads (network_threads). With 0, every round
-  takes all games, one call, and nothing overlaps.
+- round: over the trees of the games in progress (search.play_games): each selects up to leaves_per_game leaves
+  under virtual loss, their positions go to the evaluator, and each tree expands and backs up its share.
+  parallel_games sets how many games are in progress, and so the batch sizes.
+- pipelining: with evaluation_threads = t > 0 (1 by default), the games are in two lanes whose rounds alternate
+  (search.py's games in lanes): while one lane's positions are in the network, in t + 1 calls, the playing
+  thread finishes the other lane's round, plays its moves and gathers its next round; each call runs on
+  cores // (t + 1) threads (network_threads). With 0, every round takes all games, one call, and nothing
+  overlaps.
 - search: the tree of the position to move, grown round by round until its root has the visits of its kind
   (kept visits included); then the move is played and the subtree under it becomes the next search's tree
   (tree reuse). Tree parameters (c_puct, FPU, virtual loss, score utility) are mcts.TreeConfig's defaults.
@@ -64,8 +63,8 @@ from gtp_engine.board import BLACK, WHITE, opponent
 from gtp_engine.evaluator import Evaluator
 from gtp_engine.game import KOMI, GameState, Rules, format_result
 from gtp_engine.mcts import Tree, TreeConfig
-from gtp_engine.search import (ChoiceConfig, EvaluationThreads, NoiseConfig, ResignConfig, ResignCounter, Round,
-                               add_noise, network_threads, pick_edge, start_round)
+from gtp_engine.search import (ChoiceConfig, NoiseConfig, ResignConfig, ResignCounter, add_noise, network_threads,
+                               pick_edge, play_games)
 from gtp_engine.training import dataset, sgf_ingest
 from gtp_engine.training.files import replacing
 
@@ -177,11 +176,13 @@ class SelfPlayReport:
 
 @dataclass
 class _Game:
-    """One game in progress: its position, the current search, and the samples so far."""
+    """One game in progress: its position, the current search, and the samples so far; search.RoundGame for the
+    self-play that plays it."""
 
     number: int
     state: GameState
     no_resign: bool
+    selfplay: _SelfPlay
     tree: Tree | None = None
     full: bool = False  # the current search is a full one
     visits: int = 0  # root visits the current search stops at
@@ -197,6 +198,16 @@ class _Game:
     policy: list[np.ndarray] = field(default_factory=list)
     policy_mask: list[bool] = field(default_factory=list)
     search_value: list[float] = field(default_factory=list)
+
+    def wants(self) -> int:
+        return min(self.selfplay.config.leaves_per_game, self.visits - self.tree.root.visits)
+
+    def advance(self) -> None:
+        self.selfplay.advance(self)
+
+    @property
+    def over(self) -> bool:
+        return self.ending is not None
 
 
 class _SelfPlay:
@@ -221,28 +232,24 @@ class _SelfPlay:
         started = time.monotonic()
         bar = tqdm(total=games, unit="game", desc="selfplay", file=sys.stderr, disable=not progress,
                    mininterval=1.0, dynamic_ncols=True)
-        lanes = 2 if config.evaluation_threads else 1
-        threads = EvaluationThreads(config.evaluation_threads) if config.evaluation_threads else None
-        playing: list[list[_Game]] = [[] for _ in range(lanes)]
-        rounds: list[Round | None] = [None] * lanes
-        started_games = 0
-        try:
-            while started_games < games or any(rounds):
-                for lane, lane_games in enumerate(playing):
-                    if rounds[lane] is not None:
-                        self._end_round(rounds[lane], lane_games, bar)
-                        lane_games[:] = [g for g in lane_games if g.ending is None]
-                    seats = (config.parallel_games + lanes - 1 - lane) // lanes
-                    while len(lane_games) < seats and started_games < games:
-                        lane_games.append(self._new_game(started_games))
-                        started_games += 1
-                    rounds[lane] = self._start_round(lane_games, threads) if lane_games else None
-                self.report.seconds = time.monotonic() - started
-                bar.set_postfix(moves=self.report.moves, evals_s=f"{self.report.evaluations_per_second:.0f}",
-                                refresh=False)
-        finally:
-            if threads is not None:
-                threads.close()
+        numbers = iter(range(games))
+
+        def start(seats: int) -> list[_Game]:
+            return [self._new_game(number) for _, number in zip(range(seats), numbers)]  # seats first: zip takes no extra number
+
+        def after_round(ended: list[_Game], evaluations: int, calls: int) -> bool:
+            self.report.evaluations += evaluations
+            self.report.evaluator_calls += calls
+            self._encode_samples()
+            for game in ended:
+                self._save(game)
+                bar.update(1)
+            self.report.seconds = time.monotonic() - started
+            bar.set_postfix(moves=self.report.moves, evals_s=f"{self.report.evaluations_per_second:.0f}",
+                            refresh=False)
+            return False
+
+        play_games(start, after_round, config.parallel_games, config.evaluation_threads)
         bar.close()
         report = self.report
         report.seconds = time.monotonic() - started
@@ -257,26 +264,6 @@ class _SelfPlay:
                  report.false_resignations, report.would_resign)
         return report
 
-    def _start_round(self, playing: list[_Game], threads: EvaluationThreads | None) -> Round:
-        """A gather from every game's tree, its evaluation in flight (one call, or one per evaluation thread and one
-        for this thread)."""
-        wanted = [min(self.config.leaves_per_game, game.visits - game.tree.root.visits) for game in playing]
-        chunks = self.config.evaluation_threads + 1 if threads is not None else 1
-        return start_round([game.tree for game in playing], wanted, threads, chunks)
-
-    def _end_round(self, evaluated: Round, playing: list[_Game], bar: tqdm) -> None:
-        """Finishes a round's trees, plays the moves whose searches are done, and saves the games that ended."""
-        evaluations, calls = evaluated.finish()
-        self.report.evaluations += evaluations
-        self.report.evaluator_calls += calls
-        for game in playing:
-            self._advance(game)
-        self._encode_samples()
-        for game in playing:
-            if game.ending is not None:
-                self._save(game)
-                bar.update(1)
-
     # ---- one game -----------------------------------------------------------------------------------------
 
     def _new_game(self, number: int) -> _Game:
@@ -284,7 +271,7 @@ class _SelfPlay:
         fraction = config.no_resign_fraction
         # Evenly spread: exactly floor(n * fraction) of the first n games play without resignation.
         no_resign = math.floor((number + 1) * fraction) > math.floor(number * fraction)
-        game = _Game(number, GameState(config.size, komi=config.komi, rules=self.rules), no_resign,
+        game = _Game(number, GameState(config.size, komi=config.komi, rules=self.rules), no_resign, self,
                      resign=ResignCounter(self.resign))
         self._start_search(game, root=None)
         return game
@@ -304,7 +291,7 @@ class _SelfPlay:
             game.noise_due = False
             add_noise(game.tree, self.noise, self.rng)
 
-    def _advance(self, game: _Game) -> None:
+    def advance(self, game: _Game) -> None:
         """After a round: noise for a newly expanded root; the move (and the next search) once a search is done.
         A kept subtree may already have its visits, so one round can play several moves."""
         self._noise(game)

@@ -29,6 +29,7 @@ from gtp_engine.search import (
     choose_edge,
     draw_edge,
     pick_edge,
+    play_games,
     start_round,
     run_round,
 )
@@ -379,6 +380,72 @@ def test_a_failed_round_in_flight_leaves_every_tree_as_it_was():
     assert [tree.root.visits for tree in trees] == [5, 1, 1]
     for tree in trees:
         check_tree(tree)
+
+
+class ShortGame:
+    """A RoundGame of `moves` searches of 6 visits each on 5x5."""
+
+    def __init__(self, evaluator, number: int, moves: int = 3):
+        self.number, self.moves_left = number, moves
+        self.state = GameState(5)
+        self.tree = Tree(evaluator, self.state.copy())
+
+    def wants(self) -> int:
+        return min(4, 6 - self.tree.root.visits)
+
+    def advance(self) -> None:
+        if self.tree.root.visits >= 6:
+            self.state.play(self.tree.root.moves[choose_edge(self.tree, ChoiceConfig())])
+            self.moves_left -= 1
+            self.tree = Tree(self.tree.evaluator, self.state.copy())
+
+    @property
+    def over(self) -> bool:
+        return self.moves_left == 0
+
+
+@pytest.mark.parametrize("threads", [0, 1, 2])
+def test_play_games_plays_every_game_to_its_end_with_at_most_parallel_in_progress(threads):
+    evaluator = JitteryEvaluator(ScriptedEvaluator(), seed=threads)
+    numbers, ended, in_progress = iter(range(11)), [], []
+
+    def start(seats):
+        games = [ShortGame(evaluator, n) for _, n in zip(range(seats), numbers)]
+        in_progress.extend(game.number for game in games)
+        assert len(in_progress) <= 4
+        return games
+
+    def after_round(done, evaluations, calls):
+        assert calls >= 1 and evaluations >= 1
+        for game in done:
+            in_progress.remove(game.number)
+            ended.append((game.number, [move for _, move in game.state.moves]))
+        return False
+
+    play_games(start, after_round, parallel=4, evaluation_threads=threads)
+    assert sorted(number for number, _ in ended) == list(range(11)) and not in_progress
+    assert all(len(moves) == 3 for _, moves in ended)
+    # The games are the same whatever the lanes and threads: each one's searches are its own.
+    alone = []
+    for number in range(11):
+        game = ShortGame(ScriptedEvaluator(), number)
+        while not game.over:
+            run_round([game.tree], [game.wants()])
+            game.advance()
+        alone.append((number, [move for _, move in game.state.moves]))
+    assert sorted(ended) == alone
+
+
+def test_play_games_stops_when_told():
+    rounds = []
+
+    def after_round(done, evaluations, calls):
+        rounds.append(len(done))
+        return len(rounds) == 3
+
+    play_games(lambda seats: [ShortGame(UniformEvaluator(), 0, moves=100) for _ in range(seats)], after_round,
+               parallel=4, evaluation_threads=1)
+    assert rounds == [0, 0, 0]
 
 
 def test_dirichlet_noise_and_temperature_explore():
