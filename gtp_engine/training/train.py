@@ -28,9 +28,10 @@ Terms:
   checkpoint holds everything.
 - stop: after `steps` steps, or earlier at max_minutes, at stop_at, or on SIGINT/SIGTERM; every stop saves a
   checkpoint first, and running the same command again resumes from it.
-- compute dtype: runs.py's; by default bfloat16 on CUDA and on CPUs with bf16 instructions (about twice the
-  samples/s of float32 on the project's 2-core AMD EPYC), float32 elsewhere. The network and its inputs are kept
-  channels-last on every device: oneDNN's convolutions and cuDNN's are faster in that layout.
+- compute dtype: runs.py's; by default bfloat16 on CUDA, and on a CPU with bf16 instructions whichever of float32
+  and bfloat16 a timed trial of this run's training step (on a copy of the network) finds faster: about twice the
+  samples/s for bfloat16 on the project's 2-core AMD EPYC, 0.6x on its 2-core Intel Xeon. The network and its
+  inputs are kept channels-last on every device: oneDNN's convolutions and cuDNN's are faster in that layout.
 - compile: with `compile`, the training steps run the network through torch.compile (COMPILE_BACKEND), which
   fuses the norms, activations and masks around the convolutions: 1.27x the samples/s of a bfloat16 step for
   b6c64 on 19x19 at batch 256 on the 2-core EPYC, after about 35 s of compilation at the first step. Validation
@@ -41,6 +42,7 @@ Terms:
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import hashlib
 import logging
@@ -221,6 +223,7 @@ class _Trainer:
         self.step = 0
         self.seconds = 0.0  # training time over all sessions of this run
         self.val_cache: dict | None = None
+        self._compute_dtype: str | None = None  # config.compute_dtype resolved (runs.resolve_compute_dtype)
 
     # ---- state ----
 
@@ -276,9 +279,26 @@ class _Trainer:
 
     # ---- computation ----
 
-    def forward(self, batch: dict, net: torch.nn.Module):
+    def forward(self, batch: dict, net: torch.nn.Module, compute_dtype: str | None = None):
         return losses(*forward(net, batch, self.train_set.height, self.train_set.width, self.device,
-                               self.config.compute_dtype, opponent=self.net.config.opponent_policy), self.config)
+                               compute_dtype or self.compute_dtype(), opponent=self.net.config.opponent_policy),
+                      self.config)
+
+    def compute_dtype(self) -> str:
+        """float32 or bfloat16, decided once (by a timed trial on a copy of the network where "auto" needs one)."""
+        if self._compute_dtype is None:
+            head = self.val_set.head(self.config.batch_size)
+            batch = dataset.take(head, np.arange(len(head["move"])))
+            trial_net = copy.deepcopy(self.net)
+
+            def trial(dtype: str) -> None:
+                self.forward(batch, trial_net, dtype)["loss"].backward()
+                trial_net.zero_grad(set_to_none=True)
+
+            key = (self.device.type, repr(self.config.model), self.train_set.height, self.train_set.width,
+                   self.config.batch_size)
+            self._compute_dtype = runs.resolve_compute_dtype(self.device, self.config.compute_dtype, key, trial)
+        return self._compute_dtype
 
     def validate(self) -> dict[str, float]:
         if self.val_cache is None:

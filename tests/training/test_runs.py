@@ -112,6 +112,38 @@ def test_compute_dtype_auto_is_bfloat16_where_the_device_has_it_natively():
         runs.computes_bf16(cpu, "half")
 
 
+def test_compute_dtype_auto_on_a_bf16_cpu_takes_the_faster_of_a_timed_trial(monkeypatch):
+    import torch
+
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(runs, "computes_bf16", lambda device, dtype: dtype != "float32")
+    monkeypatch.setattr(runs, "_RESOLVED", {})
+    clock = [0.0]  # seconds on an injected clock: each trial step advances it by its dtype's cost
+    calls = []
+
+    def resolve(device, setting, key, trial):
+        return runs.resolve_compute_dtype(device, setting, key, trial, clock=lambda: clock[0])
+
+    def trial(cost: dict):
+        def step(dtype):
+            calls.append(dtype)
+            clock[0] += cost[dtype]
+        return step
+
+    assert resolve(cpu, "auto", ("a",), trial({"float32": 2.0, "bfloat16": 1.0})) == "bfloat16"
+    assert calls == ["float32"] * (1 + runs.TRIAL_STEPS) + ["bfloat16"] * (1 + runs.TRIAL_STEPS)
+    assert resolve(cpu, "auto", ("b",), trial({"float32": 1.0, "bfloat16": 1.6})) == "float32"
+    calls.clear()  # decided once per key in a process; an explicit setting is never timed
+    assert resolve(cpu, "auto", ("a",), trial({"float32": 1.0, "bfloat16": 9.0})) == "bfloat16"
+    assert resolve(cpu, "float32", ("c",), trial({})) == "float32"
+    assert resolve(torch.device("cuda"), "auto", ("d",), trial({})) == "bfloat16"
+    assert calls == []
+    monkeypatch.setattr(runs, "computes_bf16", lambda device, dtype: False)
+    assert resolve(cpu, "auto", ("e",), trial({})) == "float32"
+    with pytest.raises(ValueError, match="half"):
+        resolve(cpu, "half", ("f",), trial({}))
+
+
 # ---- config files --------------------------------------------------------------------------------------------
 
 def test_a_config_file_sets_flags_and_the_command_line_wins(tmp_path):
