@@ -352,6 +352,20 @@ def test_the_playout_caps_follow_their_schedule_and_then_stay(tiny_onnx_model):
             loop.LoopConfig(init=str(tiny_onnx_model), **bad, **TINY)
 
 
+def test_the_local_runner_shares_its_cores_among_the_pipelined_calls(tiny_onnx_model, monkeypatch):
+    opened = []
+    monkeypatch.setattr(loop, "run_selfplay", lambda job, progress: opened.append(job.engine.threads))
+    monkeypatch.setattr(loop, "run_gate", lambda job, progress: opened.append(job.engine.threads))
+    config = loop.LoopConfig(init=str(tiny_onnx_model), **TINY)
+    pipelined = loop.SelfPlayJob("net.onnx", 2, config.selfplay_config(1, 0), "out")
+    serial = dataclasses.replace(pipelined, config=dataclasses.replace(pipelined.config, evaluation_threads=0))
+    gate = loop.GateJob("a.onnx", "b.onnx", GateConfig(evaluation_threads=1), "out")
+    loop.LocalRunner(progress=False, cores=4).selfplay([pipelined, serial])
+    loop.LocalRunner(progress=False, cores=4).gate(gate)
+    loop.LocalRunner(progress=False).selfplay([pipelined])  # no cores given: the job's own choice at opening
+    assert opened == [2, 4, 2, 0]
+
+
 def test_an_unknown_backend_is_refused(tiny_onnx_model):
     with pytest.raises(ValueError, match="--backend must be one of auto, onnx, torch"):
         loop.LoopConfig(init=str(tiny_onnx_model), backend="gpu", **TINY)
