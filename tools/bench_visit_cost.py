@@ -40,7 +40,7 @@ import numpy as np
 from gtp_engine import features, native
 from gtp_engine.coords import PASS
 from gtp_engine.evaluator import CachedEvaluator
-from gtp_engine.game import GameState
+from gtp_engine.game import PLAY_LINE, GameState
 from gtp_engine.onnx_evaluator import OnnxEvaluator
 from gtp_engine.search import SearchConfig, Searcher, StopCondition
 
@@ -162,11 +162,9 @@ def part_costs(size: int, root: GameState, playouts: int, repeat: int) -> dict[s
     positions = sum(len(batch) for batch in batches)
     lines = [[point for _, point in state.moves[len(root.moves):]] for batch in batches for state in batch]
 
-    def descend() -> None:
+    def descend() -> None:  # as the descent plays its line: one call (game.PLAY_LINE)
         for line in lines:
-            state = root.copy()
-            for point in line:
-                state.play_unchecked(point)
+            PLAY_LINE(root.copy(), list(line))
 
     def encode() -> None:
         for batch, batch_symmetries in zip(batches, symmetries):
