@@ -19,6 +19,7 @@ driver joins the cluster at --ray-address (none: a local cluster of this machine
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 
@@ -69,17 +70,24 @@ class RayRunner:
 
     def selfplay(self, jobs: list[loop.SelfPlayJob]) -> list[dict]:
         pool = ActorPool(self.workers)
-        jobs = [loop.with_threads(job, job.engine.threads or 1) for job in jobs]  # a worker holds one CPU
+        jobs = [_one_core(job) for job in jobs]
         return list(pool.map(lambda worker, job: worker.selfplay.remote(job), jobs))
 
     def train(self, config: train.TrainConfig, run_dir: str) -> dict:
         return ray.get(self.trainer.train.remote(config, run_dir))
 
     def gate(self, job: loop.GateJob) -> gating.GateResult:
-        return ray.get(self.workers[0].gate.remote(loop.with_threads(job, job.engine.threads or 1)))
+        return ray.get(self.workers[0].gate.remote(_one_core(job)))
 
     def close(self) -> None:
         for actor in self.workers + [self.trainer]:
             ray.kill(actor)
         if self._started:
             ray.shutdown()
+
+
+def _one_core(job: loop.SelfPlayJob | loop.GateJob) -> loop.SelfPlayJob | loop.GateJob:
+    """A job for a worker that holds one CPU: one onnxruntime thread, and no pipelining (its overlap of search and
+    network needs a second core)."""
+    job = dataclasses.replace(job, config=dataclasses.replace(job.config, evaluation_threads=0))
+    return loop.with_threads(job, job.engine.threads or 1)
