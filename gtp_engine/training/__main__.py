@@ -77,8 +77,8 @@ _HELP = {
     "device": "auto, cpu, cuda, cuda:1, ...",
     "compile": "run the training steps through torch.compile (1.27x on a 2-core CPU for b6c64 on 19x19, after "
                "about 35 s of compilation)",
-    "compute_dtype": "what the forward pass computes in: float32, bfloat16 (autocast), or auto (bfloat16 on CUDA "
-                     "and on CPUs with bf16 instructions, about twice float32's samples/s there)",
+    "compute_dtype": "what the forward pass computes in: float32, bfloat16 (autocast), or auto (bfloat16 on CUDA; "
+                     "on a CPU with bf16 instructions the faster of the two in a timed trial of the run's step)",
     "generations": "run until this generation is recorded (a rerun with more continues)",
     "games_per_generation": "self-play games per generation",
     "batch_games": "self-play games per shard folder (the unit of resumption and of Ray work)",

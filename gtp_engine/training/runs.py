@@ -104,7 +104,8 @@ def resolve_compute_dtype(device, compute_dtype: str, key: tuple, trial: Callabl
 
 
 def autocast(device, compute_dtype: str):
-    """The context the forward pass runs in (see compute dtype)."""
+    """The context the forward pass runs in (see compute dtype): a resolved dtype, or "auto" taken as bfloat16
+    wherever the device has it (computes_bf16), for callers that time nothing (benchmarks)."""
     import torch
 
     return torch.autocast(device.type, dtype=torch.bfloat16, enabled=computes_bf16(device, compute_dtype))
