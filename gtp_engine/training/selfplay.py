@@ -234,8 +234,8 @@ class _SelfPlay:
                    mininterval=1.0, dynamic_ncols=True)
         numbers = iter(range(games))
 
-        def start(seats: int) -> list[_Game]:
-            return [self._new_game(number) for _, number in zip(range(seats), numbers)]  # seats first: zip takes no extra number
+        def start(seats: int) -> list[_Game]:  # range first: zip then draws no number it does not use
+            return [self._new_game(number) for _, number in zip(range(seats), numbers)]
 
         def after_round(ended: list[_Game], evaluations: int, calls: int) -> bool:
             self.report.evaluations += evaluations
