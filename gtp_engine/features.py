@@ -131,11 +131,12 @@ def decode(policy_logits: np.ndarray, value_logits: np.ndarray, ownership: np.nd
     policy = np.empty((count, grid.area + 1), np.float32)
     value = np.empty(count, np.float32)
     owned = np.empty((count, grid.area), np.float32)
-    table = symmetry.permutation_table(grid.height, grid.width) if symmetries is not None else None
+    table = syms = None
+    if symmetries is not None:
+        table = symmetry.permutation_table(grid.height, grid.width)
+        syms = np.ascontiguousarray(symmetries, np.int64)
     _compiled.decode(np.ascontiguousarray(policy_logits, np.float32), np.ascontiguousarray(value_logits, np.float32),
-                     np.ascontiguousarray(ownership, np.float32),
-                     None if symmetries is None else np.ascontiguousarray(symmetries, np.int64), _INVERSE, table, policy,
-                     value, owned)
+                     np.ascontiguousarray(ownership, np.float32), syms, _INVERSE, table, policy, value, owned)
     return policy, value, owned
 
 
