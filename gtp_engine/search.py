@@ -33,9 +33,9 @@ Terms:
 - move pickers: choose_edge (LCB or visits), draw_edge (by visits with a temperature), pick_edge (the two by
   move number), add_noise, ResignCounter. They are the one place where a move is chosen from a tree: the
   Searcher (genmove, analysis), self-play and gating all use them.
-- round runner: run_round grows many trees at once (self-play games, gate matches): each gathers its leaves,
-  the trees that share an evaluator send theirs in one call, each finishes its batch. start_round and
-  Round.finish are its two halves, so that a caller can work while a round's evaluations are in flight.
+- round: many trees grown at once (self-play games, gate matches): start_round has each gather its leaves and
+  sends the positions of the trees that share an evaluator to it together; Round.finish has each finish its
+  batch. Between the two, the caller may work while the round's evaluations are in flight.
 - games in lanes: play_games keeps many games (RoundGame) in progress for self-play, gate matches and tuning.
   With evaluation threads they are split into two lanes whose rounds alternate: while one lane's positions are
   in the network (its calls computed by the evaluation threads and, when it would wait, by the calling thread),
@@ -688,22 +688,15 @@ class ResignCounter:
         return self.below[color] >= cfg.consecutive
 
 
-# ---- the round runner: many trees, one evaluator call per evaluator (self-play, gating) -----------------------
-
-
-def run_round(trees: Sequence[Tree], leaves: Sequence[int]) -> tuple[int, int]:
-    """One round over many trees: each gathers up to leaves[i] leaves (mcts.Tree.gather), the positions of all
-    trees that share an evaluator go to it in ONE call, and every tree finishes its batch. Returns (positions
-    evaluated, evaluator calls). If anything fails, the trees not yet finished abandon their batches."""
-    return start_round(trees, leaves).finish()
+# ---- rounds over many trees, and games in lanes (self-play, gating, tuning) ------------------------------------
 
 
 def start_round(trees: Sequence[Tree], leaves: Sequence[int], threads: EvaluationThreads | None = None,
                 chunks: int = 1) -> Round:
-    """The first half of a round: every tree gathers (as run_round), and the positions of the trees that share an
-    evaluator are evaluated in up to `chunks` calls, whole trees to a call. With threads, the calls are computed
-    there (or by the caller while it waits, EvaluationThreads.run_queued), so the caller may work on other trees
-    until Round.finish; without, they are computed now."""
+    """The first half of a round: each tree gathers up to leaves[i] leaves (mcts.Tree.gather), and the positions of
+    the trees that share an evaluator are evaluated in up to `chunks` calls (one by default), whole trees to a call.
+    With threads, the calls are computed there (or by the caller while it waits, EvaluationThreads.run_queued), so
+    the caller may work on other trees until Round.finish; without, they are computed now."""
     pending: list[PendingBatch] = []
     try:
         for tree, size in zip(trees, leaves):

@@ -405,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "selfplay":
             config = _config(selfplay.SelfPlayConfig, args)
-            threads = config.network_threads(args.threads) or args.threads or 0
+            threads = loop.job_threads(config, args.threads or 0)
             evaluator = loop.Engine(args.backend, args.device, threads).open(args.weights, config.seed)
             report = selfplay.play(evaluator, args.games, config, args.out, progress=not args.no_progress)
             print(json.dumps(report.to_dict(), indent=1), file=sys.stderr)
@@ -414,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "gate":
             extra = {"sprt_min_games": args.max_games} if args.fixed_length else {}
             config = _config(gating.GateConfig, args, **extra)
-            engine = loop.Engine(args.backend, args.device, config.network_threads(args.threads) or args.threads or 0)
+            engine = loop.Engine(args.backend, args.device, loop.job_threads(config, args.threads or 0))
             result = loop.run_gate(loop.GateJob(args.candidate, args.best, config, args.out, engine),
                                    progress=not args.no_progress)
             print(json.dumps(result.to_dict(), indent=1), file=sys.stderr)

@@ -246,6 +246,17 @@ def with_threads(job: SelfPlayJob | GateJob, threads: int) -> SelfPlayJob | Gate
     return dataclasses.replace(job, engine=dataclasses.replace(job.engine, threads=threads))
 
 
+def job_threads(config: selfplay.SelfPlayConfig | gating.GateConfig, cores: int = 0) -> int:
+    """onnxruntime's threads per call for a self-play or gate job on `cores` cores (0: this machine's): the cores
+    shared among its pipelined calls, or, unpipelined, all `cores` (0: onnxruntime's own choice)."""
+    return config.network_threads(cores or None) or cores
+
+
+def _opened_engine(job: SelfPlayJob | GateJob) -> Engine:
+    """The job's engine, with job_threads where it names no thread count."""
+    return job.engine if job.engine.threads else dataclasses.replace(job.engine, threads=job_threads(job.config))
+
+
 def run_selfplay(job: SelfPlayJob, progress: bool = True) -> dict:
     """Plays a batch into job.out (replacing a batch that was cut short); returns its report."""
     out = Path(job.out)
@@ -253,15 +264,12 @@ def run_selfplay(job: SelfPlayJob, progress: bool = True) -> dict:
         return json.loads((out / selfplay.REPORT).read_text())
     if out.exists():
         shutil.rmtree(out)  # cut short: play it again
-    engine = job.engine if job.engine.threads else dataclasses.replace(job.engine,
-                                                                        threads=job.config.network_threads())
-    evaluator = engine.open(job.network, job.config.seed)
+    evaluator = _opened_engine(job).open(job.network, job.config.seed)
     return selfplay.play(evaluator, job.games, job.config, out, progress=progress).to_dict()
 
 
 def run_gate(job: GateJob, progress: bool = True) -> gating.GateResult:
-    engine = job.engine if job.engine.threads else dataclasses.replace(job.engine,
-                                                                        threads=job.config.network_threads())
+    engine = _opened_engine(job)
     candidate = engine.open(job.candidate, job.config.seed)
     best = engine.open(job.best, job.config.seed + 1)
     return gating.play_match(candidate, best, job.config, job.out, progress=progress)
@@ -285,13 +293,13 @@ class Runner(Protocol):
 
 class LocalRunner:
     """Runs every phase in this process, one self-play batch after another; cores: what the self-play and gate
-    jobs share among their network calls (network_threads of their configs; 0: all of this machine's)."""
+    jobs share among their network calls (job_threads; 0: all of this machine's)."""
 
     def __init__(self, progress: bool = True, cores: int = 0):
         self.progress, self.cores = progress, cores
 
     def _threads(self, job: SelfPlayJob | GateJob) -> SelfPlayJob | GateJob:
-        return with_threads(job, job.config.network_threads(self.cores) or self.cores) if self.cores else job
+        return with_threads(job, job_threads(job.config, self.cores)) if self.cores else job
 
     def selfplay(self, jobs: list[SelfPlayJob]) -> list[dict]:
         return [run_selfplay(self._threads(job), self.progress) for job in jobs]

@@ -31,7 +31,6 @@ from gtp_engine.search import (
     pick_edge,
     play_games,
     start_round,
-    run_round,
 )
 
 # Black to move: the white stone is in atari; if Black does not capture it now, it runs away.
@@ -298,9 +297,9 @@ class CountingEvaluator(UniformEvaluator):
 def test_a_round_evaluates_the_leaves_of_many_trees_in_one_call_per_evaluator():
     first, second = CountingEvaluator(), CountingEvaluator()
     trees = [Tree(first, GameState(5)), Tree(second, GameState(5)), Tree(first, GameState(5))]
-    assert run_round(trees, [4, 4, 4]) == (3, 2)  # the unexpanded roots: one position each
+    assert start_round(trees, [4, 4, 4]).finish() == (3, 2)  # the unexpanded roots: one position each
     assert first.sizes == [2] and second.sizes == [1]
-    evaluations, calls = run_round(trees, [4, 2, 3])
+    evaluations, calls = start_round(trees, [4, 2, 3]).finish()
     assert calls == 2 and first.sizes[-1] + second.sizes[-1] == evaluations == 9
     assert [tree.root.visits for tree in trees] == [5, 3, 4]
     for tree in trees:
@@ -315,9 +314,9 @@ def test_a_failed_round_leaves_the_trees_it_did_not_finish_as_they_were():
             return super().evaluate(states)
 
     trees = [Tree(UniformEvaluator(), GameState(5)), Tree(Failing(), GameState(5))]
-    run_round(trees, [1, 1])
+    start_round(trees, [1, 1]).finish()
     with pytest.raises(RuntimeError):
-        run_round(trees, [4, 4])
+        start_round(trees, [4, 4]).finish()
     # The first evaluator's trees finished their batch; the failing one's are as before the round.
     assert trees[0].root.visits == 5 and trees[1].root.visits == 1 and trees[1].root.nsum == 0
     for tree in trees:
@@ -342,7 +341,7 @@ def test_rounds_in_flight_grow_the_trees_that_rounds_one_at_a_time_grow():
 
     plain = trees(ScriptedEvaluator(favour=FAVOURED))
     for _ in range(6):
-        run_round(plain, [5, 3, 4, 6])
+        start_round(plain, [5, 3, 4, 6]).finish()
     threads = EvaluationThreads(1)
     try:
         scripted = ScriptedEvaluator(favour=FAVOURED)
@@ -369,7 +368,7 @@ def test_a_failed_round_in_flight_leaves_every_tree_as_it_was():
     try:
         evaluator = ScriptedEvaluator()
         trees = [Tree(evaluator, GameState(5)) for _ in range(3)]
-        run_round(trees, [1, 1, 1])
+        start_round(trees, [1, 1, 1]).finish()
         evaluator.fail_on_call = evaluator.calls + 2  # the round's second chunk
         flight = start_round(trees, [4, 4, 4], threads, chunks=3)
         with pytest.raises(RuntimeError, match="scripted failure"):
@@ -430,7 +429,7 @@ def test_play_games_plays_every_game_to_its_end_with_at_most_parallel_in_progres
     for number in range(11):
         game = ShortGame(ScriptedEvaluator(), number)
         while not game.over:
-            run_round([game.tree], [game.wants()])
+            start_round([game.tree], [game.wants()]).finish()
             game.advance()
         alone.append((number, [move for _, move in game.state.moves]))
     assert sorted(ended) == alone
