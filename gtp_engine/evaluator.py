@@ -11,7 +11,9 @@ Terms:
   (cache lookups, encoding), compute() in any thread (the network: onnxruntime runs without the GIL, so nothing
   else there should need it), result() back in the caller's thread (decoding, cache stores). An evaluator may
   offer prepare(); prepare(evaluator, states) below gives every other one the same shape, its whole evaluate()
-  as the compute step.
+  as the compute step. A prepared evaluation may also offer compute_parts(n): its compute step as up to n steps
+  that may run at once in different threads, all before result() (compute_steps below; the network evaluator
+  splits its batch, so that a search with one batch in flight runs it on every core).
 - position key: features.position_key(state), everything the network input depends on; two positions with the
   same key get the same evaluation, so CachedEvaluator stores evaluations under it.
 """
@@ -21,7 +23,7 @@ from __future__ import annotations
 import collections
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -110,6 +112,13 @@ def prepare(evaluator: Evaluator, states: Sequence[GameState]) -> PreparedEvalua
     """A prepared evaluation of `states` (see the module docstring), from evaluator.prepare where it has one."""
     split = getattr(evaluator, "prepare", None)
     return split(states) if split is not None else _WholeEvaluation(evaluator, states)
+
+
+def compute_steps(evaluation: PreparedEvaluation, parts: int) -> list[Callable[[], None]]:
+    """The compute step of a prepared evaluation as up to `parts` steps that may run at once (its compute_parts where
+    it has one), every one to run before result()."""
+    split = getattr(evaluation, "compute_parts", None)
+    return split(parts) if split is not None and parts > 1 else [evaluation.compute]
 
 
 class UniformEvaluator:
@@ -203,6 +212,9 @@ class _CachedEvaluation:
     def compute(self) -> None:
         if self._inner is not None:
             self._inner.compute()
+
+    def compute_parts(self, parts: int) -> list[Callable[[], None]]:
+        return compute_steps(self._inner, parts) if self._inner is not None else [self.compute]
 
     def result(self) -> EvaluationBatch:
         rows, keys, missing = self._rows, self._keys, self._missing

@@ -20,11 +20,12 @@ Terms:
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -114,6 +115,12 @@ class NetworkEvaluator:
     def provider(self) -> str:
         return self.info.provider
 
+    @property
+    def on_cpu(self) -> bool:
+        """Whether the network runs on CPU cores, where a batch's slices computed at once beat one call (an
+        accelerator wants the whole batch)."""
+        return self.info.provider in ("cpu", "torch-cpu")
+
     def forward(self, spatial: np.ndarray, global_: np.ndarray) -> tuple[np.ndarray, ...]:
         """Raw outputs (policy logits, value logits, score, ownership) for at most max_batch prepared inputs."""
         raise NotImplementedError
@@ -171,17 +178,33 @@ class _NetworkEvaluation:
     def __init__(self, network: NetworkEvaluator, inputs, grid, syms, count: int, averaged: int):
         self._network, self._inputs, self._grid, self._syms = network, inputs, grid, syms
         self._count, self._averaged = count, averaged  # positions; symmetries averaged over (1: none)
-        self._outputs = None
+        self._outputs = None  # the forward's, when computed whole
+        self._parts: list | None = None  # the forwards' of the batch's slices, when computed in parts
 
     def compute(self) -> None:
         if self._count:
             self._outputs = self._network.run(*self._inputs)
 
+    def compute_parts(self, parts: int) -> list[Callable[[], None]]:
+        """The forward as up to `parts` forwards of consecutive slices of the batch, to run at once (on the CPU)."""
+        if self._count < 2 or not self._network.on_cpu:
+            return [self.compute]
+        spatial, global_ = self._inputs
+        step = -(-len(spatial) // parts)
+        starts = range(0, len(spatial), step)
+        self._parts = [None] * len(starts)
+
+        def part(k: int, start: int) -> None:
+            self._parts[k] = self._network.run(spatial[start:start + step], global_[start:start + step])
+
+        return [functools.partial(part, k, start) for k, start in enumerate(starts)]
+
     def result(self) -> EvaluationBatch:
         count, g, syms, kinds = self._count, self._grid, self._syms, self._averaged
         if not count:
             return EvaluationBatch.empty()
-        policy_logits, value_logits, score, ownership = self._outputs
+        outputs = self._outputs if self._parts is None else tuple(np.concatenate(c) for c in zip(*self._parts))
+        policy_logits, value_logits, score, ownership = outputs
         policy, value, ownership = features.decode(policy_logits, value_logits, ownership, g, syms)
         if kinds > 1:  # symmetry "average": the mean over every symmetry
             policy = policy.reshape(kinds, count, -1).mean(axis=0)

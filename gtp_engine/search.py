@@ -54,7 +54,9 @@ Terms:
   search from a seed is the same whatever the timing and whichever thread computed what.
   Every reading of the tree (stop decisions that end the search, snapshots, the result) is made with no batch in
   flight, when no virtual loss is left in the statistics. Batches overlap only once the tree is large beside
-  the leaves in flight (IN_FLIGHT_TREE_SHARE), so short searches are as without.
+  the leaves in flight (IN_FLIGHT_TREE_SHARE), so short searches are as without; until then each batch, alone in
+  flight, has its network step split into one call per thread (the evaluation threads' and the search thread's,
+  evaluator.compute_steps), so that no core waits idle beside the one that runs it.
 """
 
 from __future__ import annotations
@@ -76,7 +78,7 @@ import numpy as np
 
 from gtp_engine.board import BLACK, WHITE, opponent
 from gtp_engine.coords import PASS
-from gtp_engine.evaluator import EvaluationBatch, Evaluator, prepare
+from gtp_engine.evaluator import EvaluationBatch, Evaluator, compute_steps, prepare
 from gtp_engine.game import GameState
 from gtp_engine.mcts import MoveFilter, Node, PendingBatch, Tree, TreeConfig
 
@@ -295,7 +297,8 @@ class Searcher:
                         size = min(size, stop.visits - tree.root.visits - selections)
                     pending = tree.gather(max(1, size))
                     selections += len(pending.selected)
-                    in_flight.append((pending, self._evaluate(tree.evaluator, pending.states, workers)))
+                    in_flight.append((pending, self._evaluate(tree.evaluator, pending.states, workers,
+                                                              split=room == 1)))
                     if len(in_flight) < room:
                         continue
                 elif not in_flight:
@@ -327,17 +330,18 @@ class Searcher:
             on_snapshot(snapshot if ownership_in_snapshots else replace(snapshot, ownership=None))
         return SearchResult(self._choose(tree, state, snapshot, cfg.choice), snapshot, list(tree.root.moves))
 
-    def _evaluate(self, evaluator: Evaluator, states: list[GameState], workers: int) -> InFlight:
+    def _evaluate(self, evaluator: Evaluator, states: list[GameState], workers: int, split: bool = False) -> InFlight:
         """The evaluation of a gathered batch's positions (its result None for none). With workers, the
         evaluation is prepared here, computed in a worker thread (or by the search thread, see run_queued), and its
         result taken here (evaluator.prepare): the worker then needs no GIL while the search thread gathers the next
-        batch. Without, it is done now."""
+        batch. Without, it is done now. split: the batch will be alone in flight, so its network step is cut into
+        one call per thread, the search thread's included."""
         if workers and states and (self._workers is None or self._workers.count != workers):
             if self._workers is not None:
                 self._workers.close()
             self._workers = EvaluationThreads(workers)
             weakref.finalize(self, self._workers.close)
-        return _evaluation(evaluator, states, self._workers if workers else None)
+        return _evaluation(evaluator, states, self._workers if workers else None, workers + 1 if split else 1)
 
     # ---- tree reuse -----------------------------------------------------------------------------------
 
@@ -483,17 +487,18 @@ class Searcher:
 
 
 class InFlight:
-    """A batch's evaluation in flight: done() says whether it is computed; calling it waits for that and returns the
-    evaluation (raising what computing it raised)."""
+    """A batch's evaluation in flight: done() says whether it is computed (every part of it); calling it waits for
+    that and returns the evaluation (raising what computing it raised)."""
 
-    def __init__(self, computed: Future, result: Callable[[], EvaluationBatch | None]):
+    def __init__(self, computed: Sequence[Future], result: Callable[[], EvaluationBatch | None]):
         self._computed, self._result = computed, result
 
     def done(self) -> bool:
-        return self._computed.done()
+        return all(part.done() for part in self._computed)
 
     def __call__(self) -> EvaluationBatch | None:
-        self._computed.result()
+        for part in self._computed:
+            part.result()
         return self._result()
 
 
@@ -821,17 +826,19 @@ def _split(members: list[int], sizes: list[int], chunks: int) -> list[list[int]]
     return parts
 
 
-def _evaluation(evaluator: Evaluator, states: list[GameState], threads: EvaluationThreads | None) -> InFlight:
-    """The evaluation of `states` (None for none): prepared here and computed by `threads`, or computed now."""
+def _evaluation(evaluator: Evaluator, states: list[GameState], threads: EvaluationThreads | None,
+                parts: int = 1) -> InFlight:
+    """The evaluation of `states` (None for none): prepared here and computed by `threads`, in up to `parts` calls
+    where the evaluator can split its compute step (evaluator.compute_steps), or computed now."""
     done: Future = Future()
     try:
         if threads is not None and states:
             evaluation = prepare(evaluator, states)
-            return InFlight(threads.submit(evaluation.compute), evaluation.result)
+            return InFlight([threads.submit(step) for step in compute_steps(evaluation, parts)], evaluation.result)
         done.set_result(evaluator.evaluate(states) if states else None)
     except Exception as error:  # raised where the round is finished, which abandons its trees' batches
         done.set_exception(error)
-    return InFlight(done, done.result)
+    return InFlight([done], done.result)
 
 
 def _rows(batch: EvaluationBatch, start: int, stop: int) -> EvaluationBatch:

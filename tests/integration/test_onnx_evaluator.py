@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gtp_engine import features, symmetry
-from gtp_engine.evaluator import CachedEvaluator, prepare
+from gtp_engine.evaluator import CachedEvaluator, compute_steps, prepare
 from gtp_engine.onnx_evaluator import METADATA_KEY, ModelLoadError, OnnxEvaluator
 
 onnx = pytest.importorskip("onnx")
@@ -104,6 +104,28 @@ def test_a_prepared_evaluation_computed_in_another_thread_equals_evaluate(tiny_o
     again.compute()
     assert np.array_equal(again.result().value, expected.value[[0, 1, 2, 0]])
     assert split.misses == 6
+
+
+@pytest.mark.parametrize("mode", ["random", "average", 5])
+def test_a_prepared_evaluation_computed_in_parts_at_once_equals_evaluate(tiny_onnx_model, random_states, mode):
+    states = random_states(9, 7, seed=9)
+    whole = CachedEvaluator(OnnxEvaluator(tiny_onnx_model, device="cpu", symmetry_mode=mode, seed=3))
+    split = CachedEvaluator(OnnxEvaluator(tiny_onnx_model, device="cpu", symmetry_mode=mode, seed=3))
+    expected = whole.evaluate(states)
+    evaluation = prepare(split, states)
+    steps = compute_steps(evaluation, 3)
+    assert len(steps) == 3  # slices of 3, 3 and 1 positions (times 8 symmetries when averaged)
+    workers = [threading.Thread(target=step) for step in steps]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    got = evaluation.result()
+    for field in ("policy", "value", "score", "ownership"):
+        assert np.allclose(getattr(got, field), getattr(expected, field), atol=1e-5), field
+    assert len(compute_steps(prepare(split, states[:1] * 2), 2)) == 1  # cached: nothing left to split
+    single = OnnxEvaluator(tiny_onnx_model, device="cpu")
+    assert len(compute_steps(prepare(single, states[:1]), 2)) == 1  # one position is not split
 
 
 def test_the_provider_in_use_is_logged_once(tiny_onnx_model, caplog, random_states):

@@ -12,7 +12,7 @@ from search_support import FakeClock, InterruptWatcher, ScriptedEvaluator, Timed
 
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS, grid
-from gtp_engine.evaluator import UniformEvaluator
+from gtp_engine.evaluator import EvaluationBatch, UniformEvaluator
 from gtp_engine.game import GameState
 from gtp_engine.mcts import MoveClause, MoveFilter, Tree
 from gtp_engine.search import (
@@ -702,6 +702,91 @@ def test_the_search_thread_evaluates_queued_batches_while_it_waits_and_the_tree_
             assert "evaluation-0" in evaluator.threads
     assert results[0][:2] == (CAPTURE, 601)
     assert results[1] == results[0] and results[2] == results[0]
+
+
+class SplittingEvaluator:
+    """An evaluator whose prepared evaluations compute in parts (as the network's on CPU cores): the parts of one
+    batch wait for each other at a barrier, so a split batch is computed by two threads at once or not at all.
+    fail_on_part: raise RuntimeError in that part (1-based, counted over all evaluations)."""
+
+    def __init__(self, inner, fail_on_part=None):
+        self.inner, self.fail_on_part = inner, fail_on_part
+        self.split_threads: list[set[str]] = []  # per split batch, the threads that computed its parts
+        self._parts = 0
+        self._lock = threading.Lock()
+
+    def evaluate(self, states):
+        return self.inner.evaluate(states)
+
+    def prepare(self, states):
+        return _SplitEvaluation(self, list(states))
+
+
+class _SplitEvaluation:
+    def __init__(self, owner, states):
+        self.owner, self.states, self.batches = owner, states, None
+
+    def compute(self):
+        self.batches = [self.owner.inner.evaluate(self.states)]
+
+    def compute_parts(self, parts):
+        step = -(-len(self.states) // parts)
+        slices = [self.states[i:i + step] for i in range(0, len(self.states), step)]
+        self.batches = [None] * len(slices)
+        barrier, threads = threading.Barrier(len(slices), timeout=10), set()
+        self.owner.split_threads.append(threads)
+
+        def part(k):
+            owner = self.owner
+            with owner._lock:
+                owner._parts += 1
+                failing = owner._parts == owner.fail_on_part
+                threads.add(threading.current_thread().name)
+            barrier.wait()
+            if failing:
+                raise RuntimeError("part failure")
+            with owner._lock:  # ScriptedEvaluator counts its calls
+                self.batches[k] = owner.inner.evaluate(slices[k])
+
+        return [lambda k=k: part(k) for k in range(len(slices))]
+
+    def result(self):
+        return EvaluationBatch(*(np.concatenate(column) for column in zip(
+            *((b.policy, b.value, b.score, b.ownership) for b in self.batches))))
+
+
+def test_a_batch_alone_in_flight_is_computed_in_parts_on_two_threads_and_the_tree_is_the_same():
+    state = position(ATARI, BLACK)
+    results = []
+    for splitting in (False, True):
+        evaluator = SplittingEvaluator(ScriptedEvaluator()) if splitting else ScriptedEvaluator()
+        config = SearchConfig(seed=0, batches_in_flight=4, evaluation_threads=1, stop=StopConfig(early_stop=False))
+        searcher = Searcher(evaluator, config)
+        result = searcher.search(state, StopCondition(playouts=601))
+        check_tree(searcher.tree)
+        results.append((result.choice.point, result.snapshot.playouts, _visit_counts(searcher.tree.root)))
+    assert results[0][:2] == (CAPTURE, 601) and results[1] == results[0]
+    # Batches are split while they are alone in flight (the tree's first IN_FLIGHT_TREE_SHARE * 8 * 4 visits).
+    assert 8 <= len(evaluator.split_threads) <= 8 * 4
+    assert all(threads == {"MainThread", "evaluation-0"} for threads in evaluator.split_threads)
+    # Without evaluation threads nothing is split.
+    evaluator = SplittingEvaluator(ScriptedEvaluator())
+    Searcher(evaluator, replace(config, evaluation_threads=0)).search(state, StopCondition(playouts=101))
+    assert not evaluator.split_threads
+
+
+def test_a_failed_part_abandons_its_batch_and_the_tree_searches_on():
+    evaluator = SplittingEvaluator(ScriptedEvaluator(), fail_on_part=7)
+    searcher = Searcher(evaluator, SearchConfig(seed=0, batches_in_flight=4, evaluation_threads=1,
+                                                stop=StopConfig(early_stop=False)))
+    with pytest.raises(RuntimeError, match="part failure"):
+        searcher.search(GameState(7), StopCondition(playouts=500))
+    check_tree(searcher.tree)
+    visits = searcher.tree.root.visits
+    evaluator.fail_on_part = None
+    result = searcher.search(GameState(7), StopCondition(playouts=100))
+    assert result.snapshot.visits == visits + 100
+    check_tree(searcher.tree)
 
 
 @pytest.mark.parametrize("in_flight", [2, 3])
