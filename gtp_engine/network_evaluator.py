@@ -116,10 +116,10 @@ class NetworkEvaluator:
         return self.info.provider
 
     @property
-    def on_cpu(self) -> bool:
-        """Whether the network runs on CPU cores, where a batch's slices computed at once beat one call (an
-        accelerator wants the whole batch)."""
-        return self.info.provider in ("cpu", "torch-cpu")
+    def splits_batches(self) -> bool:
+        """Whether a batch's slices computed at once in several threads beat one call: onnxruntime on CPU cores (one
+        thread a call); an accelerator wants the whole batch, and torch shares one thread pool among its calls."""
+        return self.info.provider == "cpu"
 
     def forward(self, spatial: np.ndarray, global_: np.ndarray) -> tuple[np.ndarray, ...]:
         """Raw outputs (policy logits, value logits, score, ownership) for at most max_batch prepared inputs."""
@@ -187,7 +187,7 @@ class _NetworkEvaluation:
 
     def compute_parts(self, parts: int) -> list[Callable[[], None]]:
         """The forward as up to `parts` forwards of consecutive slices of the batch, to run at once (on the CPU)."""
-        if self._count < 2 or not self._network.on_cpu:
+        if self._count < 2 or not self._network.splits_batches:
             return [self.compute]
         spatial, global_ = self._inputs
         step = -(-len(spatial) // parts)
