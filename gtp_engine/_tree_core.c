@@ -483,6 +483,18 @@ static PyArrayObject *checked_array(PyObject *obj, int nd, int type, const char 
 }
 
 /* Gives one new leaf its moves, priors and first statistics (what tree_core.expand does for one row). */
+enum { POINT_CACHE = 4096 };  /* board points below this have one shared Python int (a 25x25 board's are below 800) */
+static PyObject *point_cache[POINT_CACHE];
+
+/* A new reference to the Python int for a board point. Ints above 256 are not shared by Python itself: without the
+ * cache a 19x19 leaf made some 200 new ones for its moves, in time and in the tree's memory. */
+static PyObject *point_object(int64_t point) {
+    if (point < 0 || point >= POINT_CACHE) return PyLong_FromLongLong(point);
+    if (point_cache[point] == NULL && (point_cache[point] = PyLong_FromLongLong(point)) == NULL) return NULL;
+    Py_INCREF(point_cache[point]);
+    return point_cache[point];
+}
+
 static int expand_leaf(PyObject *leaf, const Ranked *ranked, Py_ssize_t count, double total, const int64_t *points,
                        Py_ssize_t initial_edges) {
     static const char *rows[ROWS] = {"N", "W", "W2", "V", "S", "S2"};
@@ -491,7 +503,7 @@ static int expand_leaf(PyObject *leaf, const Ranked *ranked, Py_ssize_t count, d
     if (moves == NULL || prior == NULL) goto fail;
     double *p = (double *)PyArray_DATA((PyArrayObject *)prior);
     for (Py_ssize_t k = 0; k < count; k++) {
-        PyObject *point = PyLong_FromLongLong(points[ranked[k].flat]);
+        PyObject *point = point_object(points[ranked[k].flat]);
         if (point == NULL) goto fail;
         PyList_SET_ITEM(moves, k, point);
         p[k] = total > 1e-12 ? ranked[k].prior / total : 1.0 / (double)count;
