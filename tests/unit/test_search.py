@@ -363,13 +363,30 @@ def test_rounds_in_flight_grow_the_trees_that_rounds_one_at_a_time_grow():
         check_tree(tree)
 
 
+class FailingForOneTree:
+    """ScriptedEvaluator that fails, once armed, on any batch with a position of the tree whose game began with
+    `point`: whichever thread computes which chunk, the same chunk fails."""
+
+    def __init__(self, point):
+        self.inner, self.point, self.armed = ScriptedEvaluator(), point, False
+
+    def evaluate(self, states):
+        if self.armed and any(s.moves[0][1] == self.point for s in states):
+            raise RuntimeError("scripted failure")
+        return self.inner.evaluate(states)
+
+
 def test_a_failed_round_in_flight_leaves_every_tree_as_it_was():
     threads = EvaluationThreads(1)
     try:
-        evaluator = ScriptedEvaluator()
-        trees = [Tree(evaluator, GameState(5)) for _ in range(3)]
+        g = grid(5)
+        roots = [GameState(5) for _ in range(3)]
+        for root, (x, y) in zip(roots, [(0, 0), (2, 2), (4, 4)]):  # one distinct stone per tree
+            root.play(g.point(x, y))
+        evaluator = FailingForOneTree(g.point(2, 2))
+        trees = [Tree(evaluator, root) for root in roots]
         start_round(trees, [1, 1, 1]).finish()
-        evaluator.fail_on_call = evaluator.calls + 2  # the round's second chunk
+        evaluator.armed = True  # the round's second chunk: the second tree's
         flight = start_round(trees, [4, 4, 4], threads, chunks=3)
         with pytest.raises(RuntimeError, match="scripted failure"):
             flight.finish()
