@@ -1,27 +1,144 @@
 /* The compiled inner loop of the tree search: select, select_root, descend, backup, expand (see
- * gtp_engine/tree_core.py).
+ * gtp_engine/tree_core.py), and the fields of a tree node (NodeFields, the base of mcts.Node).
  *
- * Each function does exactly what its Python twin in tree_core.py does, on the same Node objects, with the
- * arithmetic in the same order, so that both grow the same tree bit for bit (tests/unit/test_tree_core.py).
- * Edge statistics are the rows of node.stats, a C-contiguous float64 array of shape (6, capacity): N, W, W2, V,
- * S, S2. Priors are node.prior, float64, contiguous. Everything else is read and written as Python attributes.
- * The rare steps (a new node, a terminal position, an illegal edge, growing the statistics) call back into Python.
+ * Each function does exactly what its Python twin in tree_core.py does, with the arithmetic in the same order, so
+ * that both grow the same tree bit for bit (tests/unit/test_tree_core.py). Both work on mcts.Node objects; here
+ * their fields are read and written in the C struct below, with no attribute lookups and no boxed numbers. Edge
+ * statistics are node.stats, a C-contiguous float64 array of shape (6, capacity): N, W, W2, V, S, S2. Priors are
+ * node.prior, float64, contiguous. The rare steps (a new node, a terminal position, an illegal edge, growing the
+ * statistics) call back into Python.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <stddef.h>
+#include <structmember.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
 enum { ROW_N, ROW_W, ROW_W2, ROW_V, ROW_S, ROW_S2, ROWS };
 
-static PyObject *s_stats, *s_prior, *s_moves, *s_tried, *s_tried_prior, *s_nsum, *s_net_u, *s_children,
-    *s_visits, *s_allocate, *s_consecutive_passes, *s_ownership_sum,
-    *s_ownership_count;
+static PyObject *s_allocate, *s_consecutive_passes;
 
 typedef struct {
     double c_puct, c_puct_log, c_puct_base, fpu_reduction, virtual_loss;
 } Params;
+
+/* tree_core.NodeFields: the fields of a node, as mcts.Node's docstring and tree_core's reference define them. The
+ * type is not tracked by the garbage collector for its own fields: a tree holds no reference cycles (children are
+ * referenced by their parent only). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *moves, *prior, *stats, *children, *ownership, *ownership_sum;
+    PyObject *rows[ROWS];  /* stats' rows as arrays (N, W, ...), made when Python first reads one; reset with stats */
+    Py_ssize_t tried, visits, ownership_count;
+    double tried_prior, nsum, net_v, net_u, net_s;
+    char terminal;
+} NodeObject;
+
+static PyTypeObject NodeType;
+
+/* obj as a node, or NULL with a TypeError. */
+static NodeObject *as_node(PyObject *obj) {
+    if (!PyObject_TypeCheck(obj, &NodeType)) {
+        PyErr_SetString(PyExc_TypeError, "tree nodes must be mcts.Node objects");
+        return NULL;
+    }
+    return (NodeObject *)obj;
+}
+
+static void set_stats(NodeObject *node, PyObject *stats) {
+    Py_INCREF(stats);
+    Py_SETREF(node->stats, stats);
+    for (int r = 0; r < ROWS; r++) Py_CLEAR(node->rows[r]);
+}
+
+static PyObject *node_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject *Py_UNUSED(kwargs)) {
+    NodeObject *node = (NodeObject *)type->tp_alloc(type, 0);
+    if (node == NULL) return NULL;
+    PyObject **fields[] = {&node->moves, &node->prior, &node->stats, &node->ownership, &node->ownership_sum};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        Py_INCREF(Py_None);
+        *fields[i] = Py_None;
+    }
+    node->children = PyDict_New();
+    if (node->children == NULL) { Py_DECREF(node); return NULL; }
+    return (PyObject *)node;
+}
+
+static void node_dealloc(NodeObject *node) {
+    Py_XDECREF(node->moves);
+    Py_XDECREF(node->prior);
+    Py_XDECREF(node->stats);
+    Py_XDECREF(node->children);
+    Py_XDECREF(node->ownership);
+    Py_XDECREF(node->ownership_sum);
+    for (int r = 0; r < ROWS; r++) Py_XDECREF(node->rows[r]);
+    Py_TYPE(node)->tp_free((PyObject *)node);
+}
+
+static PyObject *node_get_stats(NodeObject *node, void *Py_UNUSED(closure)) {
+    Py_INCREF(node->stats);
+    return node->stats;
+}
+
+static int node_set_stats(NodeObject *node, PyObject *value, void *Py_UNUSED(closure)) {
+    set_stats(node, value == NULL ? Py_None : value);
+    return 0;
+}
+
+/* N, W, W2, V, S, S2: row `closure` of stats (None without stats), made once per stats array. */
+static PyObject *node_get_row(NodeObject *node, void *closure) {
+    int row = (int)(intptr_t)closure;
+    if (node->stats == Py_None) Py_RETURN_NONE;
+    if (node->rows[row] == NULL) {
+        node->rows[row] = PySequence_GetItem(node->stats, row);
+        if (node->rows[row] == NULL) return NULL;
+    }
+    Py_INCREF(node->rows[row]);
+    return node->rows[row];
+}
+
+static PyGetSetDef node_getset[] = {
+    {"stats", (getter)node_get_stats, (setter)node_set_stats, "edge statistics, float64 (6, capacity)", NULL},
+    {"N", (getter)node_get_row, NULL, "visits per edge (a row of stats)", (void *)(intptr_t)ROW_N},
+    {"W", (getter)node_get_row, NULL, "utility sums", (void *)(intptr_t)ROW_W},
+    {"W2", (getter)node_get_row, NULL, "sums of squared utilities", (void *)(intptr_t)ROW_W2},
+    {"V", (getter)node_get_row, NULL, "value sums", (void *)(intptr_t)ROW_V},
+    {"S", (getter)node_get_row, NULL, "score sums", (void *)(intptr_t)ROW_S},
+    {"S2", (getter)node_get_row, NULL, "sums of squared scores", (void *)(intptr_t)ROW_S2},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef node_members[] = {
+    {"moves", T_OBJECT, offsetof(NodeObject, moves), 0, NULL},
+    {"prior", T_OBJECT, offsetof(NodeObject, prior), 0, NULL},
+    {"children", T_OBJECT, offsetof(NodeObject, children), 0, NULL},
+    {"ownership", T_OBJECT, offsetof(NodeObject, ownership), 0, NULL},
+    {"ownership_sum", T_OBJECT, offsetof(NodeObject, ownership_sum), 0, NULL},
+    {"tried", T_PYSSIZET, offsetof(NodeObject, tried), 0, NULL},
+    {"visits", T_PYSSIZET, offsetof(NodeObject, visits), 0, NULL},
+    {"ownership_count", T_PYSSIZET, offsetof(NodeObject, ownership_count), 0, NULL},
+    {"tried_prior", T_DOUBLE, offsetof(NodeObject, tried_prior), 0, NULL},
+    {"nsum", T_DOUBLE, offsetof(NodeObject, nsum), 0, NULL},
+    {"net_v", T_DOUBLE, offsetof(NodeObject, net_v), 0, NULL},
+    {"net_u", T_DOUBLE, offsetof(NodeObject, net_u), 0, NULL},
+    {"net_s", T_DOUBLE, offsetof(NodeObject, net_s), 0, NULL},
+    {"terminal", T_BOOL, offsetof(NodeObject, terminal), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject NodeType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "gtp_engine._tree_core.NodeFields",
+    .tp_doc = "The fields of a search tree node (tree_core.NodeFields, compiled); mcts.Node adds its methods.",
+    .tp_basicsize = sizeof(NodeObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_new = node_new,
+    .tp_dealloc = (destructor)node_dealloc,
+    .tp_members = node_members,
+    .tp_getset = node_getset,
+};
 
 /* A float64 C-contiguous writable numpy array's data and its number of elements (borrowed from the array). */
 static double *float64_data(PyObject *array, Py_ssize_t *count) {
@@ -34,12 +151,20 @@ static double *float64_data(PyObject *array, Py_ssize_t *count) {
     return (double *)PyArray_DATA((PyArrayObject *)array);
 }
 
-static int get_double(PyObject *obj, PyObject *name, double *out) {
-    PyObject *value = PyObject_GetAttr(obj, name);
-    if (value == NULL) return -1;
-    *out = PyFloat_AsDouble(value);
-    Py_DECREF(value);
-    return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
+/* The node's statistics (N, W, ... rows of `capacity` each), or NULL with an exception. */
+static double *node_stats(NodeObject *node, Py_ssize_t *capacity) {
+    double *stats = float64_data(node->stats, capacity);
+    *capacity /= ROWS;
+    return stats;
+}
+
+/* The number of the node's edges (its moves), or -1 with an exception. */
+static Py_ssize_t edge_count(NodeObject *node) {
+    if (!PyList_Check(node->moves)) {
+        PyErr_SetString(PyExc_TypeError, "an expanded node's moves must be a list");
+        return -1;
+    }
+    return PyList_GET_SIZE(node->moves);
 }
 
 static int get_ssize(PyObject *obj, PyObject *name, Py_ssize_t *out) {
@@ -48,22 +173,6 @@ static int get_ssize(PyObject *obj, PyObject *name, Py_ssize_t *out) {
     *out = PyLong_AsSsize_t(value);
     Py_DECREF(value);
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
-}
-
-static int set_double(PyObject *obj, PyObject *name, double value) {
-    PyObject *boxed = PyFloat_FromDouble(value);
-    if (boxed == NULL) return -1;
-    int rc = PyObject_SetAttr(obj, name, boxed);
-    Py_DECREF(boxed);
-    return rc;
-}
-
-static int set_ssize(PyObject *obj, PyObject *name, Py_ssize_t value) {
-    PyObject *boxed = PyLong_FromSsize_t(value);
-    if (boxed == NULL) return -1;
-    int rc = PyObject_SetAttr(obj, name, boxed);
-    Py_DECREF(boxed);
-    return rc;
 }
 
 static int parse_params(PyObject *tuple, Params *p) {
@@ -80,29 +189,15 @@ static int parse_params(PyObject *tuple, Params *p) {
 }
 
 /* tree_core.select: the edge of an expanded node with the highest PUCT score; -1 with an exception set. */
-static Py_ssize_t select_edge(PyObject *node, const Params *p) {
-    Py_ssize_t k, capacity, n_priors, n_moves;
-    double nsum, net_u, tried_prior;
-    if (get_ssize(node, s_tried, &k) < 0 || get_double(node, s_nsum, &nsum) < 0) return -1;
-    PyObject *moves = PyObject_GetAttr(node, s_moves);
-    if (moves == NULL) return -1;
-    n_moves = PyObject_Length(moves);
-    Py_DECREF(moves);
+static Py_ssize_t select_edge(NodeObject *node, const Params *p) {
+    Py_ssize_t k = node->tried, capacity, n_priors, n_moves = edge_count(node);
     if (n_moves < 0) return -1;
-    PyObject *stats_obj = PyObject_GetAttr(node, s_stats);
-    if (stats_obj == NULL) return -1;
-    PyObject *prior_obj = PyObject_GetAttr(node, s_prior);
-    if (prior_obj == NULL) { Py_DECREF(stats_obj); return -1; }
-    double *stats = float64_data(stats_obj, &capacity), *prior = float64_data(prior_obj, &n_priors);
-    /* The node keeps both arrays alive while this runs: nothing below calls back into Python until they are read. */
-    Py_DECREF(stats_obj);
-    Py_DECREF(prior_obj);
+    double *stats = node_stats(node, &capacity), *prior = stats ? float64_data(node->prior, &n_priors) : NULL;
     if (stats == NULL || prior == NULL) return -1;
     if (n_priors < n_moves) { PyErr_SetString(PyExc_ValueError, "fewer priors than moves"); return -1; }
-    capacity /= ROWS;
     const double *N = stats + ROW_N * capacity, *W = stats + ROW_W * capacity;
 
-    double base = p->c_puct_base;
+    double nsum = node->nsum, base = p->c_puct_base;
     double coef = (p->c_puct + p->c_puct_log * log((nsum + base) / base)) * sqrt(nsum);
     Py_ssize_t best = -1;
     double best_score = -INFINITY;
@@ -119,34 +214,29 @@ static Py_ssize_t select_edge(PyObject *node, const Params *p) {
             best_score = score;
         }
     }
-    double next_prior = k < n_moves ? prior[k] : 0.0;
     if (k >= n_moves) return best;
-    if (get_double(node, s_net_u, &net_u) < 0 || get_double(node, s_tried_prior, &tried_prior) < 0) return -1;
-    double fpu = net_u - p->fpu_reduction * sqrt(tried_prior);
+    double next_prior = prior[k];
+    double fpu = node->net_u - p->fpu_reduction * sqrt(node->tried_prior);
     if (!(fpu + coef * next_prior > best_score)) return best;
     if (k == capacity) {
         Py_ssize_t grown = 2 * k < n_moves ? 2 * k : n_moves;
         PyObject *size = PyLong_FromSsize_t(grown);
         if (size == NULL) return -1;
-        PyObject *r = PyObject_CallMethodOneArg(node, s_allocate, size);
+        PyObject *r = PyObject_CallMethodOneArg((PyObject *)node, s_allocate, size);
         Py_DECREF(size);
         if (r == NULL) return -1;
         Py_DECREF(r);
     }
-    if (set_ssize(node, s_tried, k + 1) < 0 || set_double(node, s_tried_prior, tried_prior + next_prior) < 0)
-        return -1;
+    node->tried = k + 1;
+    node->tried_prior += next_prior;
     return k;
 }
 
 /* Adds `delta` to row `row` of edge `edge` of node's statistics. */
-static int add_stat(PyObject *node, Py_ssize_t edge, const double *delta, int rows) {
-    PyObject *stats_obj = PyObject_GetAttr(node, s_stats);
-    if (stats_obj == NULL) return -1;
+static int add_stat(NodeObject *node, Py_ssize_t edge, const double *delta, int rows) {
     Py_ssize_t capacity;
-    double *stats = float64_data(stats_obj, &capacity);
-    Py_DECREF(stats_obj);
+    double *stats = node_stats(node, &capacity);
     if (stats == NULL) return -1;
-    capacity /= ROWS;
     if (edge < 0 || edge >= capacity) {
         PyErr_SetString(PyExc_IndexError, "edge without statistics");
         return -1;
@@ -155,14 +245,11 @@ static int add_stat(PyObject *node, Py_ssize_t edge, const double *delta, int ro
     return 0;
 }
 
-static double read_n(PyObject *node, Py_ssize_t edge, int *error) {
-    PyObject *stats_obj = PyObject_GetAttr(node, s_stats);
-    if (stats_obj == NULL) { *error = 1; return 0.0; }
+static double read_n(NodeObject *node, Py_ssize_t edge, int *error) {
     Py_ssize_t capacity;
-    double *stats = float64_data(stats_obj, &capacity);
-    Py_DECREF(stats_obj);
+    double *stats = node_stats(node, &capacity);
     if (stats == NULL) { *error = 1; return 0.0; }
-    return stats[ROW_N * (capacity / ROWS) + edge];
+    return stats[ROW_N * capacity + edge];
 }
 
 /* select_root(root, prior, excluded, forced_k, fpu_reduction, params) -> edge: see tree_core.select_root. */
@@ -171,25 +258,16 @@ static PyObject *py_select_root(PyObject *Py_UNUSED(module), PyObject *const *ar
         PyErr_SetString(PyExc_TypeError, "select_root(root, prior, excluded, forced_k, fpu_reduction, params)");
         return NULL;
     }
-    PyObject *root = args[0], *prior_arg = args[1], *excluded_arg = args[2];
+    NodeObject *root = as_node(args[0]);
+    PyObject *prior_arg = args[1], *excluded_arg = args[2];
     double forced_k = PyFloat_AsDouble(args[3]), fpu_reduction = PyFloat_AsDouble(args[4]);
     Params p;
-    if (PyErr_Occurred() || parse_params(args[5], &p) < 0) return NULL;
-    double nsum, net_u;
-    if (get_double(root, s_nsum, &nsum) < 0 || get_double(root, s_net_u, &net_u) < 0) return NULL;
-    PyObject *moves = PyObject_GetAttr(root, s_moves);
-    if (moves == NULL) return NULL;
-    Py_ssize_t n_edges = PyObject_Length(moves);
-    Py_DECREF(moves);
+    if (root == NULL || PyErr_Occurred() || parse_params(args[5], &p) < 0) return NULL;
+    double nsum = root->nsum, net_u = root->net_u;
+    Py_ssize_t n_edges = edge_count(root);
     if (n_edges < 0) return NULL;
-    PyObject *stats_obj = PyObject_GetAttr(root, s_stats);
-    if (stats_obj == NULL) return NULL;
-    PyObject *own_obj = PyObject_GetAttr(root, s_prior);
-    if (own_obj == NULL) { Py_DECREF(stats_obj); return NULL; }
     Py_ssize_t capacity, n_own, n_prior = 0;
-    double *stats = float64_data(stats_obj, &capacity), *own = float64_data(own_obj, &n_own);
-    Py_DECREF(stats_obj);  /* the root keeps its arrays, the caller the others, while this runs */
-    Py_DECREF(own_obj);
+    double *stats = node_stats(root, &capacity), *own = stats ? float64_data(root->prior, &n_own) : NULL;
     if (stats == NULL || own == NULL) return NULL;
     double *prior = prior_arg == Py_None ? own : float64_data(prior_arg, &n_prior);
     if (prior == NULL) return NULL;
@@ -204,7 +282,6 @@ static PyObject *py_select_root(PyObject *Py_UNUSED(module), PyObject *const *ar
         }
         excluded = (const npy_bool *)PyArray_DATA(a);
     }
-    capacity /= ROWS;
     if (capacity < n_edges || n_own < n_edges || n_prior < n_edges || n_edges == 0) {
         PyErr_SetString(PyExc_ValueError, "the root needs statistics and priors for every edge");
         return NULL;
@@ -237,8 +314,9 @@ static PyObject *py_select_root(PyObject *Py_UNUSED(module), PyObject *const *ar
 static PyObject *py_select(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
     Params p;
     if (nargs != 2) { PyErr_SetString(PyExc_TypeError, "select(node, params)"); return NULL; }
-    if (parse_params(args[1], &p) < 0) return NULL;
-    Py_ssize_t edge = select_edge(args[0], &p);
+    NodeObject *node = as_node(args[0]);
+    if (node == NULL || parse_params(args[1], &p) < 0) return NULL;
+    Py_ssize_t edge = select_edge(node, &p);
     return edge < 0 && PyErr_Occurred() ? NULL : PyLong_FromSsize_t(edge);
 }
 
@@ -260,10 +338,11 @@ static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, 
                                          "play_line, illegal_reason)");
         return NULL;
     }
-    PyObject *node = args[0], *state = args[1], *node_type = args[4], *make_terminal = args[5],
-             *drop_edge = args[6], *play_line = args[7], *illegal = args[8];
+    NodeObject *node = as_node(args[0]);
+    PyObject *state = args[1], *node_type = args[4], *make_terminal = args[5], *drop_edge = args[6],
+             *play_line = args[7], *illegal = args[8];
     Params p;
-    if (parse_params(args[3], &p) < 0) return NULL;
+    if (node == NULL || parse_params(args[3], &p) < 0) return NULL;
     Py_ssize_t edge = PyLong_AsSsize_t(args[2]);
     if (edge == -1 && PyErr_Occurred()) return NULL;
     const double vl = p.virtual_loss;
@@ -271,30 +350,25 @@ static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, 
     PyObject *path = PyList_New(0), *line = PyList_New(0), *r;
     if (path == NULL || line == NULL) goto fail;
     for (;;) {
-        double nsum;
-        if (add_stat(node, edge, loss, 2) < 0 || get_double(node, s_nsum, &nsum) < 0 ||
-            set_double(node, s_nsum, nsum + vl) < 0)
-            goto fail;
+        if (edge_count(node) < 0 || add_stat(node, edge, loss, 2) < 0) goto fail;  /* edge checked: moves, then */
+        node->nsum += vl;
         PyObject *key = PyLong_FromSsize_t(edge);
         if (key == NULL) goto fail;
-        PyObject *step = PyTuple_Pack(2, node, key);
+        PyObject *step = PyTuple_Pack(2, (PyObject *)node, key);
         if (step == NULL || PyList_Append(path, step) < 0) { Py_XDECREF(step); Py_DECREF(key); goto fail; }
         Py_DECREF(step);
-        PyObject *moves = PyObject_GetAttr(node, s_moves);
-        if (moves == NULL) { Py_DECREF(key); goto fail; }
-        PyObject *move = PySequence_GetItem(moves, edge);
-        Py_DECREF(moves);
-        int appended = move == NULL ? -1 : PyList_Append(line, move);
-        Py_XDECREF(move);
-        if (appended < 0) { Py_DECREF(key); goto fail; }
-        PyObject *children = PyObject_GetAttr(node, s_children);
-        if (children == NULL) { Py_DECREF(key); goto fail; }
+        if (PyList_Append(line, PyList_GET_ITEM(node->moves, edge)) < 0) { Py_DECREF(key); goto fail; }
+        PyObject *children = node->children;
+        if (!PyDict_Check(children)) {
+            PyErr_SetString(PyExc_TypeError, "a node's children must be a dict");
+            Py_DECREF(key);
+            goto fail;
+        }
         PyObject *child = PyDict_GetItemWithError(children, key);  /* borrowed */
         if (child == NULL) {
-            if (PyErr_Occurred()) { Py_DECREF(children); Py_DECREF(key); goto fail; }
+            if (PyErr_Occurred()) { Py_DECREF(key); goto fail; }
             child = PyObject_CallNoArgs(node_type);
-            int stored = child == NULL ? -1 : PyDict_SetItem(children, key, child);
-            Py_DECREF(children);
+            int stored = child == NULL ? -1 : as_node(child) == NULL ? -1 : PyDict_SetItem(children, key, child);
             Py_DECREF(key);
             if (stored < 0) { Py_XDECREF(child); goto fail; }
             Py_ssize_t passes;
@@ -313,23 +387,16 @@ static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, 
             Py_DECREF(line);
             return result;
         }
-        Py_INCREF(child);
-        Py_DECREF(children);
         Py_DECREF(key);
-        PyObject *child_moves = PyObject_GetAttr(child, s_moves);
-        if (child_moves == NULL) { Py_DECREF(child); goto fail; }
-        int unexpanded = child_moves == Py_None;
-        Py_DECREF(child_moves);
-        if (unexpanded) {  /* pending in this batch, or terminal */
-            if (play_pending(play_line, state, line) < 0) { Py_DECREF(child); goto fail; }
+        if (as_node(child) == NULL) goto fail;
+        if (((NodeObject *)child)->moves == Py_None) {  /* pending in this batch, or terminal */
+            if (play_pending(play_line, state, line) < 0) goto fail;
             PyObject *result = PyTuple_Pack(2, child, path);
-            Py_DECREF(child);
             Py_DECREF(path);
             Py_DECREF(line);
             return result;
         }
-        node = child;  /* kept alive by its parent's children dict */
-        Py_DECREF(child);
+        node = (NodeObject *)child;  /* kept alive by its parent's children dict */
         for (;;) {  /* lazy legality: a first try of an illegal edge is dropped, and the node selects again */
             edge = select_edge(node, &p);
             if (edge < 0) goto fail;
@@ -338,21 +405,15 @@ static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, 
             if (error) goto fail;
             if (n != 0.0) break;
             if (play_pending(play_line, state, line) < 0) goto fail;  /* the board at this node */
-            PyObject *node_moves = PyObject_GetAttr(node, s_moves);
-            if (node_moves == NULL) goto fail;
-            PyObject *candidate = PySequence_GetItem(node_moves, edge);
-            Py_DECREF(node_moves);
-            if (candidate == NULL) goto fail;
-            PyObject *illegal_args[2] = {state, candidate};
+            PyObject *illegal_args[2] = {state, PyList_GET_ITEM(node->moves, edge)};
             PyObject *reason = PyObject_Vectorcall(illegal, illegal_args, 2, NULL);
-            Py_DECREF(candidate);
             if (reason == NULL) goto fail;
             int legal = reason == Py_None;
             Py_DECREF(reason);
             if (legal) break;
             PyObject *index = PyLong_FromSsize_t(edge);
             if (index == NULL) goto fail;
-            r = PyObject_CallFunctionObjArgs(drop_edge, node, index, NULL);
+            r = PyObject_CallFunctionObjArgs(drop_edge, (PyObject *)node, index, NULL);
             Py_DECREF(index);
             if (r == NULL) goto fail;
             Py_DECREF(r);
@@ -365,27 +426,25 @@ fail:
 }
 
 /* Node.add_ownership: node.ownership_sum (float64, made on first use) += ownership; node.ownership_count += 1. */
-static int add_ownership(PyObject *node, const double *ownership, Py_ssize_t area) {
-    PyObject *sum_obj = PyObject_GetAttr(node, s_ownership_sum);
-    if (sum_obj == NULL) return -1;
-    if (sum_obj == Py_None) {
-        Py_DECREF(sum_obj);
+static int add_ownership(PyObject *obj, const double *ownership, Py_ssize_t area) {
+    NodeObject *node = as_node(obj);
+    if (node == NULL) return -1;
+    if (node->ownership_sum == Py_None) {
         npy_intp dims[1] = {area};
-        sum_obj = PyArray_ZEROS(1, dims, NPY_DOUBLE, 0);
-        if (sum_obj == NULL || PyObject_SetAttr(node, s_ownership_sum, sum_obj) < 0) { Py_XDECREF(sum_obj); return -1; }
+        PyObject *sum = PyArray_ZEROS(1, dims, NPY_DOUBLE, 0);
+        if (sum == NULL) return -1;
+        Py_SETREF(node->ownership_sum, sum);
     }
     Py_ssize_t count;
-    double *sum = float64_data(sum_obj, &count);
-    Py_DECREF(sum_obj);  /* the node keeps it */
+    double *sum = float64_data(node->ownership_sum, &count);
     if (sum == NULL) return -1;
     if (count != area) {
         PyErr_SetString(PyExc_ValueError, "ownership of another board size than the node's sum");
         return -1;
     }
     for (Py_ssize_t i = 0; i < area; i++) sum[i] += ownership[i];
-    Py_ssize_t backups;
-    if (get_ssize(node, s_ownership_count, &backups) < 0) return -1;
-    return set_ssize(node, s_ownership_count, backups + 1);
+    node->ownership_count++;
+    return 0;
 }
 
 /* backup(leaf, path, virtual_loss, v, u, s, ownership, ownership_depth): see tree_core.backup. */
@@ -394,11 +453,12 @@ static PyObject *py_backup(PyObject *Py_UNUSED(module), PyObject *const *args, P
         PyErr_SetString(PyExc_TypeError, "backup(leaf, path, virtual_loss, v, u, s, ownership, ownership_depth)");
         return NULL;
     }
-    PyObject *leaf = args[0], *path = args[1];
+    NodeObject *leaf = as_node(args[0]);
+    PyObject *path = args[1];
     double vl = PyFloat_AsDouble(args[2]), v = PyFloat_AsDouble(args[3]), u = PyFloat_AsDouble(args[4]),
            s = PyFloat_AsDouble(args[5]);
     Py_ssize_t depth = PyLong_AsSsize_t(args[7]);
-    if (PyErr_Occurred()) return NULL;
+    if (leaf == NULL || PyErr_Occurred()) return NULL;
     if (!PyList_Check(path)) { PyErr_SetString(PyExc_TypeError, "path must be a list"); return NULL; }
     PyArrayObject *owned = (PyArrayObject *)args[6];
     if (!PyArray_Check(args[6]) || PyArray_TYPE(owned) != NPY_DOUBLE || !PyArray_IS_C_CONTIGUOUS(owned)) {
@@ -407,8 +467,7 @@ static PyObject *py_backup(PyObject *Py_UNUSED(module), PyObject *const *args, P
     }
     const double *ownership = (const double *)PyArray_DATA(owned);
     Py_ssize_t area = PyArray_SIZE(owned);
-    Py_ssize_t visits;
-    if (get_ssize(leaf, s_visits, &visits) < 0 || set_ssize(leaf, s_visits, visits + 1) < 0) return NULL;
+    leaf->visits++;
     /* One column of increments per player: the leaf's parent is its player's opponent. */
     const double theirs[ROWS] = {1.0 - vl, -u + vl, u * u, -v, -s, s * s};
     const double ours[ROWS] = {1.0 - vl, u + vl, u * u, v, s, s * s};
@@ -419,20 +478,18 @@ static PyObject *py_backup(PyObject *Py_UNUSED(module), PyObject *const *args, P
             PyErr_SetString(PyExc_TypeError, "path steps must be (node, edge)");
             return NULL;
         }
-        PyObject *node = PyTuple_GET_ITEM(step, 0);
-        Py_ssize_t edge = PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
+        NodeObject *node = as_node(PyTuple_GET_ITEM(step, 0));
+        Py_ssize_t edge = node == NULL ? -1 : PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
         if (edge == -1 && PyErr_Occurred()) return NULL;
-        double nsum;
-        if (add_stat(node, edge, flipped ? theirs : ours, ROWS) < 0 || get_double(node, s_nsum, &nsum) < 0 ||
-            set_double(node, s_nsum, nsum + (1.0 - vl)) < 0 || get_ssize(node, s_visits, &visits) < 0 ||
-            set_ssize(node, s_visits, visits + 1) < 0)
-            return NULL;
+        if (add_stat(node, edge, flipped ? theirs : ours, ROWS) < 0) return NULL;
+        node->nsum += 1.0 - vl;
+        node->visits++;
         flipped = !flipped;
     }
     Py_ssize_t length = PyList_GET_SIZE(path);
     for (Py_ssize_t i = 0; i < length && i <= depth; i++)
         if (add_ownership(PyTuple_GET_ITEM(PyList_GET_ITEM(path, i), 0), ownership, area) < 0) return NULL;
-    if (length <= depth && add_ownership(leaf, ownership, area) < 0) return NULL;
+    if (length <= depth && add_ownership((PyObject *)leaf, ownership, area) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -495,9 +552,10 @@ static PyObject *point_object(int64_t point) {
     return point_cache[point];
 }
 
-static int expand_leaf(PyObject *leaf, const Ranked *ranked, Py_ssize_t count, double total, const int64_t *points,
+static int expand_leaf(PyObject *obj, const Ranked *ranked, Py_ssize_t count, double total, const int64_t *points,
                        Py_ssize_t initial_edges) {
-    static const char *rows[ROWS] = {"N", "W", "W2", "V", "S", "S2"};
+    NodeObject *leaf = as_node(obj);
+    if (leaf == NULL) return -1;
     npy_intp edges = count;
     PyObject *moves = PyList_New(count), *prior = PyArray_SimpleNew(1, &edges, NPY_DOUBLE);
     if (moves == NULL || prior == NULL) goto fail;
@@ -511,17 +569,11 @@ static int expand_leaf(PyObject *leaf, const Ranked *ranked, Py_ssize_t count, d
     npy_intp shape[2] = {ROWS, initial_edges < count ? initial_edges : count};
     PyObject *stats = PyArray_ZEROS(2, shape, NPY_DOUBLE, 0);
     if (stats == NULL) goto fail;
-    int rc = PyObject_SetAttr(leaf, s_moves, moves) | PyObject_SetAttr(leaf, s_prior, prior) |
-             PyObject_SetAttr(leaf, s_stats, stats);
-    for (int r = 0; r < ROWS && rc == 0; r++) {
-        PyObject *row = PySequence_GetItem(stats, r);
-        rc = row == NULL ? -1 : PyObject_SetAttrString(leaf, rows[r], row);
-        Py_XDECREF(row);
-    }
+    Py_SETREF(leaf->moves, moves);
+    Py_SETREF(leaf->prior, prior);
+    set_stats(leaf, stats);
     Py_DECREF(stats);
-    Py_DECREF(moves);
-    Py_DECREF(prior);
-    return rc < 0 ? -1 : 0;
+    return 0;
 fail:
     Py_XDECREF(moves);
     Py_XDECREF(prior);
@@ -596,17 +648,18 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tree_core", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__tree_core(void) {
-    struct { PyObject **slot; const char *name; } names[] = {
-        {&s_stats, "stats"}, {&s_prior, "prior"}, {&s_moves, "moves"}, {&s_tried, "tried"},
-        {&s_tried_prior, "tried_prior"}, {&s_nsum, "nsum"}, {&s_net_u, "net_u"}, {&s_children, "children"},
-        {&s_visits, "visits"}, {&s_allocate, "_allocate"},
-        {&s_consecutive_passes, "consecutive_passes"}, {&s_ownership_sum, "ownership_sum"},
-        {&s_ownership_count, "ownership_count"},
-    };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        *names[i].slot = PyUnicode_InternFromString(names[i].name);
-        if (*names[i].slot == NULL) return NULL;
-    }
+    s_allocate = PyUnicode_InternFromString("_allocate");
+    s_consecutive_passes = PyUnicode_InternFromString("consecutive_passes");
+    if (s_allocate == NULL || s_consecutive_passes == NULL) return NULL;
     import_array();
-    return PyModule_Create(&module);
+    if (PyType_Ready(&NodeType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&NodeType);
+    if (PyModule_AddObject(m, "NodeFields", (PyObject *)&NodeType) < 0) {
+        Py_DECREF(&NodeType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

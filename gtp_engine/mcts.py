@@ -139,26 +139,18 @@ class TreeConfig:
         return self.score_scale if self.score_scale is not None else math.sqrt(area) / 2
 
 
-class Node:
-    __slots__ = (
-        "moves", "prior", "tried", "tried_prior", "stats", "N", "W", "W2", "V", "S", "S2", "nsum", "children",
-        "visits", "net_v", "net_u", "net_s", "terminal", "ownership", "ownership_sum", "ownership_count",
-    )
+class Node(tree_core.NODE_FIELDS):
+    """A node of the tree: its fields (tree_core.NodeFields, compiled where built) and what Python does with them.
 
-    def __init__(self) -> None:
-        self.moves: list[int] | None = None  # board points of the edges (PASS included); None until expanded
-        self.prior: np.ndarray | None = None  # float64, falling
-        self.tried = 0  # edges with statistics: the prefix 0..tried-1
-        self.tried_prior = 0.0  # sum of the priors of the tried edges
-        self.stats: np.ndarray | None = None
-        self.nsum = 0.0  # sum of N over the edges, virtual loss included
-        self.children: dict[int, Node] = {}  # edge index -> child
-        self.visits = 0  # backups through this node (its own evaluation included)
-        self.net_v = self.net_u = self.net_s = 0.0  # its evaluation; exact for a terminal node
-        self.terminal = False
-        self.ownership: np.ndarray | None = None  # terminal nodes: exact area ownership, Black's view
-        self.ownership_sum: np.ndarray | None = None  # over the backups counted here (see the module docstring)
-        self.ownership_count = 0
+    moves: board points of the edges (PASS included), None until expanded; prior: float64, falling; tried: edges
+    with statistics, the prefix 0..tried-1; tried_prior: the sum of their priors; stats: float64 (6, capacity), rows
+    N, W, W2, V, S, S2 (also read as node.N, ...); nsum: sum of N over the edges, virtual loss included; children:
+    edge index -> child; visits: backups through this node (its own evaluation included); net_v, net_u, net_s: its
+    evaluation, exact for a terminal node; terminal; ownership: a terminal node's exact area ownership, Black's view;
+    ownership_sum, ownership_count: over the backups counted here (see the module docstring).
+    """
+
+    __slots__ = ()
 
     def add_ownership(self, ownership: np.ndarray) -> None:
         if self.ownership_sum is None:
@@ -196,7 +188,6 @@ class Node:
             kept = min(capacity, self.stats.shape[1])
             stats[:, :kept] = self.stats[:, :kept]
         self.stats = stats
-        self.N, self.W, self.W2, self.V, self.S, self.S2 = stats
 
     def try_all(self) -> None:
         """Gives every edge statistics, so that any edge can be selected (the root, see select_root)."""

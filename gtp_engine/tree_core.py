@@ -1,18 +1,24 @@
 """The tree search's inner loop: select an edge, descend to a leaf, expand it, back a result up (mcts.py defines
-the terms).
+the terms), and the fields of a tree node.
 
 These steps run a dozen times per playout and were most of the search's own cost in Python, so they have a
 compiled twin, gtp_engine/_tree_core.c, built with the package when a C compiler is present. This module is the
 reference: the compiled functions do exactly what the Python ones below do, on the same Node objects with the same
 arithmetic in the same order, and tests/unit/test_tree_core.py holds them to growing the same tree.
 
+- node fields: what a node holds (mcts.Node adds its methods). NodeFields below is the reference; the compiled
+  twin keeps the same fields in a C struct, so that the compiled functions read and write them without attribute
+  lookups or boxed numbers. NODE_FIELDS is the one mcts.Node is built on: the compiled one where the extension is
+  built (and GTP_ENGINE_PURE_PYTHON=1 is not set), since the compiled functions accept only it. The edge
+  statistics N, W, W2, V, S, S2 are the rows of `stats`, derived from it.
+
 - params: (c_puct, c_puct_log, c_puct_base, fpu_reduction, virtual_loss), the TreeConfig numbers these need
   (fpu_reduction below the root; select_root is given the root's).
 - visited prior: the sum of the priors of the edges with N > 0, added in edge order (np.cumsum), as the compiled
   code adds it; numpy's sum and dot add in another order and could round differently. expand's sums likewise.
 - core: the five functions as one Core. PYTHON is the reference, COMPILED the compiled twin (None when the
-  extension was not built), DEFAULT what new trees use: COMPILED when there is one, unless GTP_ENGINE_PURE_PYTHON=1
-  is in the environment (native.py).
+  extension was not built, or GTP_ENGINE_PURE_PYTHON=1 is in the environment: native.py), DEFAULT what new trees
+  use: COMPILED when there is one.
 """
 
 from __future__ import annotations
@@ -25,6 +31,44 @@ import numpy as np
 from gtp_engine import native
 
 _VECTOR_EDGES = 12  # select() scores more tried edges than this with numpy, fewer in a Python loop (faster there)
+
+
+class NodeFields:
+    """The fields of a search tree node (see the module docstring and mcts.Node for their meaning)."""
+
+    __slots__ = ("moves", "prior", "tried", "tried_prior", "_stats", "_rows", "nsum", "children", "visits", "net_v",
+                 "net_u", "net_s", "terminal", "ownership", "ownership_sum", "ownership_count")
+
+    def __init__(self) -> None:
+        self.moves = self.prior = self._stats = self.ownership = self.ownership_sum = None
+        self._rows: list | None = None  # stats' rows, made on first use
+        self.tried = self.visits = self.ownership_count = 0
+        self.tried_prior = self.nsum = self.net_v = self.net_u = self.net_s = 0.0
+        self.terminal = False
+        self.children: dict = {}
+
+    @property
+    def stats(self) -> np.ndarray | None:
+        return self._stats
+
+    @stats.setter
+    def stats(self, stats: np.ndarray | None) -> None:
+        self._stats, self._rows = stats, None
+
+    def _row(self, index: int) -> np.ndarray | None:
+        if self._stats is None:
+            return None
+        if self._rows is None:
+            self._rows = list(self._stats)
+        return self._rows[index]
+
+    N = property(lambda self: self._row(0), doc="visits per edge (a row of stats)")
+    W = property(lambda self: self._row(1), doc="utility sums")
+    W2 = property(lambda self: self._row(2), doc="sums of squared utilities")
+    V = property(lambda self: self._row(3), doc="value sums")
+    S = property(lambda self: self._row(4), doc="score sums")
+    S2 = property(lambda self: self._row(5), doc="sums of squared scores")
+
 
 Params = tuple[float, float, float, float, float]
 
@@ -202,12 +246,8 @@ class Core(NamedTuple):
 PYTHON = Core(select, select_root, descend, backup, expand)
 
 
-def _load_compiled() -> Core | None:
-    compiled = native.built("_tree_core")
-    if compiled is None:
-        return None
-    return Core(compiled.select, compiled.select_root, compiled.descend, compiled.backup, compiled.expand)
-
-
-COMPILED = _load_compiled()
-DEFAULT = PYTHON if COMPILED is None or native.PURE_PYTHON else COMPILED
+_compiled = native.load("_tree_core")
+COMPILED = None if _compiled is None else Core(_compiled.select, _compiled.select_root, _compiled.descend,
+                                               _compiled.backup, _compiled.expand)
+DEFAULT = PYTHON if COMPILED is None else COMPILED
+NODE_FIELDS: type = NodeFields if _compiled is None else _compiled.NodeFields
