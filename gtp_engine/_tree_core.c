@@ -350,7 +350,8 @@ static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, 
     PyObject *path = PyList_New(0), *line = PyList_New(0), *r;
     if (path == NULL || line == NULL) goto fail;
     for (;;) {
-        if (edge_count(node) < 0 || add_stat(node, edge, loss, 2) < 0) goto fail;  /* edge checked: moves, then */
+        /* add_stat checks the edge against the statistics, which never outnumber the moves read below */
+        if (edge_count(node) < 0 || add_stat(node, edge, loss, 2) < 0) goto fail;
         node->nsum += vl;
         PyObject *key = PyLong_FromSsize_t(edge);
         if (key == NULL) goto fail;
@@ -367,8 +368,10 @@ static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, 
         PyObject *child = PyDict_GetItemWithError(children, key);  /* borrowed */
         if (child == NULL) {
             if (PyErr_Occurred()) { Py_DECREF(key); goto fail; }
+            Py_INCREF(children);  /* held across the call into Python that makes the child */
             child = PyObject_CallNoArgs(node_type);
             int stored = child == NULL ? -1 : as_node(child) == NULL ? -1 : PyDict_SetItem(children, key, child);
+            Py_DECREF(children);
             Py_DECREF(key);
             if (stored < 0) { Py_XDECREF(child); goto fail; }
             Py_ssize_t passes;
@@ -405,8 +408,11 @@ static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, 
             if (error) goto fail;
             if (n != 0.0) break;
             if (play_pending(play_line, state, line) < 0) goto fail;  /* the board at this node */
-            PyObject *illegal_args[2] = {state, PyList_GET_ITEM(node->moves, edge)};
+            PyObject *candidate = PyList_GET_ITEM(node->moves, edge);
+            Py_INCREF(candidate);  /* held across the call into Python */
+            PyObject *illegal_args[2] = {state, candidate};
             PyObject *reason = PyObject_Vectorcall(illegal, illegal_args, 2, NULL);
+            Py_DECREF(candidate);
             if (reason == NULL) goto fail;
             int legal = reason == Py_None;
             Py_DECREF(reason);
@@ -539,7 +545,6 @@ static PyArrayObject *checked_array(PyObject *obj, int nd, int type, const char 
     return a;
 }
 
-/* Gives one new leaf its moves, priors and first statistics (what tree_core.expand does for one row). */
 enum { POINT_CACHE = 4096 };  /* board points below this have one shared Python int (a 25x25 board's are below 800) */
 static PyObject *point_cache[POINT_CACHE];
 
@@ -552,6 +557,7 @@ static PyObject *point_object(int64_t point) {
     return point_cache[point];
 }
 
+/* Gives one new leaf its moves, priors and first statistics (what tree_core.expand does for one row). */
 static int expand_leaf(PyObject *obj, const Ranked *ranked, Py_ssize_t count, double total, const int64_t *points,
                        Py_ssize_t initial_edges) {
     NodeObject *leaf = as_node(obj);

@@ -750,7 +750,7 @@ class _SplitEvaluation:
         step = -(-len(self.states) // parts)
         slices = [self.states[i:i + step] for i in range(0, len(self.states), step)]
         self.batches = [None] * len(slices)
-        barrier, threads = threading.Barrier(len(slices), timeout=10), set()
+        barrier, threads = threading.Barrier(len(slices), timeout=120), set()  # a guard against a hang, not a bound
         self.owner.split_threads.append(threads)
 
         def part(k):

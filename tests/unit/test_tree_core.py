@@ -3,8 +3,8 @@
 Each search is grown twice from the same position with the same evaluator, once through tree_core.PYTHON and once
 through tree_core.COMPILED, and the two trees must agree in every node: moves, priors, tried prefix, and every edge
 statistic to the last bit. Positions come from a real game record (captures), a ko with suicide points (lazy
-legality drops edges) and the end of a game (terminal nodes). Without a built extension these tests skip (.ci/run
-installs gcc and says whether it was built).
+legality drops edges) and the end of a game (terminal nodes). Without a built extension, or with
+GTP_ENGINE_PURE_PYTHON=1, these tests skip (.ci/run installs gcc and says whether it was built).
 """
 
 from __future__ import annotations
