@@ -73,9 +73,11 @@ class EvaluationBatch:
         return self.policy[i].copy(), float(self.value[i]), float(self.score[i]), self.ownership[i].copy()
 
     def rows(self) -> list[tuple[np.ndarray, float, float, np.ndarray]]:
-        """row(i) of every position, in order (faster than one row() at a time)."""
-        return list(zip([p.copy() for p in self.policy], self.value.tolist(), self.score.tolist(),
-                        [o.copy() for o in self.ownership]))
+        """Every position as row(i) would give it, in order, but the arrays are read-only views of this batch's (no
+        copies; the batch's own arrays become read-only too, so neither side can change the other)."""
+        self.policy.flags.writeable = False
+        self.ownership.flags.writeable = False
+        return list(zip(self.policy, self.value.tolist(), self.score.tolist(), self.ownership))
 
 
 class Evaluator(Protocol):

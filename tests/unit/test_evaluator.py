@@ -144,7 +144,10 @@ def test_rows_are_the_rows_of_a_batch(random_states):
         expected = batch.row(i)
         assert np.array_equal(row[0], expected[0]) and np.array_equal(row[3], expected[3])
         assert row[1:3] == expected[1:3] and type(row[1]) is float
-        assert not np.shares_memory(row[0], batch.policy)
+        with pytest.raises(ValueError):  # views, read-only: a cached row and the batch cannot change each other
+            row[0][0] = 1.0
+    with pytest.raises(ValueError):
+        batch.ownership[0, 0] = 1.0
 
 
 def test_cache_rejects_a_useless_capacity():
