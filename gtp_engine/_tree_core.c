@@ -160,11 +160,11 @@ static double *node_stats(NodeObject *node, Py_ssize_t *capacity) {
 
 /* The number of the node's edges (its moves), or -1 with an exception. */
 static Py_ssize_t edge_count(NodeObject *node) {
-    if (!PyList_Check(node->moves)) {
-        PyErr_SetString(PyExc_TypeError, "an expanded node's moves must be a list");
+    if (!PyTuple_Check(node->moves)) {
+        PyErr_SetString(PyExc_TypeError, "an expanded node's moves must be a tuple");
         return -1;
     }
-    return PyList_GET_SIZE(node->moves);
+    return PyTuple_GET_SIZE(node->moves);
 }
 
 static int get_ssize(PyObject *obj, PyObject *name, Py_ssize_t *out) {
@@ -320,6 +320,14 @@ static PyObject *py_select(PyObject *Py_UNUSED(module), PyObject *const *args, P
     return edge < 0 && PyErr_Occurred() ? NULL : PyLong_FromSsize_t(edge);
 }
 
+/* Takes a new node and its parent's children dict out of the garbage collector's watch. A tree holds no reference
+ * cycles (a node references only its children, its arrays and its moves), so the collector has nothing to find in it;
+ * watched, a large tree made every full collection walk all of it (a few percent of a 9x9 search). */
+static void untrack(PyObject *children, PyObject *child) {
+    if (PyObject_GC_IsTracked(child)) PyObject_GC_UnTrack(child);
+    if (PyObject_GC_IsTracked(children)) PyObject_GC_UnTrack(children);
+}
+
 /* Plays the moves of `line` on state with play_line(state, line) and empties it. */
 static int play_pending(PyObject *play_line, PyObject *state, PyObject *line) {
     if (PyList_GET_SIZE(line) == 0) return 0;
@@ -358,7 +366,7 @@ static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, 
         PyObject *step = PyTuple_Pack(2, (PyObject *)node, key);
         if (step == NULL || PyList_Append(path, step) < 0) { Py_XDECREF(step); Py_DECREF(key); goto fail; }
         Py_DECREF(step);
-        if (PyList_Append(line, PyList_GET_ITEM(node->moves, edge)) < 0) { Py_DECREF(key); goto fail; }
+        if (PyList_Append(line, PyTuple_GET_ITEM(node->moves, edge)) < 0) { Py_DECREF(key); goto fail; }
         PyObject *children = node->children;
         if (!PyDict_Check(children)) {
             PyErr_SetString(PyExc_TypeError, "a node's children must be a dict");
@@ -371,6 +379,7 @@ static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, 
             Py_INCREF(children);  /* held across the call into Python that makes the child */
             child = PyObject_CallNoArgs(node_type);
             int stored = child == NULL ? -1 : as_node(child) == NULL ? -1 : PyDict_SetItem(children, key, child);
+            if (stored == 0) untrack(children, child);
             Py_DECREF(children);
             Py_DECREF(key);
             if (stored < 0) { Py_XDECREF(child); goto fail; }
@@ -408,7 +417,7 @@ static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, 
             if (error) goto fail;
             if (n != 0.0) break;
             if (play_pending(play_line, state, line) < 0) goto fail;  /* the board at this node */
-            PyObject *candidate = PyList_GET_ITEM(node->moves, edge);
+            PyObject *candidate = PyTuple_GET_ITEM(node->moves, edge);
             Py_INCREF(candidate);  /* held across the call into Python */
             PyObject *illegal_args[2] = {state, candidate};
             PyObject *reason = PyObject_Vectorcall(illegal, illegal_args, 2, NULL);
@@ -563,18 +572,19 @@ static int expand_leaf(PyObject *obj, const Ranked *ranked, Py_ssize_t count, do
     NodeObject *leaf = as_node(obj);
     if (leaf == NULL) return -1;
     npy_intp edges = count;
-    PyObject *moves = PyList_New(count), *prior = PyArray_SimpleNew(1, &edges, NPY_DOUBLE);
+    PyObject *moves = PyTuple_New(count), *prior = PyArray_SimpleNew(1, &edges, NPY_DOUBLE);
     if (moves == NULL || prior == NULL) goto fail;
     double *p = (double *)PyArray_DATA((PyArrayObject *)prior);
     for (Py_ssize_t k = 0; k < count; k++) {
         PyObject *point = point_object(points[ranked[k].flat]);
         if (point == NULL) goto fail;
-        PyList_SET_ITEM(moves, k, point);
+        PyTuple_SET_ITEM(moves, k, point);
         p[k] = total > 1e-12 ? ranked[k].prior / total : 1.0 / (double)count;
     }
     npy_intp shape[2] = {ROWS, initial_edges < count ? initial_edges : count};
     PyObject *stats = PyArray_ZEROS(2, shape, NPY_DOUBLE, 0);
     if (stats == NULL) goto fail;
+    PyObject_GC_UnTrack(moves);  /* board points only: nothing for the collector (see untrack) */
     Py_SETREF(leaf->moves, moves);
     Py_SETREF(leaf->prior, prior);
     set_stats(leaf, stats);

@@ -142,7 +142,7 @@ class TreeConfig:
 class Node(tree_core.NODE_FIELDS):
     """A node of the tree: its fields (tree_core.NodeFields, compiled where built) and what Python does with them.
 
-    moves: board points of the edges (PASS included), None until expanded; prior: float64, falling; tried: edges
+    moves: board points of the edges (PASS included), a tuple, None until expanded; prior: float64, falling; tried: edges
     with statistics, the prefix 0..tried-1; tried_prior: the sum of their priors; stats: float64 (6, capacity), rows
     N, W, W2, V, S, S2 (also read as node.N, ...); nsum: sum of N over the edges, virtual loss included; children:
     edge index -> child; visits: backups through this node (its own evaluation included); net_v, net_u, net_s: its
@@ -165,7 +165,7 @@ class Node(tree_core.NODE_FIELDS):
     def expand(self, moves: np.ndarray, prior: np.ndarray) -> None:
         """Gives the node its edges: moves (board points) with priors that sum to 1, any order."""
         order = np.argsort(-prior, kind="stable")
-        self.moves = np.asarray(moves)[order].tolist()
+        self.moves = tuple(np.asarray(moves)[order].tolist())
         self.prior = np.asarray(prior, dtype=np.float64)[order]
         self._allocate(min(_INITIAL_EDGES, len(moves)))
 
@@ -175,7 +175,7 @@ class Node(tree_core.NODE_FIELDS):
         if self.tried and drop[: self.tried].any():
             raise ValueError("only untried edges can be dropped")
         new_index = np.cumsum(keep) - 1
-        self.moves = [m for m, k in zip(self.moves, keep.tolist()) if k]
+        self.moves = tuple([m for m, k in zip(self.moves, keep.tolist()) if k])
         prior = self.prior[keep]
         total = prior.sum()
         self.prior = prior / total if total > 0 else np.full(len(prior), 1.0 / max(1, len(prior)))

@@ -231,7 +231,7 @@ def expand(leaves: list, prior: np.ndarray, mask: np.ndarray, point_of_flat: np.
         else:  # no usable policy mass (or NaN)
             flats = np.flatnonzero(mask[i])
             leaf.prior = np.full(len(flats), 1.0 / len(flats))
-        leaf.moves = point_of_flat[flats].tolist()
+        leaf.moves = tuple(point_of_flat[flats].tolist())
         leaf._allocate(min(initial_edges, len(flats)))
 
 

@@ -76,7 +76,7 @@ def test_fast_selection_agrees_with_the_reference_formula(core):
 def test_edges_are_sorted_by_prior_and_moves_follow_their_priors():
     node = Node()
     node.expand([10, 11, 12, PASS], np.array([0.1, 0.6, 0.2, 0.1]))
-    assert node.moves == [11, 12, 10, PASS]
+    assert node.moves == (11, 12, 10, PASS)
     assert node.prior.tolist() == [0.6, 0.2, 0.1, 0.1]
 
 

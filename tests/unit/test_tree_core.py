@@ -179,3 +179,22 @@ def test_compiled_expand_matches_the_reference_with_ties_and_empty_policies(widt
         tree_core.COMPILED.expand(leaves[1][:2], prior, mask, point_of_flat, 4)
     with pytest.raises(TypeError, match="mask"):
         tree_core.COMPILED.expand(leaves[1], prior, mask.astype(np.uint8), point_of_flat, 4)
+
+
+def test_compiled_nodes_stay_out_of_the_garbage_collector_and_survive_collections(monkeypatch):
+    """A tree has no reference cycles, so the compiled descent and expansion keep its nodes, their children and their
+    moves (tuples) from the collector's watch (full collections walked big trees); a collection changes nothing."""
+    import gc
+
+    state = POSITIONS["game record, move 40"]()
+    tree = grow(tree_core.COMPILED, state, 300, 8, monkeypatch)
+    reference = grow(tree_core.COMPILED, state, 300, 8, monkeypatch)
+    gc.collect()
+    nodes = [child for child in tree.root.children.values() if child.moves is not None]
+    assert len(nodes) > 20
+    assert not any(gc.is_tracked(n) or gc.is_tracked(n.children) or gc.is_tracked(n.moves) for n in nodes)
+    assert assert_same_tree(tree.root, reference.root) > 50
+    for _ in range(30):
+        tree.run_batch(8)
+        reference.run_batch(8)
+    assert assert_same_tree(tree.root, reference.root) > 50
