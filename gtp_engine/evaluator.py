@@ -68,16 +68,21 @@ class EvaluationBatch:
             ownership=np.stack([r[3] for r in rows]).astype(np.float32, copy=False),
         )
 
-    def row(self, i: int) -> tuple[np.ndarray, float, float, np.ndarray]:
-        """Position i as (policy, value, score, ownership), arrays copied so the batch can be freed."""
-        return self.policy[i].copy(), float(self.value[i]), float(self.score[i]), self.ownership[i].copy()
+    def freeze(self) -> EvaluationBatch:
+        """Makes the arrays read-only (a cache shares them) and returns the batch."""
+        for array in (self.policy, self.value, self.score, self.ownership):
+            array.flags.writeable = False
+        return self
 
-    def rows(self) -> list[tuple[np.ndarray, float, float, np.ndarray]]:
-        """Every position as row(i) would give it, in order, but the arrays are read-only views of this batch's (no
-        copies; the batch's own arrays become read-only too, so neither side can change the other)."""
-        self.policy.flags.writeable = False
-        self.ownership.flags.writeable = False
-        return list(zip(self.policy, self.value.tolist(), self.score.tolist(), self.ownership))
+    @classmethod
+    def gather(cls, entries: Sequence[tuple[EvaluationBatch, int]]) -> EvaluationBatch:
+        """A batch of the positions named by (batch, index) entries, in order (copied)."""
+        return cls(
+            policy=np.stack([batch.policy[i] for batch, i in entries]),
+            value=np.array([batch.value[i] for batch, i in entries], np.float32),
+            score=np.array([batch.score[i] for batch, i in entries], np.float32),
+            ownership=np.stack([batch.ownership[i] for batch, i in entries]),
+        )
 
 
 class Evaluator(Protocol):
@@ -150,6 +155,8 @@ class CachedEvaluator:
     Misses of one call (duplicates within the call counted once) go to the inner evaluator as one batch.
     A cached position returns exactly the numbers of its first evaluation, even where the inner evaluator
     is random (a random symmetry), and even where two threads evaluated it at once. Safe to share between threads.
+    An entry is (batch, index): the batch the position was evaluated in, made read-only and kept while any of its
+    positions is cached (no copy per position).
     """
 
     def __init__(self, inner: Evaluator, capacity: int = 100_000):
@@ -179,7 +186,7 @@ class CachedEvaluator:
         if not states:
             return prepare(self.inner, states)
         keys = [position_key(s) for s in states]
-        rows: list = [None] * len(states)
+        found: list = [None] * len(states)  # per state: its cache entry, (batch, index in it), or None
         missing: dict = {}  # key -> index of its first state among the misses
         entries = self._entries
         with self._lock:
@@ -189,17 +196,17 @@ class CachedEvaluator:
                     missing.setdefault(key, i)
                 else:
                     entries.move_to_end(key)
-                    rows[i] = entry
+                    found[i] = entry
             self.misses += len(missing)
             self.hits += len(states) - len(missing)
         inner = prepare(self.inner, [states[i] for i in missing.values()]) if missing else None
-        return _CachedEvaluation(self, keys, rows, missing, inner)
+        return _CachedEvaluation(self, keys, found, missing, inner)
 
-    def _store(self, new_rows: dict) -> None:
+    def _store(self, new_entries: dict) -> None:
         entries = self._entries
         with self._lock:
-            for key, row in new_rows.items():
-                entries.setdefault(key, row)  # a key new here goes last; one another thread added keeps its row
+            for key, entry in new_entries.items():
+                entries.setdefault(key, entry)  # a key new here goes last; one another thread added keeps its own
             while len(entries) > self.capacity:
                 entries.popitem(last=False)
 
@@ -207,9 +214,9 @@ class CachedEvaluator:
 class _CachedEvaluation:
     """CachedEvaluator.prepare's evaluation: the cached rows, and the misses' evaluation by the inner evaluator."""
 
-    def __init__(self, cache: CachedEvaluator, keys: list, rows: list, missing: dict,
+    def __init__(self, cache: CachedEvaluator, keys: list, entries: list, missing: dict,
                  inner: PreparedEvaluation | None):
-        self._cache, self._keys, self._rows, self._missing, self._inner = cache, keys, rows, missing, inner
+        self._cache, self._keys, self._entries, self._missing, self._inner = cache, keys, entries, missing, inner
 
     def compute(self) -> None:
         if self._inner is not None:
@@ -219,14 +226,14 @@ class _CachedEvaluation:
         return compute_steps(self._inner, parts) if self._inner is not None else [self.compute]
 
     def result(self) -> EvaluationBatch:
-        rows, keys, missing = self._rows, self._keys, self._missing
+        entries, keys, missing = self._entries, self._keys, self._missing
         if missing:
-            fresh = self._inner.result()
-            new_rows = dict(zip(missing, fresh.rows()))
-            self._cache._store(new_rows)
+            fresh = self._inner.result().freeze()
+            new_entries = {key: (fresh, j) for j, key in enumerate(missing)}
+            self._cache._store(new_entries)
             if len(missing) == len(keys):  # all new and distinct (the usual case in a search): as evaluated
                 return fresh
             for i, key in enumerate(keys):
-                if rows[i] is None:
-                    rows[i] = new_rows[key]
-        return EvaluationBatch.stack(rows)
+                if entries[i] is None:
+                    entries[i] = new_entries[key]
+        return EvaluationBatch.gather(entries)

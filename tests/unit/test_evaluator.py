@@ -138,16 +138,16 @@ def test_a_position_evaluated_twice_at_once_keeps_its_first_stored_evaluation(ra
     assert cache.evaluate([state]).value[0] == inner.stored_first and len(cache) == 1
 
 
-def test_rows_are_the_rows_of_a_batch(random_states):
-    batch = CountingEvaluator().evaluate(random_states(5, 3, seed=9))
-    for i, row in enumerate(batch.rows()):
-        expected = batch.row(i)
-        assert np.array_equal(row[0], expected[0]) and np.array_equal(row[3], expected[3])
-        assert row[1:3] == expected[1:3] and type(row[1]) is float
-        with pytest.raises(ValueError):  # views, read-only: a cached row and the batch cannot change each other
-            row[0][0] = 1.0
-    with pytest.raises(ValueError):
-        batch.ownership[0, 0] = 1.0
+def test_a_batch_gathered_from_entries_holds_their_rows_and_a_frozen_batch_is_read_only(random_states):
+    batch = CountingEvaluator().evaluate(random_states(5, 3, seed=9)).freeze()
+    gathered = EvaluationBatch.gather([(batch, 2), (batch, 0)])
+    for array in ("policy", "value", "score", "ownership"):
+        assert np.array_equal(getattr(gathered, array), getattr(batch, array)[[2, 0]])
+        assert getattr(gathered, array).dtype == np.float32
+        with pytest.raises(ValueError):  # a cache shares the frozen batch's arrays
+            getattr(batch, array)[0] = 1.0
+    gathered.policy[0, 0] = 1.0  # a gathered batch is the caller's own
+    assert batch.policy[2, 0] != 1.0
 
 
 def test_cache_rejects_a_useless_capacity():
