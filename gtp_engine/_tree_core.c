@@ -1,4 +1,4 @@
-/* The compiled inner loop of the tree search: select, select_root, descend, backup, expand (see
+/* The compiled inner loop of the tree search: select, select_root, descend, backup, expand, candidates (see
  * gtp_engine/tree_core.py), and the fields of a tree node (NodeFields, the base of mcts.Node).
  *
  * Each function does exactly what its Python twin in tree_core.py does, with the arithmetic in the same order, so
@@ -18,7 +18,8 @@
 
 enum { ROW_N, ROW_W, ROW_W2, ROW_V, ROW_S, ROW_S2, ROWS };
 
-static PyObject *s_allocate, *s_consecutive_passes;
+static PyObject *s_allocate, *s_consecutive_passes, *s_board, *s_colors;
+enum { EMPTY_COLOR = 0 };  /* board.EMPTY */
 
 typedef struct {
     double c_puct, c_puct_log, c_puct_base, fpu_reduction, virtual_loss;
@@ -596,15 +597,15 @@ fail:
     return -1;
 }
 
-/* expand(leaves, prior, mask, point_of_flat, initial_edges): see tree_core.expand. */
+/* expand(leaves, policy, mask, point_of_flat, initial_edges): see tree_core.expand. */
 static PyObject *py_expand(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "expand(leaves, prior, mask, point_of_flat, initial_edges)");
+        PyErr_SetString(PyExc_TypeError, "expand(leaves, policy, mask, point_of_flat, initial_edges)");
         return NULL;
     }
     PyObject *leaves = PySequence_Fast(args[0], "leaves must be a sequence");
     if (leaves == NULL) return NULL;
-    PyArrayObject *prior = checked_array(args[1], 2, NPY_DOUBLE, "prior"),
+    PyArrayObject *prior = checked_array(args[1], 2, NPY_FLOAT, "policy"),
                   *mask = prior ? checked_array(args[2], 2, NPY_BOOL, "mask") : NULL,
                   *points = mask ? checked_array(args[3], 1, NPY_INT64, "point_of_flat") : NULL;
     Py_ssize_t initial_edges = PyLong_AsSsize_t(args[4]);
@@ -614,19 +615,19 @@ static PyObject *py_expand(PyObject *Py_UNUSED(module), PyObject *const *args, P
     Py_ssize_t width = PyArray_DIM(prior, 1);
     if (PyArray_DIM(prior, 0) != count || PyArray_DIM(mask, 0) != count || PyArray_DIM(mask, 1) != width ||
         PyArray_DIM(points, 0) != width || initial_edges < 1) {
-        PyErr_SetString(PyExc_ValueError, "expand: one row of prior and mask per leaf, one point per column");
+        PyErr_SetString(PyExc_ValueError, "expand: one row of policy and mask per leaf, one point per column");
         goto fail;
     }
     ranked = PyMem_Malloc(sizeof(Ranked) * 2 * (size_t)(width > 0 ? width : 1));  /* the edges, and room to merge */
     if (ranked == NULL) { PyErr_NoMemory(); goto fail; }
     for (Py_ssize_t i = 0; i < count; i++) {
-        const double *row = (const double *)PyArray_DATA(prior) + i * width;
+        const float *row = (const float *)PyArray_DATA(prior) + i * width;
         const npy_bool *legal = (const npy_bool *)PyArray_DATA(mask) + i * width;
         Py_ssize_t edges = 0;
-        double total = width ? row[0] : 0.0;  /* added in flat order, as np.cumsum */
-        for (Py_ssize_t j = 1; j < width; j++) total += row[j];
+        double total = 0.0;  /* over the mask, added in flat order, as np.cumsum */
         for (Py_ssize_t j = 0; j < width; j++) {
             if (!legal[j]) continue;
+            total += (double)row[j];
             ranked[edges].prior = row[j];
             ranked[edges++].flat = j;
         }
@@ -648,6 +649,56 @@ fail:
     return NULL;
 }
 
+/* candidates(states, point_of_flat, out): see tree_core.candidates. */
+static PyObject *py_candidates(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "candidates(states, point_of_flat, out)");
+        return NULL;
+    }
+    PyObject *states = PySequence_Fast(args[0], "states must be a sequence");
+    if (states == NULL) return NULL;
+    PyArrayObject *points = checked_array(args[1], 1, NPY_INT64, "point_of_flat"),
+                  *out = points ? checked_array(args[2], 2, NPY_BOOL, "out") : NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(states);
+    if (out == NULL) goto fail;
+    Py_ssize_t width = PyArray_DIM(points, 0);
+    if (PyArray_DIM(out, 0) != count || PyArray_DIM(out, 1) != width || width < 1 || !PyArray_ISWRITEABLE(out)) {
+        PyErr_SetString(PyExc_ValueError, "candidates: a writable row of out per state, one column per point");
+        goto fail;
+    }
+    const int64_t *point_of = (const int64_t *)PyArray_DATA(points);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        npy_bool *row = (npy_bool *)PyArray_DATA(out) + i * width;
+        PyObject *board = PyObject_GetAttr(PySequence_Fast_GET_ITEM(states, i), s_board);
+        PyObject *colors = board ? PyObject_GetAttr(board, s_colors) : NULL;
+        Py_XDECREF(board);
+        if (colors == NULL) goto fail;
+        if (!PyByteArray_Check(colors)) {
+            Py_DECREF(colors);
+            PyErr_SetString(PyExc_TypeError, "board.colors must be a bytearray");
+            goto fail;
+        }
+        const uint8_t *c = (const uint8_t *)PyByteArray_AS_STRING(colors);
+        Py_ssize_t size = PyByteArray_GET_SIZE(colors);
+        for (Py_ssize_t j = 0; j < width - 1; j++) {
+            int64_t p = point_of[j];
+            if (p < 0 || p >= size) {
+                Py_DECREF(colors);
+                PyErr_SetString(PyExc_ValueError, "candidates: a point off the board");
+                goto fail;
+            }
+            row[j] = c[p] == EMPTY_COLOR;
+        }
+        row[width - 1] = 1;  /* pass */
+        Py_DECREF(colors);
+    }
+    Py_DECREF(states);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(states);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"select", (PyCFunction)(void (*)(void))py_select, METH_FASTCALL, "select(node, params) -> edge"},
     {"select_root", (PyCFunction)(void (*)(void))py_select_root, METH_FASTCALL,
@@ -657,7 +708,9 @@ static PyMethodDef methods[] = {
     {"backup", (PyCFunction)(void (*)(void))py_backup, METH_FASTCALL,
      "backup(leaf, path, virtual_loss, v, u, s, ownership, ownership_depth)"},
     {"expand", (PyCFunction)(void (*)(void))py_expand, METH_FASTCALL,
-     "expand(leaves, prior, mask, point_of_flat, initial_edges)"},
+     "expand(leaves, policy, mask, point_of_flat, initial_edges)"},
+    {"candidates", (PyCFunction)(void (*)(void))py_candidates, METH_FASTCALL,
+     "candidates(states, point_of_flat, out)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -666,7 +719,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_tree_core", NULL, -
 PyMODINIT_FUNC PyInit__tree_core(void) {
     s_allocate = PyUnicode_InternFromString("_allocate");
     s_consecutive_passes = PyUnicode_InternFromString("consecutive_passes");
-    if (s_allocate == NULL || s_consecutive_passes == NULL) return NULL;
+    s_board = PyUnicode_InternFromString("board");
+    s_colors = PyUnicode_InternFromString("colors");
+    if (s_allocate == NULL || s_consecutive_passes == NULL || s_board == NULL || s_colors == NULL) return NULL;
     import_array();
     if (PyType_Ready(&NodeType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);

@@ -61,7 +61,7 @@ from typing import Sequence
 import numpy as np
 
 from gtp_engine import tree_core
-from gtp_engine.board import BLACK, EMPTY, WHITE
+from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS, Grid
 from gtp_engine.evaluator import EvaluationBatch, Evaluator
 from gtp_engine.game import ILLEGAL_REASON, PLAY_LINE, GameState
@@ -69,7 +69,6 @@ from gtp_engine.game import ILLEGAL_REASON, PLAY_LINE, GameState
 _INITIAL_EDGES = 4  # edge statistics arrays start this long and double as more edges get tried
 _STATS = 6  # rows of Node.stats: N, W, W2, V, S, S2
 OWNERSHIP_DEPTH = 2  # plies below the root whose nodes sum ownership: tree reuse after our move and the reply
-_EMPTY_CODE = np.uint8(EMPTY)
 
 
 @dataclass(frozen=True)
@@ -400,10 +399,8 @@ class Tree:
     def _candidates(self, states: list[GameState], plies: list[int]) -> np.ndarray:
         """Bool [B, area + 1], pass last: the moves each new leaf gets edges for (lazy legality: the empty points
         and pass), less those the move filter takes away at its ply."""
-        colors = np.frombuffer(b"".join([state.board.colors for state in states]), np.uint8)
         mask = np.empty((len(states), self.area + 1), dtype=bool)
-        np.equal(colors.reshape(len(states), -1)[:, states[0].grid.point_of], _EMPTY_CODE, out=mask[:, :-1])
-        mask[:, -1] = True
+        self._core.candidates(states, self._point_of_flat, mask)
         if self._filter_depth:
             for i, (state, ply) in enumerate(zip(states, plies)):
                 mask[i] = self._filter(state, mask[i], ply)
@@ -442,13 +439,13 @@ class Tree:
         policy, values, scores = batch.policy, batch.value, batch.score
         if policy.shape != (len(leaves), self.area + 1) or len(values) != len(leaves):
             raise ValueError(f"evaluator returned policy {policy.shape} for {len(leaves)} positions of area {self.area}")
-        self._core.expand(leaves, np.where(mask, policy, 0.0).astype(np.float64), mask, self._point_of_flat,
-                          _INITIAL_EDGES)
+        self._core.expand(leaves, np.ascontiguousarray(policy, np.float32), mask, self._point_of_flat, _INITIAL_EDGES)
         results = []
-        for i, leaf in enumerate(leaves):
-            v, s = float(values[i]), float(scores[i])
-            leaf.net_v, leaf.net_s, leaf.net_u = v, s, self.utility(v, s)
-            results.append((v, leaf.net_u, s))
+        weight, scale, tanh = self.score_utility, self.score_scale, math.tanh
+        for leaf, v, s in zip(leaves, values.tolist(), scores.tolist()):
+            u = v + weight * tanh(s / scale)  # utility(v, s)
+            leaf.net_v, leaf.net_s, leaf.net_u = v, s, u
+            results.append((v, u, s))
         return results
 
     def _revert(self, selected: Sequence[tuple[Node, list]], dropped: set[int]) -> None:

@@ -1,5 +1,5 @@
-"""The tree search's inner loop: select an edge, descend to a leaf, expand it, back a result up (mcts.py defines
-the terms), and the fields of a tree node.
+"""The tree search's inner loop: select an edge, descend to a leaf, list its candidate moves and expand it, back a
+result up (mcts.py defines the terms), and the fields of a tree node.
 
 These steps run a dozen times per playout and were most of the search's own cost in Python, so they have a
 compiled twin, gtp_engine/_tree_core.c, built with the package when a C compiler is present. This module is the
@@ -16,7 +16,7 @@ arithmetic in the same order, and tests/unit/test_tree_core.py holds them to gro
   (fpu_reduction below the root; select_root is given the root's).
 - visited prior: the sum of the priors of the edges with N > 0, added in edge order (np.cumsum), as the compiled
   code adds it; numpy's sum and dot add in another order and could round differently. expand's sums likewise.
-- core: the five functions as one Core. PYTHON is the reference, COMPILED the compiled twin (None when the
+- core: the six functions as one Core. PYTHON is the reference, COMPILED the compiled twin (None when the
   extension was not built, or GTP_ENGINE_PURE_PYTHON=1 is in the environment: native.py), DEFAULT what new trees
   use: COMPILED when there is one.
 """
@@ -29,6 +29,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from gtp_engine import native
+from gtp_engine.board import EMPTY
 
 _VECTOR_EDGES = 12  # select() scores more tried edges than this with numpy, fewer in a Python loop (faster there)
 
@@ -215,11 +216,12 @@ def backup(leaf, path: list, virtual_loss: float, v: float, u: float, s: float, 
         leaf.add_ownership(ownership)
 
 
-def expand(leaves: list, prior: np.ndarray, mask: np.ndarray, point_of_flat: np.ndarray, initial_edges: int) -> None:
+def expand(leaves: list, policy: np.ndarray, mask: np.ndarray, point_of_flat: np.ndarray, initial_edges: int) -> None:
     """Gives each new leaves[i] its edges: the flat indices where mask[i] (bool [B, area + 1], pass last) is set, by
-    falling prior[i] (float64, zero off the mask), ties in flat order, as the board points point_of_flat (int64)
-    names, their priors divided by their sum (added in flat order), and statistics for the first initial_edges.
-    Where that sum is not above 1e-12 (or is NaN), uniform priors in flat order."""
+    falling policy[i] (float32, the network's; ignored off the mask), ties in flat order, as the board points
+    point_of_flat (int64) names, their priors (float64) divided by their sum (added in flat order), and statistics for
+    the first initial_edges. Where that sum is not above 1e-12 (or is NaN), uniform priors in flat order."""
+    prior = np.where(mask, policy, 0.0).astype(np.float64)
     order = np.argsort(np.where(mask, -prior, 1.0), axis=1, kind="stable")
     counts = mask.sum(axis=1).tolist()
     totals = np.cumsum(prior, axis=1)[:, -1].tolist()
@@ -235,19 +237,28 @@ def expand(leaves: list, prior: np.ndarray, mask: np.ndarray, point_of_flat: np.
         leaf._allocate(min(initial_edges, len(flats)))
 
 
+def candidates(states: list, point_of_flat: np.ndarray, out: np.ndarray) -> None:
+    """Fills out (bool [B, area + 1], pass last) with the moves each position's new leaf gets edges for (lazy
+    legality, see mcts.py): its empty points, as point_of_flat (int64, PASS last) names them, and pass."""
+    colors = np.frombuffer(b"".join([state.board.colors for state in states]), np.uint8).reshape(len(states), -1)
+    np.equal(colors[:, point_of_flat[:-1]], EMPTY, out=out[:, :-1])
+    out[:, -1] = True
+
+
 class Core(NamedTuple):
     select: Callable
     select_root: Callable
     descend: Callable
     backup: Callable
     expand: Callable
+    candidates: Callable
 
 
-PYTHON = Core(select, select_root, descend, backup, expand)
+PYTHON = Core(select, select_root, descend, backup, expand, candidates)
 
 
 _compiled = native.load("_tree_core")
 COMPILED = None if _compiled is None else Core(_compiled.select, _compiled.select_root, _compiled.descend,
-                                               _compiled.backup, _compiled.expand)
+                                               _compiled.backup, _compiled.expand, _compiled.candidates)
 DEFAULT = PYTHON if COMPILED is None else COMPILED
 NODE_FIELDS: type = NodeFields if _compiled is None else _compiled.NodeFields

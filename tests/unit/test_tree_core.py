@@ -17,6 +17,7 @@ from search_support import KO_AND_SUICIDES, position
 
 from gtp_engine import tree_core
 from gtp_engine.board import BLACK, WHITE
+from gtp_engine.coords import PASS
 from gtp_engine.evaluator import EvaluationBatch
 from gtp_engine.game import GameState
 from gtp_engine.mcts import MoveFilter, MoveClause, Node, Tree, TreeConfig
@@ -161,10 +162,11 @@ def test_compiled_expand_matches_the_reference_with_ties_and_empty_policies(widt
     point_of_flat = np.append(np.arange(10, 10 + width - 1), -1).astype(np.int64)
     mask = rng.random((12, width)) < 0.6
     mask[:, -1] = True
-    prior = np.round(rng.dirichlet(np.ones(width), 12), 2) * mask
+    prior = np.round(rng.dirichlet(np.ones(width), 12), 2).astype(np.float32)  # mass off the mask too: ignored
     prior[3] = 0.0  # no mass: uniform
     prior[4] = np.where(mask[4], 0.0, 0.5)  # mass only off the mask: uniform
     prior[5, 7] = np.nan
+    prior[6, ~mask[6]] = np.nan  # NaN off the mask: ignored
     leaves = [[Node() for _ in range(12)] for _ in range(2)]
     for core, row in zip((tree_core.PYTHON, tree_core.COMPILED), leaves):
         core.expand(row, prior.copy(), mask.copy(), point_of_flat, 4)
@@ -179,6 +181,25 @@ def test_compiled_expand_matches_the_reference_with_ties_and_empty_policies(widt
         tree_core.COMPILED.expand(leaves[1][:2], prior, mask, point_of_flat, 4)
     with pytest.raises(TypeError, match="mask"):
         tree_core.COMPILED.expand(leaves[1], prior, mask.astype(np.uint8), point_of_flat, 4)
+    with pytest.raises(TypeError, match="policy"):
+        tree_core.COMPILED.expand(leaves[1], prior.astype(np.float64), mask, point_of_flat, 4)
+
+
+@pytest.mark.parametrize("name", POSITIONS)
+def test_compiled_candidates_match_the_reference(name):
+    """The empty points and pass of positions from a game record, a ko with suicide points and a finished game."""
+    state = POSITIONS[name]()
+    states = [state, state.copy(), GameState(state.width, komi=7)]
+    states[1].play(PASS)
+    point_of_flat = np.append(state.grid.point_of, PASS).astype(np.int64)
+    masks = [np.zeros((3, state.grid.area + 1), bool) for _ in range(2)]
+    for core, mask in zip((tree_core.PYTHON, tree_core.COMPILED), masks):
+        core.candidates(states, point_of_flat, mask)
+    assert np.array_equal(masks[0], masks[1])
+    assert masks[1][:, -1].all() and masks[1][2].all()
+    assert np.array_equal(masks[1][0, :-1], [state.board.colors[p] == 0 for p in state.grid.point_of])
+    with pytest.raises(ValueError, match="row of out"):
+        tree_core.COMPILED.candidates(states, point_of_flat, masks[1][:2])
 
 
 def test_compiled_nodes_stay_out_of_the_garbage_collector_and_survive_collections(monkeypatch):
