@@ -332,23 +332,21 @@ class Tree:
         evaluated = {}  # id(leaf) -> (result, ownership) for this batch's leaves
         if states:  # Black's view, float64 as the sums
             signs = np.array([1.0 if state.to_play == BLACK else -1.0 for state in states])
-            owned = signs[:, None] * batch.ownership
-        for i, leaf in enumerate(leaves):
-            ownership = owned[i]
-            evaluated[id(leaf)] = results[i], ownership
-            waiting = self._in_flight.pop(id(leaf))
-            if waiting:
-                self._awaited[id(leaf)] = [results[i], ownership, waiting]
+            in_flight, awaited = self._in_flight, self._awaited
+            for leaf, result, ownership in zip(leaves, results, signs[:, None] * batch.ownership):
+                key = id(leaf)
+                evaluated[key] = result, ownership
+                waiting = in_flight.pop(key)
+                if waiting:
+                    awaited[key] = [result, ownership, waiting]
+        backup, virtual_loss = self._core.backup, self.virtual_loss
         while selected:
             leaf, path = selected.pop()
             if leaf.terminal:
-                v, u, s = leaf.net_v, leaf.net_u, leaf.net_s
-                ownership = leaf.ownership
-            elif id(leaf) in evaluated:
-                (v, u, s), ownership = evaluated[id(leaf)]
+                (v, u, s), ownership = (leaf.net_v, leaf.net_u, leaf.net_s), leaf.ownership
             else:
-                (v, u, s), ownership = self._take_awaited(leaf)
-            self._core.backup(leaf, path, self.virtual_loss, v, u, s, ownership, OWNERSHIP_DEPTH)
+                (v, u, s), ownership = evaluated.get(id(leaf)) or self._take_awaited(leaf)
+            backup(leaf, path, virtual_loss, v, u, s, ownership, OWNERSHIP_DEPTH)
         return count
 
     def _take_awaited(self, leaf: Node) -> tuple[tuple[float, float, float], np.ndarray]:

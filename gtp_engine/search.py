@@ -432,7 +432,7 @@ class Searcher:
         if end is not None and playouts > 0:
             rate = playouts / max(now - start, 1e-6)
             remaining = min(remaining, rate * (end - now))
-        if remaining == math.inf:
+        if remaining >= tree.root.nsum:  # no lead between two edges exceeds their visits' sum: nothing to read
             return False
         N = tree.root.N
         if len(N) < 2:
