@@ -834,3 +834,25 @@ def test_a_failed_evaluation_in_flight_leaves_a_consistent_tree_that_searches_on
     result = searcher.search(GameState(7), StopCondition(playouts=200))
     assert result.snapshot.visits == visits + 200
     check_tree(searcher.tree)
+
+
+def test_a_job_hands_its_value_or_its_error_from_the_thread_that_ran_it():
+    import threading
+
+    from gtp_engine.search import Job
+
+    release = threading.Event()
+    job = Job(lambda: release.wait(120) and 42)
+    runner = threading.Thread(target=job.run)
+    runner.start()
+    assert not job.done()
+    release.set()
+    assert job.result() == 42 and job.done()  # result() waits for the other thread
+    runner.join()
+    failing = Job(lambda: 1 / 0)
+    failing.run()
+    with pytest.raises(ZeroDivisionError):
+        failing.result()
+    assert Job.finished(7).result() == 7
+    with pytest.raises(KeyError):
+        Job.finished(error=KeyError("x")).result()
