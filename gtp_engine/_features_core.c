@@ -135,20 +135,20 @@ static int encode_one(PyObject *state, long sym, const int64_t *table, Py_ssize_
             }
         }
     }
+    memset(out, 0, sizeof(float) * (size_t)(CHANNELS * area));  /* then only the ones are written */
     for (Py_ssize_t j = 0; j < area; j++) {
         Py_ssize_t flat = table ? (Py_ssize_t)table[sym * area + j] : j;
         Py_ssize_t p = (flat / width + 1) * stride + flat % width;
-        float planes[CHANNELS] = {1.0f};
+        out[ON_BOARD * area + j] = 1.0f;
         uint8_t color = c[p];
         if (color == BLACK || color == WHITE) {
             int own = color == to_play;
-            planes[own ? OWN : OPPONENT] = 1.0f;
+            out[(own ? OWN : OPPONENT) * area + j] = 1.0f;
             uint16_t libs = liberties[h[p]];
-            if (libs > 0) planes[(own ? OWN_LIBERTIES : OPPONENT_LIBERTIES) + (libs < 3 ? libs : 3) - 1] = 1.0f;
+            if (libs > 0) out[((own ? OWN_LIBERTIES : OPPONENT_LIBERTIES) + (libs < 3 ? libs : 3) - 1) * area + j] = 1.0f;
         }
-        for (int bit = 0; bit <= HISTORY; bit++)
-            if (marks[p] & (1u << bit)) planes[KO_BAN + bit] = 1.0f;
-        for (int channel = 0; channel < CHANNELS; channel++) out[channel * area + j] = planes[channel];
+        for (int bit = 0; marks[p] >> bit; bit++)
+            if (marks[p] & (1u << bit)) out[(KO_BAN + bit) * area + j] = 1.0f;
     }
     rc = 0;
 release_head:
@@ -271,7 +271,7 @@ static int read_rules(PyObject *state, long to_play, StateRules *out) {
     out->compensation = to_play == WHITE ? points : -points;
     PyObject *board = PyObject_GetAttr(state, s_board);
     if (board == NULL) goto done;
-    long ko_point, ko_color;
+    long ko_point = PASS, ko_color = EMPTY;
     int ok = get_long(board, s_ko_point, &ko_point) == 0 && get_long(board, s_ko_color, &ko_color) == 0;
     out->ko_ban = ko_color == to_play ? ko_point : PASS;
     PyObject *captures = ok ? PyObject_GetAttr(board, s_captures) : NULL;

@@ -148,7 +148,9 @@ static double *float64_data(PyObject *array, Py_ssize_t *count) {
         PyErr_SetString(PyExc_TypeError, "tree statistics and priors must be writable contiguous float64 arrays");
         return NULL;
     }
-    *count = PyArray_SIZE((PyArrayObject *)array);
+    PyArrayObject *a = (PyArrayObject *)array;  /* the size without PyArray_SIZE's general product (a hot path) */
+    *count = PyArray_NDIM(a) == 1 ? PyArray_DIM(a, 0) : PyArray_NDIM(a) == 2 ? PyArray_DIM(a, 0) * PyArray_DIM(a, 1)
+                                                                             : PyArray_SIZE(a);
     return (double *)PyArray_DATA((PyArrayObject *)array);
 }
 
