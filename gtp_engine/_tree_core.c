@@ -366,9 +366,7 @@ static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, 
         node->nsum += vl;
         PyObject *key = PyLong_FromSsize_t(edge);
         if (key == NULL) goto fail;
-        PyObject *step = PyTuple_Pack(2, (PyObject *)node, key);
-        if (step == NULL || PyList_Append(path, step) < 0) { Py_XDECREF(step); Py_DECREF(key); goto fail; }
-        Py_DECREF(step);
+        if (PyList_Append(path, (PyObject *)node) < 0 || PyList_Append(path, key) < 0) { Py_DECREF(key); goto fail; }
         if (PyList_Append(line, PyTuple_GET_ITEM(node->moves, edge)) < 0) { Py_DECREF(key); goto fail; }
         PyObject *children = node->children;
         if (!PyDict_Check(children)) {
@@ -477,7 +475,10 @@ static PyObject *py_backup(PyObject *Py_UNUSED(module), PyObject *const *args, P
            s = PyFloat_AsDouble(args[5]);
     Py_ssize_t depth = PyLong_AsSsize_t(args[7]);
     if (leaf == NULL || PyErr_Occurred()) return NULL;
-    if (!PyList_Check(path)) { PyErr_SetString(PyExc_TypeError, "path must be a list"); return NULL; }
+    if (!PyList_Check(path) || PyList_GET_SIZE(path) % 2) {
+        PyErr_SetString(PyExc_TypeError, "path must be a list of nodes and edges, [node, edge, node, edge, ...]");
+        return NULL;
+    }
     PyArrayObject *owned = (PyArrayObject *)args[6];
     if (!PyArray_Check(args[6]) || PyArray_TYPE(owned) != NPY_DOUBLE || !PyArray_IS_C_CONTIGUOUS(owned)) {
         PyErr_SetString(PyExc_TypeError, "ownership must be a contiguous float64 array");
@@ -490,23 +491,18 @@ static PyObject *py_backup(PyObject *Py_UNUSED(module), PyObject *const *args, P
     const double theirs[ROWS] = {1.0 - vl, -u + vl, u * u, -v, -s, s * s};
     const double ours[ROWS] = {1.0 - vl, u + vl, u * u, v, s, s * s};
     int flipped = 1;
-    for (Py_ssize_t i = PyList_GET_SIZE(path) - 1; i >= 0; i--) {
-        PyObject *step = PyList_GET_ITEM(path, i);
-        if (!PyTuple_Check(step) || PyTuple_GET_SIZE(step) != 2) {
-            PyErr_SetString(PyExc_TypeError, "path steps must be (node, edge)");
-            return NULL;
-        }
-        NodeObject *node = as_node(PyTuple_GET_ITEM(step, 0));
-        Py_ssize_t edge = node == NULL ? -1 : PyLong_AsSsize_t(PyTuple_GET_ITEM(step, 1));
+    for (Py_ssize_t i = PyList_GET_SIZE(path) - 2; i >= 0; i -= 2) {
+        NodeObject *node = as_node(PyList_GET_ITEM(path, i));
+        Py_ssize_t edge = node == NULL ? -1 : PyLong_AsSsize_t(PyList_GET_ITEM(path, i + 1));
         if (edge == -1 && PyErr_Occurred()) return NULL;
         if (add_stat(node, edge, flipped ? theirs : ours, ROWS) < 0) return NULL;
         node->nsum += 1.0 - vl;
         node->visits++;
         flipped = !flipped;
     }
-    Py_ssize_t length = PyList_GET_SIZE(path);
+    Py_ssize_t length = PyList_GET_SIZE(path) / 2;  /* plies */
     for (Py_ssize_t i = 0; i < length && i <= depth; i++)
-        if (add_ownership(PyTuple_GET_ITEM(PyList_GET_ITEM(path, i), 0), ownership, area) < 0) return NULL;
+        if (add_ownership(PyList_GET_ITEM(path, 2 * i), ownership, area) < 0) return NULL;
     if (length <= depth && add_ownership((PyObject *)leaf, ownership, area) < 0) return NULL;
     Py_RETURN_NONE;
 }

@@ -205,7 +205,8 @@ class PendingBatch:
     leaves: list[Node] = field(default_factory=list)  # the new leaves, in the order of states
     root_mask: np.ndarray | None = None  # the root's moves, when the batch expands the root
     plies: list[int] = field(default_factory=list)  # per state: its depth below the root (the root's moves are ply 1)
-    selected: list[tuple[Node, list]] = field(default_factory=list)  # (leaf, path) per selection, any kind of leaf
+    selected: list[tuple[Node, list]] = field(default_factory=list)  # (leaf, path) per selection, any kind of leaf;
+    # path: [node, edge, node, edge, ...] from the root (tree_core.descend)
 
 
 class Tree:
@@ -305,7 +306,7 @@ class Tree:
                         mine.add(key)
                         pending.leaves.append(leaf)
                         pending.states.append(state)
-                        pending.plies.append(len(path) + 1)
+                        pending.plies.append(len(path) // 2 + 1)
                 pending.selected.append((leaf, path))
         except BaseException:
             self.abandon(pending)
@@ -451,16 +452,16 @@ class Tree:
         evaluated), restores the tried prefixes."""
         vl = self.virtual_loss
         for leaf, path in selected:
-            for node, edge in path:
+            for node, edge in zip(path[::2], path[1::2]):
                 node.N[edge] -= vl
                 node.W[edge] += vl
                 node.nsum -= vl
-            parent, edge = path[-1]
+            parent, edge = path[-2], path[-1]
             if id(leaf) in dropped and parent.children.get(edge) is leaf:
                 del parent.children[edge]
         # Edges first tried in this batch had no visits before it; they end the prefix and now have none again.
         for _, path in selected:
-            for node, _edge in path:
+            for node in path[::2]:
                 while node.tried and node.N[node.tried - 1] <= 0 and node is not self.root:
                     node.tried -= 1
                     node.tried_prior -= float(node.prior[node.tried])

@@ -158,7 +158,8 @@ def descend(root, state, edge: int, params: Params, node_type: type, make_termin
             drop_edge: Callable, play_line: Callable, illegal_reason: Callable) -> tuple[object, list]:
     """From the root's chosen edge to a leaf (new, pending or terminal), under virtual loss; plays the line on
     `state` with play_line(state, points) and asks illegal_reason(state, point) about first tries (game.PLAY_LINE
-    and game.ILLEGAL_REASON). Returns (leaf, path), path the (node, edge) steps from the root.
+    and game.ILLEGAL_REASON). Returns (leaf, path), path the nodes and edges from the root in one flat list, [node,
+    edge, node, edge, ...] (a tuple per step cost the search its allocations).
 
     Selection reads the tree alone, so the moves are played in as few calls as possible: up to the node whose
     selected edge is a first try (the one place a board is needed: lazy legality), and then to the leaf.
@@ -173,7 +174,7 @@ def descend(root, state, edge: int, params: Params, node_type: type, make_termin
         node.N[edge] += vl
         node.W[edge] -= vl
         node.nsum += vl
-        path.append((node, edge))
+        path += (node, edge)
         line.append(node.moves[edge])
         child = node.children.get(edge)
         if child is None:
@@ -205,14 +206,15 @@ def backup(leaf, path: list, virtual_loss: float, v: float, u: float, s: float, 
     theirs = np.array((1.0 - vl, -u + vl, u * u, -v, -s, s * s))
     ours = np.array((1.0 - vl, u + vl, u * u, v, s, s * s))
     flipped = True
-    for node, edge in reversed(path):
+    for i in range(len(path) - 2, -1, -2):
+        node, edge = path[i], path[i + 1]
         node.stats[:, edge] += theirs if flipped else ours
         flipped = not flipped
         node.nsum += 1.0 - vl
         node.visits += 1
-    for node, _edge in path[: ownership_depth + 1]:
+    for node in path[: 2 * (ownership_depth + 1): 2]:
         node.add_ownership(ownership)
-    if len(path) <= ownership_depth:
+    if len(path) // 2 <= ownership_depth:
         leaf.add_ownership(ownership)
 
 
