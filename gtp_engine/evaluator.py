@@ -58,16 +58,6 @@ class EvaluationBatch:
             ownership=np.zeros((0, area), np.float32),
         )
 
-    @classmethod
-    def stack(cls, rows: Sequence[tuple[np.ndarray, float, float, np.ndarray]]) -> EvaluationBatch:
-        """Builds a batch from per-position (policy, value, score, ownership) rows."""
-        return cls(
-            policy=np.stack([r[0] for r in rows]).astype(np.float32, copy=False),
-            value=np.array([r[1] for r in rows], dtype=np.float32),
-            score=np.array([r[2] for r in rows], dtype=np.float32),
-            ownership=np.stack([r[3] for r in rows]).astype(np.float32, copy=False),
-        )
-
     def freeze(self) -> EvaluationBatch:
         """Makes the arrays read-only (a cache shares them) and returns the batch."""
         for array in (self.policy, self.value, self.score, self.ownership):

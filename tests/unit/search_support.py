@@ -67,7 +67,9 @@ class ScriptedEvaluator:
                 policy[favoured] += 0.9 / len(favoured)
             sign = 1.0 if s.to_play == BLACK else -1.0
             rows.append((policy, self.value(s), _lead(s), sign * np.asarray(self.ownership(s), np.float32)))
-        return EvaluationBatch.stack(rows)
+        policy, value, score, ownership = zip(*rows)
+        return EvaluationBatch(np.stack(policy).astype(np.float32), np.array(value, np.float32),
+                               np.array(score, np.float32), np.stack(ownership).astype(np.float32))
 
 
 def _prisoners(state: GameState) -> float:
