@@ -141,9 +141,9 @@ class TreeConfig:
 class Node(tree_core.NODE_FIELDS):
     """A node of the tree: its fields (tree_core.NodeFields, compiled where built) and what Python does with them.
 
-    moves: board points of the edges (PASS included), a tuple, None until expanded; prior: float64, falling; tried: edges
-    with statistics, the prefix 0..tried-1; tried_prior: the sum of their priors; stats: float64 (6, capacity), rows
-    N, W, W2, V, S, S2 (also read as node.N, ...); nsum: sum of N over the edges, virtual loss included; children:
+    moves: board points of the edges (PASS included), a tuple, None until expanded; prior: float64, falling; tried:
+    edges with statistics, the prefix 0..tried-1; tried_prior: the sum of their priors; stats: float64 (6, capacity),
+    rows N, W, W2, V, S, S2 (also read as node.N, ...); nsum: sum of N over the edges, virtual loss included; children:
     edge index -> child; visits: backups through this node (its own evaluation included); net_v, net_u, net_s: its
     evaluation, exact for a terminal node; terminal; ownership: a terminal node's exact area ownership, Black's view;
     ownership_sum, ownership_count: over the backups counted here (see the module docstring).
@@ -438,7 +438,8 @@ class Tree:
         policy, values, scores = batch.policy, batch.value, batch.score
         if policy.shape != (len(leaves), self.area + 1) or len(values) != len(leaves):
             raise ValueError(f"evaluator returned policy {policy.shape} for {len(leaves)} positions of area {self.area}")
-        self._core.expand(leaves, np.ascontiguousarray(policy, np.float32), mask, self._point_of_flat, _INITIAL_EDGES)
+        policy = np.ascontiguousarray(policy, np.float32)
+        self._core.expand(leaves, policy, mask, self._point_of_flat, _INITIAL_EDGES)
         results = []
         weight, scale, tanh = self.score_utility, self.score_scale, math.tanh
         for leaf, v, s in zip(leaves, values.tolist(), scores.tolist()):
