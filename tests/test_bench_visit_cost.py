@@ -1,4 +1,5 @@
-"""tools/bench_visit_cost.py: a short run reports the search's cost per visit beside the network's, and its parts."""
+"""tools/bench_visit_cost.py: a short run reports the search's cost per visit beside the network's, its parts, and the
+pipelined search."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from tools import bench_visit_cost  # noqa: E402
 
 
 def test_a_short_run_reports_the_costs_their_ratio_and_the_parts(capsys):
-    bench_visit_cost.main(["--sizes", "9", "--playouts", "24", "--repeat", "1"])
+    bench_visit_cost.main(["--sizes", "9", "--playouts", "24", "--repeat", "1", "--seconds", "0.3"])
     lines = capsys.readouterr().out.splitlines()
     size, playouts, search, network, ratio = lines[1].split()
     assert (size, playouts) == ("9x9", "24")
@@ -24,8 +25,13 @@ def test_a_short_run_reports_the_costs_their_ratio_and_the_parts(capsys):
     for name in ("copy + play of the descent", "features.encode", "NetworkEvaluator less forward, encode",
                  "CachedEvaluator less inner"):
         assert any(line.startswith(name) and line.endswith("us/position") for line in parts)
-    assert parts[-2].endswith("plies per descent)")
+    assert parts[-3].endswith("plies per descent)")
     assert parts[-1] == f"compiled twins: {native.describe()}"
+    pipelined = parts[-2].split()  # "... X us/visit in the search thread beside Y us/position of network; Z visits/s"
+    assert parts[-2].startswith("pipelined search, the engine defaults")
+    thread, forward = float(pipelined[pipelined.index("us/visit") - 1]), float(pipelined[pipelined.index("beside") + 1])
+    rate, cores = float(pipelined[-5].replace(",", "")), float(pipelined[-2])
+    assert thread > 0 and forward > 0 and rate > 0 and 0 < cores <= 64
     # the replayed search grew the very tree of the measured one (the tool raises otherwise)
     alone = next(line for line in parts if line.startswith("search without the network between"))
     assert alone.endswith("us/visit") and float(alone.split()[-2]) > 0

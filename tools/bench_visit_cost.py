@@ -2,7 +2,7 @@
 the network's own time per position, measured in the same run.
 
 Usage (from the repository root):
-    python -m tools.bench_visit_cost [--sizes 9 19] [--playouts 3000] [--repeat 3] [--profile]
+    python -m tools.bench_visit_cost [--sizes 9 19] [--playouts 3000] [--repeat 3] [--seconds 3] [--profile]
 
 Each size searches one position (9x9: the empty board; 19x19: after two opening moves) for a fixed number of
 playouts with the engine's default SearchConfig but one batch in flight, through CachedEvaluator over the shipped
@@ -20,8 +20,11 @@ CPU time (time.thread_time), the median of --repeat searches:
 The parts below it replay what one more search evaluated, each part timed alone (medians of --repeat), per
 evaluated position: the descent's GameState.copy and play_unchecked of the leaf's line from the root; features.
 encode; NetworkEvaluator.evaluate less forward and encode (symmetry, softmax); CachedEvaluator less its inner
-evaluator (keys, lookups, row copies). The rest of the search's cost is the tree (mcts.py). --profile prints a
-cProfile listing of one search per size.
+evaluator (keys, lookups, stores). The rest of the search's cost is the tree (mcts.py). Last, the pipelined search:
+--seconds long searches with the engine's default settings (batches in flight, an evaluation thread, the search
+thread computing batches while it waits), medians of --repeat: the search thread's CPU a visit less the forwards it
+ran itself (what holds a 2-core search below the bare network's rate), the network's CPU a position in either thread,
+visits/s and the cores kept busy. --profile prints a cProfile listing of one search per size.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import cProfile
 import pstats
 import random
 import statistics
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Iterator
@@ -60,12 +64,18 @@ class TimedNetwork:
         self.network.forward = self._timed_forward
         self.seconds = 0.0
         self.positions = 0
+        self.seconds_by_thread: dict[int, float] = {}  # thread ident -> forward CPU seconds in it
+        self._lock = threading.Lock()
 
     def _timed_forward(self, spatial, global_):
         started = time.thread_time()
         outputs = self.forward(spatial, global_)
-        self.seconds += time.thread_time() - started
-        self.positions += len(spatial)
+        spent = time.thread_time() - started
+        with self._lock:  # the pipelined search runs forwards in two threads at once
+            self.seconds += spent
+            self.positions += len(spatial)
+            thread = threading.get_ident()
+            self.seconds_by_thread[thread] = self.seconds_by_thread.get(thread, 0.0) + spent
         return outputs
 
 
@@ -86,6 +96,20 @@ def search_costs(size: int, root: GameState, playouts: int) -> tuple[float, floa
     searcher.search(root, StopCondition(playouts=playouts))
     total = time.thread_time() - started
     return (total - timed.seconds) / playouts * 1e6, timed.seconds / max(1, timed.positions) * 1e6
+
+
+def pipelined_costs(size: int, root: GameState, seconds: float) -> tuple[float, float, float, float]:
+    """(visits per second, cores busy, search thread us per visit less the forwards it ran, forward us per position)
+    of one search of `seconds` with the engine's default SearchConfig: batches in flight, computed by an evaluation
+    thread and by the search thread while it waits, as the engine searches."""
+    timed = TimedNetwork(size)
+    searcher = Searcher(CachedEvaluator(timed.network, CACHE), SearchConfig())
+    wall, process, thread = time.perf_counter(), time.process_time(), time.thread_time()
+    result = searcher.search(root, StopCondition(deadline=time.monotonic() + seconds))
+    wall, process = time.perf_counter() - wall, time.process_time() - process
+    thread = time.thread_time() - thread - timed.seconds_by_thread.get(threading.get_ident(), 0.0)
+    visits = result.snapshot.playouts
+    return (visits / wall, process / wall, thread / visits * 1e6, timed.seconds / max(1, timed.positions) * 1e6)
 
 
 def answer_in_order(network: OnnxEvaluator, outputs: list) -> Iterator:
@@ -205,6 +229,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[9, 19], choices=sorted(WEIGHTS))
     parser.add_argument("--playouts", type=int, default=3000, help="playouts per search (default 3000)")
     parser.add_argument("--repeat", type=int, default=3, help="searches per size, median kept (default 3)")
+    parser.add_argument("--seconds", type=float, default=3.0, help="length of each pipelined search (default 3)")
     parser.add_argument("--profile", action="store_true", help="print a cProfile listing of one search per size")
     args = parser.parse_args(argv)
 
@@ -223,6 +248,10 @@ def main(argv: list[str] | None = None) -> None:
         for name, micros in parts.items():
             print(f"    {name:40s} {micros:6.1f} us/position")
         print(f"    ({plies:.1f} plies per descent)")
+        pipelined = [pipelined_costs(size, root, args.seconds) for _ in range(args.repeat)]
+        rate, cores, thread, forward = (statistics.median(cost[k] for cost in pipelined) for k in range(4))
+        print(f"    {'pipelined search, the engine defaults':40s} {thread:6.1f} us/visit in the search thread beside "
+              f"{forward:.1f} us/position of network; {rate:,.0f} visits/s on {cores:.2f} cores")
         if args.profile:
             profiler = cProfile.Profile()
             profiler.runcall(search_costs, size, root, args.playouts)
