@@ -219,3 +219,34 @@ def test_compiled_nodes_stay_out_of_the_garbage_collector_and_survive_collection
         tree.run_batch(8)
         reference.run_batch(8)
     assert assert_same_tree(tree.root, reference.root) > 50
+
+
+@pytest.mark.parametrize("core", ["PYTHON", "COMPILED"])
+def test_descents_before_a_failure_are_undone(core, monkeypatch):
+    """A gather that fails between descents (here at the third copy of the root's position) undoes the descents
+    before it (virtual loss, new leaves), so the tree equals one that never tried, and searches on alike."""
+    state = POSITIONS["game record, move 40"]()
+    tree = grow(getattr(tree_core, core), state, 200, 8, monkeypatch)
+    reference = grow(getattr(tree_core, core), state, 200, 8, monkeypatch)
+
+    class ThirdCopyFails(GameState):
+        copies = 0
+
+        def copy(self):
+            ThirdCopyFails.copies += 1
+            if ThirdCopyFails.copies == 3:
+                raise RuntimeError("scripted failure")
+            return super().copy()
+
+    own_state = tree.root_state
+    tree.root_state = ThirdCopyFails.__new__(ThirdCopyFails)
+    tree.root_state.__dict__.update(own_state.__dict__)
+    with pytest.raises(RuntimeError, match="scripted"):
+        tree.gather(8)
+    assert ThirdCopyFails.copies == 3
+    tree.root_state = own_state
+    assert assert_same_tree(tree.root, reference.root) > 50
+    for _ in range(5):
+        tree.run_batch(8)
+        reference.run_batch(8)
+    assert assert_same_tree(tree.root, reference.root) > 50
