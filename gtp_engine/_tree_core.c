@@ -32,6 +32,8 @@ typedef struct {
     PyObject_HEAD
     PyObject *moves, *prior, *stats, *children, *ownership, *ownership_sum;
     PyObject *rows[ROWS];  /* stats' rows as arrays (N, W, ...), made when Python first reads one; reset with stats */
+    double *stats_data, *prior_data;  /* their data once checked (node_stats, node_prior); NULL again when replaced */
+    Py_ssize_t stats_capacity, prior_count;
     Py_ssize_t tried, visits, ownership_count;
     double tried_prior, nsum, net_v, net_u, net_s;
     char terminal;
@@ -51,7 +53,14 @@ static NodeObject *as_node(PyObject *obj) {
 static void set_stats(NodeObject *node, PyObject *stats) {
     Py_INCREF(stats);
     Py_SETREF(node->stats, stats);
+    node->stats_data = NULL;
     for (int r = 0; r < ROWS; r++) Py_CLEAR(node->rows[r]);
+}
+
+static void set_prior(NodeObject *node, PyObject *prior) {
+    Py_INCREF(prior);
+    Py_SETREF(node->prior, prior);
+    node->prior_data = NULL;
 }
 
 static PyObject *node_new(PyTypeObject *type, PyObject *Py_UNUSED(args), PyObject *Py_UNUSED(kwargs)) {
@@ -88,6 +97,16 @@ static int node_set_stats(NodeObject *node, PyObject *value, void *Py_UNUSED(clo
     return 0;
 }
 
+static PyObject *node_get_prior(NodeObject *node, void *Py_UNUSED(closure)) {
+    Py_INCREF(node->prior);
+    return node->prior;
+}
+
+static int node_set_prior(NodeObject *node, PyObject *value, void *Py_UNUSED(closure)) {
+    set_prior(node, value == NULL ? Py_None : value);
+    return 0;
+}
+
 /* N, W, W2, V, S, S2: row `closure` of stats (None without stats), made once per stats array. */
 static PyObject *node_get_row(NodeObject *node, void *closure) {
     int row = (int)(intptr_t)closure;
@@ -102,6 +121,7 @@ static PyObject *node_get_row(NodeObject *node, void *closure) {
 
 static PyGetSetDef node_getset[] = {
     {"stats", (getter)node_get_stats, (setter)node_set_stats, "edge statistics, float64 (6, capacity)", NULL},
+    {"prior", (getter)node_get_prior, (setter)node_set_prior, "the edges' priors, float64, falling", NULL},
     {"N", (getter)node_get_row, NULL, "visits per edge (a row of stats)", (void *)(intptr_t)ROW_N},
     {"W", (getter)node_get_row, NULL, "utility sums", (void *)(intptr_t)ROW_W},
     {"W2", (getter)node_get_row, NULL, "sums of squared utilities", (void *)(intptr_t)ROW_W2},
@@ -113,7 +133,6 @@ static PyGetSetDef node_getset[] = {
 
 static PyMemberDef node_members[] = {
     {"moves", T_OBJECT, offsetof(NodeObject, moves), 0, NULL},
-    {"prior", T_OBJECT, offsetof(NodeObject, prior), 0, NULL},
     {"children", T_OBJECT, offsetof(NodeObject, children), 0, NULL},
     {"ownership", T_OBJECT, offsetof(NodeObject, ownership), 0, NULL},
     {"ownership_sum", T_OBJECT, offsetof(NodeObject, ownership_sum), 0, NULL},
@@ -154,11 +173,24 @@ static double *float64_data(PyObject *array, Py_ssize_t *count) {
     return (double *)PyArray_DATA((PyArrayObject *)array);
 }
 
-/* The node's statistics (N, W, ... rows of `capacity` each), or NULL with an exception. */
+/* The node's statistics (N, W, ... rows of `capacity` each), or NULL with an exception. Checked once per array:
+ * every ply of every descent reads them. */
 static double *node_stats(NodeObject *node, Py_ssize_t *capacity) {
-    double *stats = float64_data(node->stats, capacity);
-    *capacity /= ROWS;
-    return stats;
+    if (node->stats_data == NULL) {
+        Py_ssize_t count;
+        if ((node->stats_data = float64_data(node->stats, &count)) == NULL) return NULL;
+        node->stats_capacity = count / ROWS;
+    }
+    *capacity = node->stats_capacity;
+    return node->stats_data;
+}
+
+/* The node's priors and their number, or NULL with an exception; checked once per array, as node_stats. */
+static double *node_prior(NodeObject *node, Py_ssize_t *count) {
+    if (node->prior_data == NULL && (node->prior_data = float64_data(node->prior, &node->prior_count)) == NULL)
+        return NULL;
+    *count = node->prior_count;
+    return node->prior_data;
 }
 
 /* The number of the node's edges (its moves), or -1 with an exception. */
@@ -195,7 +227,7 @@ static int parse_params(PyObject *tuple, Params *p) {
 static Py_ssize_t select_edge(NodeObject *node, const Params *p) {
     Py_ssize_t k = node->tried, capacity, n_priors, n_moves = edge_count(node);
     if (n_moves < 0) return -1;
-    double *stats = node_stats(node, &capacity), *prior = stats ? float64_data(node->prior, &n_priors) : NULL;
+    double *stats = node_stats(node, &capacity), *prior = stats ? node_prior(node, &n_priors) : NULL;
     if (stats == NULL || prior == NULL) return -1;
     if (n_priors < n_moves) { PyErr_SetString(PyExc_ValueError, "fewer priors than moves"); return -1; }
     const double *N = stats + ROW_N * capacity, *W = stats + ROW_W * capacity;
@@ -270,7 +302,7 @@ static PyObject *py_select_root(PyObject *Py_UNUSED(module), PyObject *const *ar
     Py_ssize_t n_edges = edge_count(root);
     if (n_edges < 0) return NULL;
     Py_ssize_t capacity, n_own, n_prior = 0;
-    double *stats = node_stats(root, &capacity), *own = stats ? float64_data(root->prior, &n_own) : NULL;
+    double *stats = node_stats(root, &capacity), *own = stats ? node_prior(root, &n_own) : NULL;
     if (stats == NULL || own == NULL) return NULL;
     double *prior = prior_arg == Py_None ? own : float64_data(prior_arg, &n_prior);
     if (prior == NULL) return NULL;
@@ -585,7 +617,8 @@ static int expand_leaf(PyObject *obj, const Ranked *ranked, Py_ssize_t count, do
     if (stats == NULL) goto fail;
     PyObject_GC_UnTrack(moves);  /* board points only: nothing for the collector (see untrack) */
     Py_SETREF(leaf->moves, moves);
-    Py_SETREF(leaf->prior, prior);
+    set_prior(leaf, prior);
+    Py_DECREF(prior);
     set_stats(leaf, stats);
     Py_DECREF(stats);
     return 0;

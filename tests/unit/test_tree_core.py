@@ -144,6 +144,23 @@ def test_compiled_select_matches_the_reference_on_random_nodes():
         assert nodes[0].stats.shape == nodes[1].stats.shape
 
 
+def test_compiled_select_reads_priors_and_statistics_given_after_a_first_selection():
+    """The compiled core checks a node's arrays once and keeps their data; a new array (new priors, grown or replaced
+    statistics) must be read from then on, as the reference reads it."""
+    params = (1.1, 0.45, 500.0, 0.25, 1.0)
+    for seed in range(40):
+        nodes = [hand_built_node(np.random.default_rng(seed)) for _ in range(2)]
+        for core, node in zip((tree_core.PYTHON, tree_core.COMPILED), nodes):
+            core.select(node, params)
+            node.prior = node.prior[::-1].copy()  # new priors: rising now
+            stats = node.stats.copy()
+            stats[1] = -stats[1]  # new statistics: the utilities turned around
+            node.stats = stats
+        edges = [core.select(node, params) for core, node in zip((tree_core.PYTHON, tree_core.COMPILED), nodes)]
+        assert edges[0] == edges[1], seed
+        assert (nodes[0].tried, nodes[0].tried_prior) == (nodes[1].tried, nodes[1].tried_prior)
+
+
 def test_compiled_core_refuses_statistics_of_another_type():
     node = hand_built_node(np.random.default_rng(1))
     node.prior = node.prior.astype(np.float32)
