@@ -496,7 +496,7 @@ PyMODINIT_FUNC PyInit__features_core(void) {
     struct { PyObject **slot; const char *name; } names[] = {
         {&s_board, "board"}, {&s_to_play, "to_play"}, {&s_moves, "moves"}, {&s_colors, "colors"},
         {&s_chain_head, "chain_head"}, {&s_ko_point, "ko_point"}, {&s_ko_color, "ko_color"}, {&s_grid, "grid"},
-        {&s_width, "width"}, {&s_height, "height"}, {&s_rules, "_rules"}, {&s_scoring, "scoring"}, {&s_ko, "ko"},
+        {&s_width, "width"}, {&s_height, "height"}, {&s_rules, "rules"}, {&s_scoring, "scoring"}, {&s_ko, "ko"},
         {&s_suicide_allowed, "suicide_allowed"}, {&s_bonus, "white_handicap_bonus"}, {&s_komi, "komi"},
         {&s_handicap_stones, "handicap_stones"}, {&s_captures, "captures"}, {&s_hash, "hash"},
     };
