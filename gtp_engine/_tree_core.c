@@ -87,19 +87,16 @@ static void node_dealloc(NodeObject *node) {
     Py_TYPE(node)->tp_free((PyObject *)node);
 }
 
-static PyObject *node_get_stats(NodeObject *node, void *Py_UNUSED(closure)) {
-    Py_INCREF(node->stats);
-    return node->stats;
+/* stats, prior: the object field at offset `closure` (their setters differ: each drops its own checked data). */
+static PyObject *node_get_field(NodeObject *node, void *closure) {
+    PyObject *value = *(PyObject **)((char *)node + (intptr_t)closure);
+    Py_INCREF(value);
+    return value;
 }
 
 static int node_set_stats(NodeObject *node, PyObject *value, void *Py_UNUSED(closure)) {
     set_stats(node, value == NULL ? Py_None : value);
     return 0;
-}
-
-static PyObject *node_get_prior(NodeObject *node, void *Py_UNUSED(closure)) {
-    Py_INCREF(node->prior);
-    return node->prior;
 }
 
 static int node_set_prior(NodeObject *node, PyObject *value, void *Py_UNUSED(closure)) {
@@ -120,8 +117,10 @@ static PyObject *node_get_row(NodeObject *node, void *closure) {
 }
 
 static PyGetSetDef node_getset[] = {
-    {"stats", (getter)node_get_stats, (setter)node_set_stats, "edge statistics, float64 (6, capacity)", NULL},
-    {"prior", (getter)node_get_prior, (setter)node_set_prior, "the edges' priors, float64, falling", NULL},
+    {"stats", (getter)node_get_field, (setter)node_set_stats, "edge statistics, float64 (6, capacity)",
+     (void *)(intptr_t)offsetof(NodeObject, stats)},
+    {"prior", (getter)node_get_field, (setter)node_set_prior, "the edges' priors, float64, falling",
+     (void *)(intptr_t)offsetof(NodeObject, prior)},
     {"N", (getter)node_get_row, NULL, "visits per edge (a row of stats)", (void *)(intptr_t)ROW_N},
     {"W", (getter)node_get_row, NULL, "utility sums", (void *)(intptr_t)ROW_W},
     {"W2", (getter)node_get_row, NULL, "sums of squared utilities", (void *)(intptr_t)ROW_W2},

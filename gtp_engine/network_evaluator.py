@@ -173,7 +173,6 @@ class NetworkEvaluator:
         averaged = kinds if mode == "average" else 1
         return _NetworkEvaluation(self, features.encode(states, syms), g, syms, count, averaged)
 
-
     def _random_symmetries(self, kinds: int, count: int) -> np.ndarray:
         """count symmetries drawn uniformly from 0..kinds-1, taken from a block drawn ahead: one draw per batch
         cost a search a microsecond a visit."""
