@@ -4,6 +4,7 @@
     python -m gtp_engine.training train --data data/go9 --out runs/go9-b6c64 --preset b6c64 --steps 20000
     python -m gtp_engine.training export runs/go9-b6c64/checkpoint.pt go9.onnx
     python -m gtp_engine.training import-onnx weights/9x9.onnx runs/9x9.pt
+    python -m gtp_engine.training grow weights/9x9.onnx runs/9x9-b10c64.pt --preset b10c64
     python -m gtp_engine.training quantize weights/9x9.onnx --calibration ../shared/data/go9_curated.tar.xz
     python -m gtp_engine.training selfplay --weights weights/9x9.onnx --out data/selfplay9-000 --games 64
     python -m gtp_engine.training loop --init runs/go9-b6c64-main/checkpoint.pt --out runs/loop9 --generations 20
@@ -50,8 +51,9 @@ import torch
 from gtp_engine.config import ConfigError, read_toml
 from gtp_engine.network_evaluator import ModelLoadError
 from gtp_engine.training import checkpoint as checkpoint_lib
-from gtp_engine.training import board_masks, dataset, export_onnx, gating, import_onnx, loop, quantize, runs, selfplay, sgf_ingest
-from gtp_engine.training import train
+from gtp_engine.training import (board_masks, dataset, export_onnx, gating, grow, import_onnx, loop, quantize, runs,
+                                 selfplay, sgf_ingest, train)
+from gtp_engine.training import model as model_lib
 from gtp_engine.training.alphago import policy_gradient, policy_play, rollout_train, value_net
 from gtp_engine.training.torch_evaluator import BACKENDS
 
@@ -365,6 +367,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                                      "size the network was trained on)")
     bring_back.add_argument("--seed", type=int, default=0, help="seed of the calibration games")
 
+    deeper = commands.add_parser("grow", help="checkpoint or ONNX network -> a checkpoint of a deeper preset that "
+                                              "computes the same (new blocks start as identities), to train on")
+    deeper.add_argument("source", help="checkpoint (.pt) or ONNX file written by export")
+    deeper.add_argument("out", help="checkpoint file to write (.pt)")
+    deeper.add_argument("--preset", required=True, help="the deeper preset, of the same width (e.g. b10c64)")
+    deeper.add_argument("--seed", type=int, default=0, help="seed of the new blocks' weights and of an ONNX "
+                                                            "source's import")
+
     export = commands.add_parser("export", help="checkpoint -> ONNX with a parity check (export_onnx's options)",
                                  add_help=False)
     export.add_argument("arguments", nargs=argparse.REMAINDER)
@@ -411,6 +421,10 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(report.to_dict(), indent=1), file=sys.stderr)
         elif args.command == "import-onnx":
             checkpoint_lib.save(import_onnx.import_onnx(args.network, size=args.size, seed=args.seed), args.out)
+        elif args.command == "grow":
+            source = (checkpoint_lib.load(args.source) if args.source.endswith(".pt")
+                      else import_onnx.import_onnx(args.source, seed=args.seed))
+            checkpoint_lib.save(grow.grow(source, model_lib.preset(args.preset), seed=args.seed), args.out)
         elif args.command == "gate":
             extra = {"sprt_min_games": args.max_games} if args.fixed_length else {}
             config = _config(gating.GateConfig, args, **extra)

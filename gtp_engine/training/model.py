@@ -1,7 +1,8 @@
 """Model: the policy/value network in torch, built from a named preset.
 
 Terms:
-- preset: a named ModelConfig, "b<blocks>c<channels>" (b6c64, b6c96, b10c128) or "tiny" (tests only).
+- preset: a named ModelConfig, "b<blocks>c<channels>" (b6c64, b8c64, b10c64, b6c96, b10c128) or "tiny" (tests
+  only). b8c64 and b10c64 are b6c64 made deeper, with room for its blocks (grow.py).
 - trunk: a 3x3 stem (plus the global inputs, mapped to a per-channel bias) followed by pre-activation residual
   blocks; some blocks are global pooling blocks, which pool part of their first convolution over the board and
   feed it back as a per-channel bias, so a position's far side can inform every point.
@@ -71,6 +72,10 @@ PRESETS = {
         ModelConfig("tiny", blocks=2, channels=16, pool_blocks=(1,), pool_channels=8, head_channels=8,
                     value_hidden=16),
         ModelConfig("b6c64", blocks=6, channels=64, pool_blocks=(2, 4), pool_channels=16, head_channels=32,
+                    value_hidden=64),
+        ModelConfig("b8c64", blocks=8, channels=64, pool_blocks=(3, 5), pool_channels=16, head_channels=32,
+                    value_hidden=64),
+        ModelConfig("b10c64", blocks=10, channels=64, pool_blocks=(3, 6, 8), pool_channels=16, head_channels=32,
                     value_hidden=64),
         ModelConfig("b6c96", blocks=6, channels=96, pool_blocks=(2, 4), pool_channels=32, head_channels=32,
                     value_hidden=96),
