@@ -2,9 +2,10 @@
 
 Terms:
 - gate match: games between the candidate and the best at equal visits per move, colours alternating (the
-  candidate has Black in games 0, 2, 4, ...). parallel_games games are in progress at once (search.play_games):
-  each round gathers a few leaves from every game's search tree, evaluates those of each network together, and
-  finishes them. With evaluation_threads (1 by default) the games are in two lanes whose rounds overlap
+  candidate has Black in games 0, 2, 4, ...); with candidate_visits the candidate searches that many playouts a
+  move instead: equal time for networks whose visits cost differently (visits scaled by measured throughput).
+  parallel_games games are in progress at once (search.play_games): each round gathers a few leaves from every
+  game's search tree, evaluates those of each network together, and finishes them. With evaluation_threads (1 by default) the games are in two lanes whose rounds overlap
   (search.py's games in lanes); with 0, one round takes every game, one call for each network.
 - game: from the empty board; every move is a fresh search of `visits` playouts by the mover's network (no tree
   reuse, so both sides spend exactly the same effort). The first opening_moves moves are drawn with probability
@@ -59,6 +60,7 @@ class GateConfig:
     komi: float = KOMI
     rules: str = "chinese"
     visits: int = 64  # playouts per move, both networks
+    candidate_visits: int = 0  # the candidate's playouts per move when not `visits` (0: `visits`)
     max_games: int = 200  # the match never plays more
     sprt_elo0: float = 0.0  # H0: the candidate is this much stronger (rejected: not promoted)
     sprt_elo1: float = 35.0  # H1: the candidate is this much stronger (accepted: promoted)
@@ -79,6 +81,8 @@ class GateConfig:
     def __post_init__(self) -> None:
         if min(self.visits, self.max_games, self.parallel_games, self.leaves_per_game) < 1:
             raise ValueError("visits, max_games, parallel_games and leaves_per_game must be positive")
+        if self.candidate_visits < 0:
+            raise ValueError("candidate_visits must not be negative")
         if self.evaluation_threads < 0:
             raise ValueError("evaluation_threads must not be negative")
         Rules.named(self.rules)
@@ -174,6 +178,9 @@ class _Game:
         self.candidate_black = index % 2 == 0
         black, white = (candidate, best) if self.candidate_black else (best, candidate)
         self.networks = {BLACK: black, WHITE: white}
+        own = config.candidate_visits or config.visits
+        self.visits = {BLACK: own, WHITE: config.visits} if self.candidate_black else \
+            {BLACK: config.visits, WHITE: own}  # per colour: its playouts a move
         self.state = GameState(config.size, komi=config.komi, rules=Rules.named(config.rules))
         self.config = config
         self.choice = ChoiceConfig(temperature=1.0, temperature_moves=config.opening_moves)
@@ -191,11 +198,11 @@ class _Game:
 
     def wants(self) -> int:
         """Leaves to gather this round: what the search lacks, at most leaves_per_game."""
-        return min(self.config.leaves_per_game, self.config.visits - self.tree.root.visits)
+        return min(self.config.leaves_per_game, self.visits[self.state.to_play] - self.tree.root.visits)
 
     def advance(self) -> None:
         """After a round: the move, once its search has its visits."""
-        if self.tree.root.visits >= self.config.visits:
+        if self.tree.root.visits >= self.visits[self.state.to_play]:
             self.move()
 
     @property

@@ -142,6 +142,27 @@ def test_a_pipelined_gate_plays_the_games_an_unpipelined_one_plays(tmp_path):
     assert len(set(games[0].values())) > 1
 
 
+def test_a_candidate_given_its_own_visits_searches_that_many_a_move(tmp_path):
+    class Counting(UniformEvaluator):
+        """Counts the positions it evaluates (one a playout: no cache, no terminal leaves this early)."""
+
+        def __init__(self):
+            self.positions = 0
+
+        def evaluate(self, states):
+            self.positions += len(states)
+            return super().evaluate(states)
+
+    config = GateConfig(size=SIZE, komi=2.0, visits=5, candidate_visits=15, max_games=2, sprt_min_games=2,
+                        parallel_games=2, leaves_per_game=4, evaluation_threads=0, max_moves=6)
+    candidate, best = Counting(), Counting()
+    gating.play_match(candidate, best, config, tmp_path, progress=False)
+    # Each game: six moves, three by each side; a search ends at its visits, a batch's last leaves cut to fit.
+    assert candidate.positions == 2 * 3 * 15 and best.positions == 2 * 3 * 5
+    with pytest.raises(ValueError, match="candidate_visits"):
+        GateConfig(candidate_visits=-1)
+
+
 # ---- the loop ----------------------------------------------------------------------------------------------
 
 
