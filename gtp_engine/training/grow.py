@@ -51,8 +51,9 @@ def grow(source: checkpoint_lib.Checkpoint, target: model_lib.ModelConfig, seed:
                              f"{getattr(source.config, name)} against {getattr(target, name)} (only depth grows)")
     places = placement(source.config, target)
     target = dataclasses.replace(target, opponent_policy=source.config.opponent_policy)
-    torch.manual_seed(seed)
-    net = model_lib.build(target)
+    with torch.random.fork_rng(devices=[]):  # the new blocks' draw leaves the caller's generator alone
+        torch.manual_seed(seed)
+        net = model_lib.build(target)
     grown = net.state_dict()
     moved = {f"blocks.{i}.": f"blocks.{j}." for i, j in enumerate(places)}
     for key, value in source.state_dict.items():
