@@ -5,10 +5,11 @@ Terms:
   candidate has Black in games 0, 2, 4, ...); with candidate_visits the candidate searches that many playouts a
   move instead: equal time for networks whose visits cost differently (visits scaled by measured throughput).
   parallel_games games are in progress at once (search.play_games): each round gathers a few leaves from every
-  game's search tree, evaluates those of each network together, and finishes them. With evaluation_threads (1 by default) the games are in two lanes whose rounds overlap
-  (search.py's games in lanes); with 0, one round takes every game, one call for each network.
-- game: from the empty board; every move is a fresh search of `visits` playouts by the mover's network (no tree
-  reuse, so both sides spend exactly the same effort). The first opening_moves moves are drawn with probability
+  game's search tree, evaluates those of each network together, and finishes them. With evaluation_threads (1 by
+  default) the games are in two lanes whose rounds overlap (search.py's games in lanes); with 0, one round takes
+  every game, one call for each network.
+- game: from the empty board; every move is a fresh search of `visits` playouts (the candidate's own number with
+  candidate_visits) by the mover's network (no tree reuse, so each side spends exactly the effort it is given). The first opening_moves moves are drawn with probability
   proportional to the visits (never a pass), so that the games differ; later moves are the search's (LCB)
   choice: both through search.pick_edge, as in self-play. A
   game ends at two passes and is scored by area counting of the board as it stands (Tromp-Taylor: what the
