@@ -5,6 +5,7 @@
     python -m gtp_engine.training export runs/go9-b6c64/checkpoint.pt go9.onnx
     python -m gtp_engine.training import-onnx weights/9x9.onnx runs/9x9.pt
     python -m gtp_engine.training grow weights/9x9.onnx runs/9x9-b10c64.pt --preset b10c64
+    python -m gtp_engine.training average runs/loop9/gen-00{07,08,09,10}/train/checkpoint.pt --data DIRS --out avg.pt
     python -m gtp_engine.training quantize weights/9x9.onnx --calibration ../shared/data/go9_curated.tar.xz
     python -m gtp_engine.training selfplay --weights weights/9x9.onnx --out data/selfplay9-000 --games 64
     python -m gtp_engine.training loop --init runs/go9-b6c64-main/checkpoint.pt --out runs/loop9 --generations 20
@@ -51,8 +52,8 @@ import torch
 from gtp_engine.config import ConfigError, read_toml
 from gtp_engine.network_evaluator import ModelLoadError
 from gtp_engine.training import checkpoint as checkpoint_lib
-from gtp_engine.training import (board_masks, dataset, export_onnx, gating, grow, import_onnx, loop, quantize, runs,
-                                 selfplay, sgf_ingest, train)
+from gtp_engine.training import (averaging, board_masks, dataset, export_onnx, gating, grow, import_onnx, loop,
+                                 quantize, runs, selfplay, sgf_ingest, train)
 from gtp_engine.training import model as model_lib
 from gtp_engine.training.alphago import policy_gradient, policy_play, rollout_train, value_net
 from gtp_engine.training.torch_evaluator import BACKENDS
@@ -85,6 +86,8 @@ _HELP = {
     "games_per_generation": "self-play games per generation",
     "batch_games": "self-play games per shard folder (the unit of resumption and of Ray work)",
     "window_generations": "train each candidate on the self-play of this many latest generations",
+    "average_generations": "the candidate is the mean of the trained weights of this many latest generations, its "
+                           "norms recalibrated on the window (stochastic weight averaging); 1: no averaging",
     "train_steps": "optimizer steps per generation",
     "gate_games": "most games of a gate match (candidate against best)",
     "gate_visits": "visits per move in gate matches, both networks",
@@ -375,6 +378,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     deeper.add_argument("--seed", type=int, default=0, help="seed of the new blocks' weights and of an ONNX "
                                                             "source's import")
 
+    mean = commands.add_parser("average", help="checkpoints of one training run -> the mean of their weights, "
+                                               "norms recalibrated on shards (stochastic weight averaging)")
+    mean.add_argument("snapshots", nargs="+", help="checkpoints (.pt) of one training run")
+    mean.add_argument("--data", nargs="+", required=True, help="shard folders whose training split the norms are "
+                                                               "measured on (e.g. the last snapshot's training data)")
+    mean.add_argument("--out", required=True, help="checkpoint file to write (.pt)")
+    mean.add_argument("--batches", type=int, default=averaging.RECALIBRATION_BATCHES,
+                      help=f"batches the norms are measured on (default: {averaging.RECALIBRATION_BATCHES})")
+    mean.add_argument("--batch-size", type=int, default=256, help="positions a batch (default: 256)")
+    mean.add_argument("--seed", type=int, default=0, help="seed of the batches and their symmetries")
+    mean.add_argument("--device", default="auto", help="torch device (default: auto)")
+
     export = commands.add_parser("export", help="checkpoint -> ONNX with a parity check (export_onnx's options)",
                                  add_help=False)
     export.add_argument("arguments", nargs=argparse.REMAINDER)
@@ -425,6 +440,9 @@ def main(argv: list[str] | None = None) -> int:
             source = (checkpoint_lib.load(args.source) if args.source.endswith(".pt")
                       else import_onnx.import_onnx(args.source, seed=args.seed))
             checkpoint_lib.save(grow.grow(source, model_lib.preset(args.preset), seed=args.seed), args.out)
+        elif args.command == "average":
+            checkpoint_lib.save(averaging.average_snapshots(args.snapshots, args.data, args.batches, args.batch_size,
+                                                            args.seed, args.device), args.out)
         elif args.command == "gate":
             extra = {"sprt_min_games": args.max_games} if args.fixed_length else {}
             config = _config(gating.GateConfig, args, **extra)

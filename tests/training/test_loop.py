@@ -217,6 +217,30 @@ def test_an_ungated_loop_promotes_every_candidate_without_a_match(tiny_checkpoin
     assert "generation 2 promoted (no gate)" in (run / loop.LOG).read_text()
 
 
+def test_an_averaging_loop_promotes_the_mean_of_recent_candidates_and_trains_on_from_its_own(tiny_checkpoint,
+                                                                                              tmp_path):
+    run = tmp_path / "run"
+    config = loop.LoopConfig(init=str(tiny_checkpoint), gated=False, average_generations=2,
+                             **{**TINY, "generations": 2})
+    state = loop.run(config, run, progress=False)
+    assert state["best_generation"] == 2
+    trained = [run / f"gen-000{g}" / "train" / train.CHECKPOINT for g in (1, 2)]
+    first = checkpoint_lib.load(run / "gen-0001" / loop.AVERAGE / train.CHECKPOINT)
+    assert first.provenance["averaged"] == [str(trained[0])]  # generation 1 has one snapshot to average
+    averaged = checkpoint_lib.load(run / "gen-0002" / loop.AVERAGE / train.CHECKPOINT)
+    assert averaged.provenance["averaged"] == [str(p) for p in trained]
+    snapshots = [checkpoint_lib.load(p).state_dict["stem.weight"] for p in trained]
+    torch.testing.assert_close(averaged.state_dict["stem.weight"], (snapshots[0] + snapshots[1]) / 2)
+    best = run / "gen-0002" / loop.AVERAGE
+    assert (run / loop.BEST_ONNX).read_bytes() == (best / train.ONNX).read_bytes()
+    assert (run / loop.BEST_CHECKPOINT).read_bytes() == (best / train.CHECKPOINT).read_bytes()
+    # Training goes on from the previous candidate's own weights, not from the average.
+    assert checkpoint_lib.load(trained[1]).provenance["train_config"]["init_from"] == str(trained[0])
+    assert "the candidate is the average of generations 1 to 2" in (run / loop.LOG).read_text()
+    with pytest.raises(ValueError, match="must be positive"):
+        loop.LoopConfig(init=str(tiny_checkpoint), average_generations=0)
+
+
 def test_an_int8_loop_quantizes_on_its_own_games_and_promotes_the_int8_sibling(tiny_checkpoint, tmp_path,
                                                                                   monkeypatch):
     run, weights = tmp_path / "run", tmp_path / "weights" / "5x5.onnx"
