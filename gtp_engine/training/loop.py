@@ -422,19 +422,23 @@ def _write_anchor(config: LoopConfig, run_dir: Path, generation: int) -> None:
              sidecar["samples"]["train"], sidecar["games"]["train"], config.anchor)
 
 
-def train_config(config: LoopConfig, run_dir: Path, generation: int, preset: str) -> train.TrainConfig:
-    """The candidate's training: on the window's self-play (and the generation's anchor draw), from the previous
-    candidate's weights."""
+def training_window(config: LoopConfig, run_dir: Path, generation: int) -> tuple[str, ...]:
+    """The shard folders of the generation's candidate: the window's self-play and the generation's anchor draw."""
     window = [str(batch) for g in range(max(1, generation - config.window_generations + 1), generation + 1)
               for batch in _batches(run_dir, g)]
-    if config.anchor and window:
-        window.append(str(_gen_dir(run_dir, generation) / ANCHOR))
-    previous = _gen_dir(run_dir, generation - 1) / ("train" if generation > 1 else "") / train.CHECKPOINT
     if not window:
         raise ValueError(f"no shard folders: generation {generation}'s window of {config.window_generations} "
                          f"generations holds no finished self-play")
+    if config.anchor:
+        window.append(str(_gen_dir(run_dir, generation) / ANCHOR))
+    return tuple(window)
+
+
+def train_config(config: LoopConfig, run_dir: Path, generation: int, preset: str) -> train.TrainConfig:
+    """The candidate's training: on the training window, from the previous candidate's weights."""
+    previous = _gen_dir(run_dir, generation - 1) / ("train" if generation > 1 else "") / train.CHECKPOINT
     return dataclasses.replace(
-        config.train, data=tuple(window), preset=config.preset or preset,
+        config.train, data=training_window(config, run_dir, generation), preset=config.preset or preset,
         eval_every=min(config.train.steps, TRAIN_CHECKPOINT_STEPS), seed=_seed(config.seed, generation, 0),
         init_from=str(previous) if previous.exists() else "")
 
@@ -464,8 +468,8 @@ def candidate(config: LoopConfig, run_dir: Path, generation: int) -> Path:
     if not (averaged / train.ONNX).exists():  # the ONNX file is written last: a kill before it averages again
         first = max(1, generation - config.average_generations + 1)
         snapshots = [_gen_dir(run_dir, g) / "train" / train.CHECKPOINT for g in range(first, generation + 1)]
-        window = train_config(config, run_dir, generation, checkpoint_lib.load(snapshots[-1]).config.name).data
-        ckpt = averaging.average_snapshots(snapshots, window, batch_size=config.train.batch_size,
+        ckpt = averaging.average_snapshots(snapshots, training_window(config, run_dir, generation),
+                                           batch_size=config.train.batch_size,
                                            seed=_seed(config.seed, generation, 2), device=config.train.device)
         averaged.mkdir(exist_ok=True)
         checkpoint_lib.save(ckpt, averaged / train.CHECKPOINT)
