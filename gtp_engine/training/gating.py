@@ -9,10 +9,10 @@ Terms:
   default) the games are in two lanes whose rounds overlap (search.py's games in lanes); with 0, one round takes
   every game, one call for each network.
 - game: from the empty board; every move is a fresh search of `visits` playouts (the candidate's own number with
-  candidate_visits) by the mover's network (no tree reuse, so each side spends exactly the effort it is given). The first opening_moves moves are drawn with probability
-  proportional to the visits (never a pass), so that the games differ; later moves are the search's (LCB)
-  choice: both through search.pick_edge, as in self-play. A
-  game ends at two passes and is scored by area counting of the board as it stands (Tromp-Taylor: what the
+  candidate_visits) by the mover's network (no tree reuse, so each side spends exactly the effort it is given).
+  The first opening_moves moves are drawn with probability proportional to the visits (never a pass), so that the
+  games differ; later moves are the search's (LCB) choice: both through search.pick_edge, as in self-play. A game
+  ends at two passes and is scored by area counting of the board as it stands (Tromp-Taylor: what the
   search itself scores at its terminal nodes), or when the mover's winrate has stayed below resign_winrate
   for resign_consecutive of its moves (it resigns), or at max_moves (scored by area as it stands).
 - result for the candidate: 1 win, 0.5 draw, 0 loss; score, Elo and their 95% intervals and the SPRT as
