@@ -16,25 +16,16 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 SIZE = 5
 
 
-@pytest.fixture(scope="module")
-def shards(tmp_path_factory):
-    """A shard folder of 16 random 5x5 games, all in the training split."""
-    import numpy as np
-
-    from gtp_engine.game import GameState
-
-    folder = tmp_path_factory.mktemp("averaging")
-    records = folder / "records"
+@pytest.fixture
+def shards(random_states, tmp_path):
+    """A shard folder of 16 random 5x5 games (conftest's random_states), all in the training split."""
+    records = tmp_path / "records"
     records.mkdir()
-    rng = np.random.default_rng(4)
-    for number in range(16):
-        state = GameState(SIZE, SIZE)
-        for _ in range(12):
-            state.play(state.grid.from_flat(int(rng.choice(np.flatnonzero(state.legal_mask())))))
+    for number, state in enumerate(random_states(SIZE, 16, seed=4, max_fill=0.6)):
         (records / f"{number}.sgf").write_bytes(sgf_io.save_sgf(state, result="B+R" if number % 2 else "W+R"))
-    sgf_ingest.ingest([records], folder / "shards", sgf_ingest.IngestConfig(size=SIZE, min_moves=2, val_fraction=0.0,
-                                                                            workers=1))
-    return folder / "shards"
+    sgf_ingest.ingest([records], tmp_path / "shards", sgf_ingest.IngestConfig(size=SIZE, min_moves=2, val_fraction=0.0,
+                                                                              workers=1))
+    return tmp_path / "shards"
 
 
 def snapshot(seed: int, batches_tracked: int = 0) -> checkpoint_lib.Checkpoint:
