@@ -305,14 +305,21 @@ class GameState:
         return len(self.moves) > self._start.moves
 
     def place_setup(self, color: int, points: Iterable[int]) -> None:
-        """Puts setup stones on the board. Undo stops here: the moves before become history that cannot be undone."""
+        """Puts setup stones on the board. Undo stops here: the moves before become history that cannot be undone.
+        Where no move was played since the game's start or the last setup, the position before never happened (a
+        record's black stones before its white ones, the empty board under them): the new one takes its place in
+        the superko history."""
         board = self.board.copy()  # a refused stone leaves the game as it was
         placed = list(points)
         for point in placed:
             board.place_stone(point, color)
         self.board = board
         self.setup.extend((color, point) for point in placed)
-        self._history.append(self._key(board.hash, self.to_play))
+        key = self._key(board.hash, self.to_play)
+        if len(self.moves) == self._start.moves and len(self._history) == self._start.history:
+            self._history[-1] = key
+        else:
+            self._history.append(key)
         self._note_stone_counts()
         self._mark_start()
 

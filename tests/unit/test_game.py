@@ -97,6 +97,20 @@ def test_pass_never_violates_superko_and_two_passes_end_the_game():
     assert not game.is_over and game.to_play == WHITE
 
 
+def test_setup_puts_only_its_final_position_in_the_superko_history():
+    # Black's setup stone C2 alone, placed before White's stones, never stood on the board: C2 at the end captures
+    # every white stone and leaves that position, which is legal.
+    game = game_from_ascii("""
+        O . .
+        . . X
+        . O .
+    """, rules=Rules.named("chinese"))
+    play_all(game, "C3 A2 pass B3 C1 B2 C1 A1 C2 C3 C2 C1")
+    assert game.illegal_reason(at(game, "C2")) is None
+    game.play(at(game, "C2"))
+    assert game.board.to_ascii().split() == ". . . . . X . . .".split()
+
+
 def test_undo_restores_everything_and_stops_at_setup_stones():
     game = game_from_ascii(TRIPLE_KO)
     before = (game.board.to_ascii(), game.board.hash, game.to_play, game.legal_mask().tobytes())
