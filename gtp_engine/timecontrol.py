@@ -24,6 +24,8 @@ Terms:
   A fixed second would eat a short period whole (a 1 s byo-yomi would be played on the raw policy), while a fast
   clock is only offered where the delay is small; long limits keep the full second. KataGo keeps back half of a
   limit shorter than twice its buffer; a fifth spends 80% of a 1 s period and still covers a local or LAN delay.
+  Canadian overtime keeps it back once for every stone left in the period, from each stone's share: each of those
+  moves pays the delay.
 - overhead: the engine's own seconds per move outside its search (the answer after the search stops), measured by
   the caller and kept back as well. The search itself stops one batch before its deadline (search.py).
 
@@ -272,8 +274,8 @@ def budget(settings: TimeSettings, clock: ColorClock, area: int, stones_on_board
     if kind == "none":
         return None
 
-    def usable(limit: float, moves: int = 1) -> float:
-        return max(0.0, limit - kept_back(limit, lag_buffer) - moves * overhead)
+    def usable(limit: float, moves: int = 1) -> float:  # every move pays the lag and the overhead
+        return max(0.0, limit - moves * (kept_back(limit / moves, lag_buffer) + overhead))
 
     if kind == "absolute":
         hard = usable(clock.main_left)
@@ -306,7 +308,7 @@ def budget(settings: TimeSettings, clock: ColorClock, area: int, stones_on_board
         hard = usable(clock.period_left)
         return Budget(hard, hard, hard)  # what this move leaves of the period is lost anyway
     stones = clock.stones_left
-    hard = usable(clock.period_left, stones)  # every stone left pays the overhead
+    hard = usable(clock.period_left, stones)
     return _bounded(0.0, hard / stones, hard / (0.75 * stones + 0.25), hard)
 
 

@@ -155,8 +155,8 @@ def test_canadian_transcript_numbers():
     s = TimeSettings("canadian", 600, 300, stones=25)
     clock = after_time_left(s, start_clock(s), 41, 3)
     b = budget(s, clock, 361, 150, lag_buffer=1.0)
-    assert b.recommended == pytest.approx(40 / 3)
-    assert b.maximum == pytest.approx(40 / 2.5)
+    assert b.recommended == pytest.approx(38 / 3)  # each of the 3 stones keeps 1 s back
+    assert b.maximum == pytest.approx(38 / 2.5)
 
 
 def test_spend_moves_through_main_time_and_periods():
@@ -250,9 +250,24 @@ def test_default_byoyomi_budget_spends_most_of_any_period(period, count, area, o
 def test_default_canadian_budget_shares_the_period_between_its_stones(period, stones_per_period, area, on_board):
     s = TimeSettings("canadian", 0, period, stones=stones_per_period)
     b = budget(s, start_clock(s), area, on_board)
-    usable = period - kept_back(period)
+    usable = period - stones_per_period * kept_back(period / stones_per_period)
     assert b.recommended == pytest.approx(usable / stones_per_period)
     assert b.recommended > 0.5 * period / stones_per_period
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.floats(1.0, 600.0), st.integers(1, 25), st.floats(0.0, 1.0), st.sampled_from(["maximum", "recommended"]))
+def test_canadian_period_lasts_its_stones_when_each_move_pays_the_lag_buffer(period, stones, lag_share, spend):
+    """A server that sees every move `lag` seconds longer than the engine, as the user's lag buffer says (at most a
+    stone's share of the period): each stone spends its budget and the lag, time_left reports the truth before
+    every stone, and the period never runs out."""
+    s = TimeSettings("canadian", 0, period, stones=stones)
+    lag = lag_share * period / stones
+    left = period
+    for stones_left in range(stones, 0, -1):
+        clock = after_time_left(s, start_clock(s), left, stones_left)
+        left -= getattr(budget(s, clock, 361, 100, lag), spend) + lag
+        assert left >= -1e-9
 
 
 @settings(max_examples=100, deadline=None)
