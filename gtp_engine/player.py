@@ -25,8 +25,10 @@ Terms:
   removes the stones that play on from the position would capture.
 - count after passing: the count of the position our pass leaves, the opponent to move, with the dead stones
   judged as final_score judges them there (the ended game's search, of ownership_playouts playouts: 4-17 ms
-  measured on 9x9 with the int8 network, about 50 ms expected on 19x19 from its visits/s; spent only when a
-  pass is in question, on top of the move's time budget). A chain that lives
+  measured on 9x9 with the int8 network, 100-300 ms on 19x19 on 2 busy cores; spent only when a pass is in
+  question). It runs inside the move's time: it stops at the move's hard deadline, the network's own ownership
+  of the position when no time is left, and after the opponent's pass, when our pass would end the game, the
+  move's search leaves it PASS_CHECK_SHARE of the time. A chain that lives
   only if we move first (an unsettled semeai, a group one move short of two eyes) is alive in the search's
   ownership, where we are to move, and dead here, as it is to a referee who scores the game our pass ends (GNU
   Go's final_score, a human opponent). Games against GNU Go were lost this way: on 13x13 the count said B+10.5
@@ -64,7 +66,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterator
 
 import numpy as np
@@ -90,6 +92,7 @@ log = logging.getLogger(__name__)
 OWN_TERRITORY_OWNERSHIP = 0.8  # how sure the ownership must be before a point counts as our territory
 SETTLED_OWNERSHIP = 0.6  # how sure the ownership of every non-neutral point must be before we pass first
 NEUTRAL_OWNERSHIP = 0.5  # a liberty whose |ownership| is below this belongs to nobody (seki, dame)
+PASS_CHECK_SHARE = 1 / 3  # of a move's time after the opponent's pass: the count after passing's search
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,9 @@ class Player:
         self.stop_background()
         state = game.with_to_play(color)
         dead_opponent = cleanup and bool(self._dead_stones_of(state, opponent(color), self._quick_ownership(state)))
+        hard_deadline = stop.max_deadline if stop.max_deadline is not None else stop.deadline
+        if state.moves[-1:] == [(opponent(color), PASS)]:
+            stop = self._leaving_time(stop, PASS_CHECK_SHARE)
         result = self._search(state, stop, on_snapshot, snapshot_interval, exclude=(PASS,) if dead_opponent else (),
                               move_filter=move_filter)
         choice = result.choice
@@ -152,7 +158,7 @@ class Player:
         if not cleanup and self._resign.update(color, choice.winrate, state.move_number, state.grid.area):
             return MoveChoice(PASS, resign=True, winrate=choice.winrate, score_lead=choice.score_lead,
                               visits=snapshot.visits)
-        point = self._apply_pass_rules(state, result, cleanup, dead_opponent, move_filter)
+        point = self._apply_pass_rules(state, result, cleanup, dead_opponent, move_filter, hard_deadline)
         if not game.is_legal(point, color):  # the colour not to play, where superko differs: passing is legal
             log.warning("search chose an illegal move for the colour not to play; passing")
             point = PASS
@@ -201,13 +207,14 @@ class Player:
         policy = self.evaluator.evaluate([state]).policy[0]
         return np.where(state.legal_mask(), policy, 0.0)
 
-    def ownership(self, game: GameState) -> np.ndarray:
-        """Ownership of `game`'s position, flat, Black's view (+1 Black's), from a search; in a game two passes
+    def ownership(self, game: GameState, deadline: float | None = None) -> np.ndarray:
+        """Ownership of `game`'s position, flat, Black's view (+1 Black's), from a search (ending at `deadline`, on
+        the searcher's clock, if it comes first; the network's ownership when it has passed); in a game two passes
         ended, the side to move may not pass at the root (see ended game)."""
         self.stop_background()
         if self._last is not None and self._last[0] == _key(game):
             return self._last[1].snapshot.ownership
-        result = self._search(game.copy(), StopCondition(playouts=self.config.ownership_playouts),
+        result = self._search(game.copy(), StopCondition(playouts=self.config.ownership_playouts, deadline=deadline),
                               exclude=(PASS,) if game.is_over else ())
         return result.snapshot.ownership
 
@@ -264,9 +271,20 @@ class Player:
         sign = 1.0 if state.to_play == BLACK else -1.0
         return sign * self.evaluator.evaluate([state]).ownership[0].astype(np.float64)
 
+    def _leaving_time(self, stop: StopCondition, share: float) -> StopCondition:
+        """`stop` with each of its deadlines moved closer, so that `share` of the time to it is left after it."""
+        now = self.searcher.clock()
+
+        def sooner(deadline: float | None) -> float | None:
+            return None if deadline is None else deadline - share * max(0.0, deadline - now)
+
+        return replace(stop, deadline=sooner(stop.deadline), max_deadline=sooner(stop.max_deadline),
+                       min_deadline=sooner(stop.min_deadline))
+
     def _apply_pass_rules(self, state: GameState, result: SearchResult, cleanup: bool, dead_opponent: bool,
-                          move_filter: MoveFilter) -> int:
-        """The move to play for the search's result: see the pass rules in the module docstring."""
+                          move_filter: MoveFilter, deadline: float | None = None) -> int:
+        """The move to play for the search's result: see the pass rules in the module docstring. deadline: when
+        the count after passing must be known (the move's hard deadline)."""
         me = state.to_play
         ownership = result.snapshot.ownership
         chosen = result.choice.point
@@ -277,9 +295,10 @@ class Player:
         if move_filter.permits(me, PASS, 1) and not (cleanup and dead_opponent):
             rescue = self._rescue(state, ownership) if chosen == PASS or territory[flat(chosen)] else None
             if state.moves[-1:] == [(opponent(me), PASS)]:
-                if rescue is None and self._margin(state, ownership) > 0 and self._margin_after_passing(state) > 0:
+                if (rescue is None and self._margin(state, ownership) > 0
+                        and self._margin_after_passing(state, deadline) > 0):
                     return PASS
-            elif (chosen == PASS or territory[flat(chosen)]) and self._may_pass_first(state, ownership):
+            elif (chosen == PASS or territory[flat(chosen)]) and self._may_pass_first(state, ownership, deadline):
                 return PASS
             if rescue is not None and move_filter.permits(me, rescue, 1):
                 return rescue
@@ -308,13 +327,13 @@ class Player:
                             self._dead_stones_of(state, WHITE, ownership))
         return score if state.to_play == BLACK else -score
 
-    def _margin_after_passing(self, state: GameState) -> float:
+    def _margin_after_passing(self, state: GameState, deadline: float | None = None) -> float:
         """Our lead by the count after passing (see the module docstring)."""
         after = state.copy()
         after.play(PASS, state.to_play)
-        return -self._margin(after, self.ownership(after))
+        return -self._margin(after, self.ownership(after, deadline))
 
-    def _may_pass_first(self, state: GameState, ownership: np.ndarray) -> bool:
+    def _may_pass_first(self, state: GameState, ownership: np.ndarray, deadline: float | None = None) -> bool:
         """Whether the game is decided for us and settled (rule 2 of the pass rules)."""
         sign = 1 if state.to_play == BLACK else -1
         owner = state.area_ownership()
@@ -323,7 +342,7 @@ class Player:
                 and sign * state.score() - np.count_nonzero(neutral) > 0
                 and bool(np.all(np.abs(ownership[~neutral]) >= SETTLED_OWNERSHIP))
                 and not self._living_chain_in_atari(state, ownership)
-                and self._margin_after_passing(state) > 0)  # the one search: last
+                and self._margin_after_passing(state, deadline) > 0)  # the one search: last
 
     def _rescue(self, state: GameState, ownership: np.ndarray) -> int | None:
         """The move that saves the largest chain of ours the count keeps alive and that is in atari: its last

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from search_support import InterruptWatcher, ScriptedEvaluator, check_tree, position
+from search_support import FakeClock, InterruptWatcher, ScriptedEvaluator, TimedEvaluator, check_tree, position
 
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS, grid
@@ -81,6 +81,19 @@ def test_passes_after_the_opponent_passed_when_passing_wins_by_the_count():
     # The network favours a move inside Black's own area; Black is ahead by 4.5 and White has passed.
     player = Player(ScriptedEvaluator(favour=[BLACK_TERRITORY], ownership=split_ownership), player_config(seed=0))
     assert player.genmove(after_white_pass(SPLIT, komi=0.5), BLACK, QUICK).point == PASS
+
+
+def test_the_count_after_passing_is_searched_within_the_moves_time():
+    # byo-yomi: the whole period is the move's time. Every network call takes 10 ms on the clock; the count after
+    # passing (100 playouts, 13 calls) once ran after a search that had used the whole period, and overran it.
+    clock = FakeClock()
+    evaluator = TimedEvaluator(ScriptedEvaluator(favour=[BLACK_TERRITORY], ownership=split_ownership), clock)
+    player = Player(evaluator, player_config(seed=0), clock=clock)
+    start = clock()
+    stop = StopCondition.for_budget(start, 1.0, 1.0, 1.0)
+    assert player.genmove(after_white_pass(SPLIT, komi=0.5), BLACK, stop).point == PASS
+    assert clock() <= start + 1.0 + 0.01  # at most one call past the deadline
+    assert player.searcher.tree.root.visits > 1  # the count had a search, not the network's ownership alone
 
 
 def black_lives_only_if_it_moves_first(state):
