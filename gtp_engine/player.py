@@ -138,9 +138,10 @@ class Player:
 
     def genmove(self, game: GameState, color: int, stop: StopCondition, on_snapshot: SnapshotCallback | None = None,
                 snapshot_interval: float | None = None, cleanup: bool = False,
-                move_filter: MoveFilter = MoveFilter()) -> MoveChoice:
+                move_filter: MoveFilter = MoveFilter(), trial: bool = False) -> MoveChoice:
         """The move for `color` (to play or not) in `game`: a search, then the pass and resign rules. Plays
-        nothing: the move is legal for `color` in `game` and the caller plays it.
+        nothing: the move is legal for `color` in `game` and the caller plays it. trial: the move is only asked
+        for (reg_genmove): the searches in a row counted for resignation stay as they were.
 
         move_filter restricts the search (see mcts.MoveFilter) and the move: one its first ply permits, unless
         it permits no legal move.
@@ -155,7 +156,8 @@ class Player:
                               move_filter=move_filter)
         choice = result.choice
         snapshot = result.snapshot
-        if not cleanup and self._resign.update(color, choice.winrate, state.move_number, state.grid.area):
+        if not cleanup and self._resign.update(color, choice.winrate, state.move_number, state.grid.area,
+                                               count=not trial):
             return MoveChoice(PASS, resign=True, winrate=choice.winrate, score_lead=choice.score_lead,
                               visits=snapshot.visits)
         point = self._apply_pass_rules(state, result, cleanup, dead_opponent, move_filter, hard_deadline)

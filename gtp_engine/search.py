@@ -717,13 +717,16 @@ class ResignCounter:
         self.config = config
         self.below = {BLACK: 0, WHITE: 0}
 
-    def update(self, color: int, winrate: float, move_number: int, area: int) -> bool:
-        """Counts one search of `color` (winrate: its own) at `move_number`; True when it should resign now."""
+    def update(self, color: int, winrate: float, move_number: int, area: int, count: bool = True) -> bool:
+        """Counts one search of `color` (winrate: its own) at `move_number`; True when it should resign now.
+        count=False: the answer counting it would give, with nothing counted (a move asked for and not played)."""
         cfg = self.config
         after = cfg.after_moves if cfg.after_moves is not None else area // 4
         low = bool(cfg.winrate) and winrate < cfg.winrate and move_number >= after
-        self.below[color] = self.below[color] + 1 if low else 0
-        return self.below[color] >= cfg.consecutive
+        below = self.below[color] + 1 if low else 0
+        if count:
+            self.below[color] = below
+        return below >= cfg.consecutive
 
 
 # ---- rounds over many trees, and games in lanes (self-play, gating, tuning) ------------------------------------

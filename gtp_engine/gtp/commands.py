@@ -272,7 +272,8 @@ class Session:
             interval = request.interval or None
             stream.start()
         choice = player.genmove(self.game, color, stop, on_snapshot=report, snapshot_interval=interval, cleanup=cleanup,
-                                move_filter=request.move_filter if request is not None else MoveFilter())
+                                move_filter=request.move_filter if request is not None else MoveFilter(),
+                                trial=not keep)
         answered = self.now()
         self._note_overhead(answered - (player.searcher.stopped or answered))
         if keep:

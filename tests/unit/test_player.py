@@ -72,6 +72,12 @@ def test_resigns_when_lost_but_not_in_the_opening_nor_when_disabled():
     assert not Player(ScriptedEvaluator(value=black_losing), config).genmove(
         GameState(5), BLACK, QUICK, cleanup=True).resign
     assert Player(ScriptedEvaluator(value=black_losing), config).genmove(GameState(5), WHITE, QUICK).resign is False
+    # A move only asked for (reg_genmove) says it would resign, and counts nothing towards the next answer.
+    in_a_row = PlayerConfig(SearchConfig(seed=0), resign=ResignConfig(0.1, consecutive=2, after_moves=0))
+    twice = Player(ScriptedEvaluator(value=black_losing), in_a_row)
+    assert not twice.genmove(GameState(5), BLACK, QUICK, trial=True).resign
+    assert not twice.genmove(GameState(5), BLACK, QUICK).resign  # the first search in a row that counts
+    assert twice.genmove(GameState(5), BLACK, QUICK, trial=True).resign
     # A policy-only player (1 visit, no visited move) resigns on the network's value.
     assert Player(ScriptedEvaluator(value=black_losing), config).genmove(
         GameState(5), BLACK, StopCondition(visits=1)).resign
