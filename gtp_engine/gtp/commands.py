@@ -485,7 +485,7 @@ class Session:
         whiteLoss, whiteLead, the policy (NAN on illegal points) and policyPass, whiteOwnership. The evaluation is
         the one the search uses (cached, in the network's own symmetry mode), so the first line says
         "symmetry cached" whatever symmetry (0..7 or all) is asked for."""
-        if len(cmd.args) != 1 or not (cmd.args[0] == "all" or cmd.args[0] in "01234567"):
+        if len(cmd.args) != 1 or cmd.args[0] not in ("all", *"01234567"):
             raise GtpError(SYNTAX_ERROR)
         player = self._player()
         state = self.game

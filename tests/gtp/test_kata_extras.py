@@ -49,7 +49,7 @@ def test_kata_raw_nn_writes_katagos_layout(engine, net_args):
     assert math.isclose(sum(probabilities) + float(pass_line.split()[1]), 1.0, abs_tol=1e-4)
     owned_at = lines.index("whiteOwnership")
     assert len(lines) == owned_at + 6 and all(len(row.split()) == 5 for row in lines[owned_at + 1:])
-    assert not gtp("kata-raw-nn 9").ok and not gtp("kata-raw-nn").ok
+    assert not gtp("kata-raw-nn 9").ok and not gtp("kata-raw-nn").ok and not gtp("kata-raw-nn 0123").ok
 
 
 def test_kata_get_and_set_param(engine, net_args):
