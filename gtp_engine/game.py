@@ -259,6 +259,19 @@ class GameState:
             raise IllegalMoveError(reason, f"{'black' if color == BLACK else 'white'} "
                                            f"{to_gtp(self.grid, point)} is illegal: {reason}")
         self.play_unchecked(point, color)
+        self._count_played_handicap()
+
+    def _count_played_handicap(self) -> None:
+        """Black stones played one after another on an empty board, two or more, are handicap stones: controllers
+        that send the handicap as plays (Sabaki, some gtp2ogs set-ups) mean it so, and White gets its bonus."""
+        if self.setup:
+            return  # placed handicap stones, or a set-up position, count as placed
+        leading = 0
+        for color, point in self.moves:
+            if color != BLACK or point == PASS:
+                break
+            leading += 1
+        self.handicap_stones = leading if leading >= 2 else 0
 
     def play_unchecked(self, point: int, color: int | None = None) -> None:
         """Plays a move the caller knows is legal (the search) for color (default: the side to move)."""
@@ -299,6 +312,7 @@ class GameState:
         del self._history[start.history:]
         for color, point in replay:
             self.play_unchecked(point, color)
+        self._count_played_handicap()
 
     @property
     def can_undo(self) -> bool:

@@ -236,6 +236,28 @@ def test_handicap_bonus_under_area_scoring():
     assert not chinese.can_undo
 
 
+def test_black_stones_played_in_a_row_from_the_start_are_handicap_stones():
+    game = GameState(9, komi=0.5)
+    play_all(game, "C3")
+    assert game.handicap_stones == 0  # one stone is an even game's first move
+    game.play(at(game, "G7"), BLACK)
+    game.play(at(game, "C7"), BLACK)
+    assert game.handicap_stones == 3 and game.to_play == WHITE
+    assert game.area_score() == 81 - 0.5 - 3  # the same bonus as placed stones
+    play_all(game, "E5 G3")
+    assert game.handicap_stones == 3  # Black's later moves are moves
+    game.undo()
+    game.undo()
+    game.undo()
+    assert game.handicap_stones == 2
+    game.undo()
+    assert game.handicap_stones == 0
+    even = GameState(9)
+    play_all(even, "C3 pass")
+    even.play(at(even, "G7"), BLACK)
+    assert even.handicap_stones == 0  # a pass between: not a handicap
+
+
 def test_handicap_refused_on_a_non_empty_board():
     game = GameState(9)
     game.play(at(game, "E5"))
