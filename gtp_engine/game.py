@@ -26,6 +26,7 @@ full 19x19 game and keeps play itself as cheap as the board's own play.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple, Sequence
 
@@ -70,44 +71,70 @@ class Rules:
     # ---- KataGo's JSON form (kata-get-rules, kata-set-rules, the analysis engine's "rules") ----------------
 
     def to_katago(self) -> dict:
-        """The rules as KataGo writes them: {"ko": "POSITIONAL", "scoring": "AREA", ...}."""
+        """The rules as KataGo writes them: {"ko": "POSITIONAL", "scoring": "AREA", ...}. Territory scoring is
+        KataGo's with the seki tax, as its japanese rules: the name and the object are the same rules here."""
         return {"ko": self.ko.upper(), "scoring": self.scoring.upper(), "suicide": self.suicide_allowed,
-                "tax": "NONE", "hasButton": False, "whiteHandicapBonus": self.white_handicap_bonus}
+                "tax": "SEKI" if self.scoring == "territory" else "NONE", "hasButton": False,
+                "whiteHandicapBonus": self.white_handicap_bonus}
 
     @staticmethod
     def from_katago(value: str | dict) -> "Rules":
-        """A rule set name (KataGo's chinese-ogs and chinese-kgs included) or a KataGo rules object (a dict or
-        its JSON text); raises ValueError for what this engine cannot play."""
+        """The rules of a KataGo rule set name or rules object (a dict or its JSON text), exactly; raises
+        ValueError for rules this engine cannot play, or plays only approximately (nearest_katago says how)."""
+        rules, approximations = Rules.nearest_katago(value)
+        if approximations:
+            raise ValueError("; ".join(approximations))
+        return rules
+
+    @staticmethod
+    def nearest_katago(value: str | dict) -> tuple["Rules", list[str]]:
+        """What this engine plays for a KataGo rule set name or rules object, and where that differs from it (a
+        message per difference: the group tax of stone scoring, the button, Spight's ko rule); raises ValueError
+        for a name or a field KataGo does not know either, or a value it would refuse."""
         if isinstance(value, str):
             text = value.strip()
             if not text.startswith("{"):
-                return Rules.named(_KATAGO_NAMES.get(text.lower(), text))
+                key = re.sub(r"[\s_]+", "-", text.lower())
+                if key in _KATAGO_APPROXIMATE:
+                    rules, difference = _KATAGO_APPROXIMATE[key]
+                    return rules, [f"{text}: {difference}"]
+                return Rules.named(_KATAGO_NAMES.get(key.replace("-", ""), key)), []
             try:
                 value = json.loads(text)
             except json.JSONDecodeError as error:
                 raise ValueError(f"not JSON: {error}") from None
         if not isinstance(value, dict):
             raise ValueError("expected a JSON object")
-        current = Rules()
-        fields = {"scoring": current.scoring, "ko": current.ko, "suicide_allowed": current.suicide_allowed,
-                  "white_handicap_bonus": current.white_handicap_bonus}
+        fields = {"scoring": "area", "ko": "positional", "suicide_allowed": True, "white_handicap_bonus": "0"}
+        tax, approximations = None, []  # KataGo's defaults for an object: Tromp-Taylor's
         for key, item in value.items():
-            if key == "ko" and isinstance(item, str):
+            if key == "ko" and isinstance(item, str) and item.upper() == "SPIGHT":
+                fields["ko"] = "situational"
+                approximations.append("ko SPIGHT: played as situational superko")
+            elif key == "ko" and isinstance(item, str):
                 fields["ko"] = item.lower()
-            elif key == "scoring" and isinstance(item, str):
+            elif key in ("scoring", "score") and isinstance(item, str):
                 fields["scoring"] = item.lower()
             elif key in ("suicide", "multiStoneSuicideLegal") and isinstance(item, bool):
                 fields["suicide_allowed"] = item
             elif key == "whiteHandicapBonus" and isinstance(item, str):
                 fields["white_handicap_bonus"] = item.upper()
-            elif (key, item) in (("tax", "NONE"), ("hasButton", False)):
-                continue
+            elif key == "tax" and isinstance(item, str) and item.upper() in ("NONE", "SEKI", "ALL"):
+                tax = item.upper()
+            elif key == "hasButton" and isinstance(item, bool):
+                if item:
+                    approximations.append("hasButton: the button is not played; scored without it")
+            elif key == "friendlyPassOk" and isinstance(item, bool):
+                continue  # how KataGo's own games end; no position or score changes with it
             else:
                 raise ValueError(f"unsupported rule {key}={item!r}")
+        expected_tax = "SEKI" if fields["scoring"] == "territory" else "NONE"
+        if tax is not None and tax != expected_tax:
+            approximations.append(f"tax {tax}: scored with tax {expected_tax}")
         named = [name for name, rules in RULE_SETS.items()
                  if (rules.scoring, rules.ko, rules.suicide_allowed, rules.white_handicap_bonus) ==
                  tuple(fields.values())]
-        return Rules(**fields, name=named[0] if named else "custom")
+        return Rules(**fields, name=named[0] if named else "custom"), approximations
 
 
 RULE_SETS = {
@@ -119,7 +146,21 @@ RULE_SETS = {
     "korean": Rules("territory", "simple", False, "0", "korean"),
 }
 _RULE_ALIASES = {"cn": "chinese", "jp": "japanese", "tt": "tromp-taylor", "nz": "new-zealand", "ko": "korean"}
-_KATAGO_NAMES = {"chinese-ogs": "chinese", "chinese-kgs": "chinese"}
+# KataGo's rule set names (spaces, underscores and hyphens dropped) that are one of RULE_SETS here.
+_KATAGO_NAMES = {"chineseogs": "chinese", "chinesekgs": "chinese", "newzealand": "new-zealand",
+                 "tromptaylor": "tromp-taylor", "bga": "aga", "french": "aga", "goe": "tromp-taylor",
+                 "ing": "tromp-taylor"}
+# KataGo's rule sets this engine plays only approximately: the nearest rules, and what differs.
+_KATAGO_APPROXIMATE = {
+    **dict.fromkeys(("stone-scoring", "stonescoring", "ancient-area", "ancientarea"), (
+        Rules("area", "simple", False, "0", "custom"),
+        "the group tax of stone scoring is not played; scored as area scoring")),
+    **dict.fromkeys(("ancient-territory", "ancientterritory"), (
+        Rules("territory", "simple", False, "0", "japanese"),
+        "the group tax of ancient territory scoring is not played; scored as japanese")),
+    **dict.fromkeys(("aga-button", "agabutton"), (
+        RULE_SETS["aga"], "the button is not played; scored as aga")),
+}
 
 
 class _UndoStart(NamedTuple):

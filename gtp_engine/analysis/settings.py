@@ -89,7 +89,7 @@ def _side(value: Any) -> str:
 
 def _rules_name(value: Any) -> str:
     text = str(value).strip()
-    Rules.from_katago(text.replace(" ", "-") if not text.startswith("{") else text)  # ValueError if unknown
+    Rules.nearest_katago(text)  # ValueError if unknown
     return text
 
 

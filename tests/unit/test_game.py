@@ -1,5 +1,7 @@
 """Game rules on ASCII positions: superko cycles, undo, setup stones, scoring and handicap placement."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -321,3 +323,26 @@ def test_legal_mask_agrees_with_is_legal_in_a_random_game():
         game.play(game.grid.from_flat(int(rng.choice(choices))))
         if game.is_over:
             break
+
+
+@pytest.mark.parametrize("name", ["chinese", "japanese", "korean", "aga", "tromp-taylor", "new-zealand"])
+def test_katago_rules_objects_round_trip(name):
+    rules = Rules.named(name)  # korean plays as japanese here: the object names the first of the two
+    assert Rules.from_katago(rules.to_katago()).to_katago() == rules.to_katago()
+    nearest, differences = Rules.nearest_katago(json.dumps(rules.to_katago()))
+    assert nearest.to_katago() == rules.to_katago() and differences == []
+
+
+def test_katago_rule_names_and_objects_this_engine_plays_only_approximately():
+    assert Rules.nearest_katago("bga") == (Rules.named("aga"), [])
+    assert Rules.nearest_katago("Chinese_OGS") == (Rules.named("chinese"), [])
+    assert Rules.nearest_katago({}) == (Rules.named("tromp-taylor"), [])  # KataGo's defaults for an object
+    rules, differences = Rules.nearest_katago("stone scoring")
+    assert (rules.scoring, rules.ko, rules.white_handicap_bonus) == ("area", "simple", "0") and len(differences) == 1
+    _, differences = Rules.nearest_katago({"scoring": "AREA", "tax": "SEKI", "hasButton": True})
+    assert len(differences) == 2
+    with pytest.raises(ValueError, match="tax ALL"):
+        Rules.from_katago({"tax": "ALL"})  # the exact form refuses what it would only approximate
+    for unknown in ("backgammon", {"komi": 7.5}, {"ko": "NONE"}, {"tax": "SOME"}):
+        with pytest.raises(ValueError):
+            Rules.nearest_katago(unknown)
