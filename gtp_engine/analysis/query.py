@@ -4,8 +4,12 @@ Terms:
 - query: one JSON object with an `id` and no `action`. Required: id, moves, rules (unless the config file gives
   default rules), boardXSize, boardYSize.
 - turn: turn t is the position after the first t moves (0: the initial position, from initialStones). The side
-  to move at turn t < len(moves) is the player of moves[t]; after the last move, the other side, or
-  initialPlayer when there are no moves. analyzeTurns lists the turns to analyse (default: the last).
+  to move at turn 0 is initialPlayer, else the player of the first move, else White after handicap stones, else
+  Black; at a later turn, the opponent of the last move's player (as KataGo, which analyses a record's two moves
+  of one colour in a row so). analyzeTurns lists the turns to analyse (default: the last), each once.
+- moves are played as recorded where the rules forbid them only by superko or suicide (RECORDED_REGARDLESS), with
+  a warning, as KataGo replays a record tolerantly; a move on an occupied point or retaking a ko at once is an
+  error.
 - location: a GTP vertex ("Q4", "pass") or KataGo's "(x,y)" with x the column from the left, y the row from the
   top, both from 0.
 - handicap stones: initialStones of Black alone (at least two) count as handicap for the rules' white handicap
@@ -29,6 +33,7 @@ from gtp_engine.game import GameState, Rules
 from gtp_engine.mcts import MoveClause, MoveFilter
 
 MAX_KOMI = 150.0
+RECORDED_REGARDLESS = ("superko", "suicide")  # illegal moves a record may still hold (see moves)
 MIN_SIZE = 2
 
 # Fields KataGo knows that this engine reads but cannot honour: a warning, and the query runs without them.
@@ -71,7 +76,7 @@ class Query:
     include_policy: bool = False
     include_pv_visits: bool = False
     report_every: float | None = None  # seconds between reports during the search; None: final results only
-    first_report_after: float | None = None  # seconds to the first report; None: report_every
+    first_report_after: float | None = None  # seconds to the first report (alone: the only one); None: report_every
 
 
 def parse_query(fields: dict[str, Any], defaults: AnalysisSettings) -> tuple[Query, list[tuple[str, str]]]:
@@ -85,33 +90,41 @@ def parse_query(fields: dict[str, Any], defaults: AnalysisSettings) -> tuple[Que
             raise QueryError(f"{key} is required", key)
     width, height = _size(fields, "boardXSize"), _size(fields, "boardYSize")
     g = coords.grid(width, height)
-    rules = _rules(fields)
+    rules, differences = _rules(fields)
+    warnings += [("rules", f"rules not supported, using the nearest instead: {why}") for why in differences]
     game = GameState(width, height, komi=_komi(fields, rules), rules=rules)
     _place_initial_stones(game, g, fields.get("initialStones", []))
     moves = [_stone(g, item, "moves", i) for i, item in enumerate(_list(fields["moves"], "moves"))]
     if "initialPlayer" in fields:
-        game.set_to_play(_player(fields["initialPlayer"], "initialPlayer"))
+        first = _player(fields["initialPlayer"], "initialPlayer")
     elif moves:
-        game.set_to_play(moves[0][0])
+        first = moves[0][0]
+    else:
+        first = WHITE if game.handicap_stones else BLACK
+    if first != game.to_play:
+        game.set_to_play(first)
 
-    turn_numbers = _turns(fields, len(moves))
-    priorities = _priorities(fields, len(turn_numbers))
+    listed = _turns(fields, len(moves))
+    first_priority: dict[int, int] = {}  # a turn listed twice is analysed once, at its first priority
+    for turn, priority in zip(listed, _priorities(fields, len(listed))):
+        first_priority.setdefault(turn, priority)
+    turn_numbers, priorities = list(first_priority), list(first_priority.values())
     positions: dict[int, GameState] = {}
     wanted = set(turn_numbers)
     for t in range(len(moves) + 1):
         if t in wanted:
-            state = game.copy()
-            if t < len(moves) and moves[t][0] != state.to_play:
-                state.set_to_play(moves[t][0])
-            positions[t] = state
+            positions[t] = game.copy()  # the side to move: initialPlayer, then the opponent of the last mover
         if t == len(moves):
             break
         color, point = moves[t]
         try:
             game.play(point, color)
         except IllegalMoveError as error:
-            raise QueryError(f"Illegal move {t}: {'B' if color == BLACK else 'W'} {coords.to_gtp(g, point)} "
-                             f"({error.reason})", "moves") from None
+            move = f"move {t}: {'B' if color == BLACK else 'W'} {coords.to_gtp(g, point)}"
+            if error.reason not in RECORDED_REGARDLESS:
+                raise QueryError(f"Illegal {move} ({error.reason})", "moves") from None
+            game.play_unchecked(point, color)
+            warnings.append(("moves", f"{move} breaks the {error.reason} rule of {rules.name}; played as recorded"))
 
     settings = defaults
     changes = {key: fields[key] for key in ("maxVisits", "rootPolicyTemperature", "rootFpuReductionMax",
@@ -156,12 +169,11 @@ def _size(fields: dict, key: str) -> int:
     return int(value)
 
 
-def _rules(fields: dict) -> Rules:
-    value = fields["rules"]
-    if isinstance(value, str) and not value.strip().startswith("{"):
-        value = value.strip().replace(" ", "-")  # KaTrain writes "new zealand"
+def _rules(fields: dict) -> tuple[Rules, list[str]]:
+    """The rules to play, and where they differ from the query's (KataGo too warns and plays the nearest rules its
+    network knows)."""
     try:
-        rules = Rules.from_katago(value)
+        rules, differences = Rules.nearest_katago(fields["rules"])
     except ValueError as error:
         raise QueryError(f"rules: {error}", "rules") from None
     if "whiteHandicapBonus" in fields:
@@ -171,7 +183,7 @@ def _rules(fields: dict) -> Rules:
         except (ValueError, TypeError, AttributeError):
             raise QueryError(f"whiteHandicapBonus: expected \"0\", \"N\" or \"N-1\", got {bonus!r}",
                              "whiteHandicapBonus") from None
-    return rules
+    return rules, differences
 
 
 def _komi(fields: dict, rules: Rules) -> float:
@@ -246,8 +258,6 @@ def _turns(fields: dict, move_count: int) -> list[int]:
     for t in turns:
         if not _is_int(t) or not 0 <= int(t) <= move_count:
             raise QueryError(f"analyzeTurns: turn {t!r} is not in 0..{move_count}", "analyzeTurns")
-    if len(set(map(int, turns))) != len(turns):
-        raise QueryError("analyzeTurns lists a turn twice", "analyzeTurns")
     return [int(t) for t in turns]
 
 

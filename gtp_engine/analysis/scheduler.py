@@ -3,13 +3,15 @@
 Terms:
 - task: one turn of one query. Tasks wait in a priority queue: highest priority first, then the order they came
   in (KataGo's rule); each worker takes the next task when it is free.
-- worker: a thread with its own Searcher (searches are not thread-safe), kept between tasks so that a query for a
-  position that follows the last one's (KaTrain pondering, the next move of a game) reuses its tree. Workers
-  share the network evaluator and its cache: the cache locks, onnxruntime runs concurrent calls, and numpy's
-  generator (the network's random symmetry) takes its own lock.
+- worker: a thread with its own Searcher (searches are not thread-safe). Each task searches a fresh tree, as
+  KataGo's analysis engine does: a tree kept from an earlier query would answer with more visits than maxVisits,
+  and a query asked again would repeat the same numbers. Workers share the network evaluator and its cache (so a
+  position asked again is cheap): the cache locks, onnxruntime runs concurrent calls, and numpy's generator (the
+  network's random symmetry) takes its own lock.
 - report: during a search with reportDuringSearchEvery, the search runs in slices that end at each report time
   (the tree carries over from slice to slice), and each slice's snapshot is sent with isDuringSearch true. The
-  first report comes after firstReportDuringSearchAfter seconds when given.
+  first report comes after firstReportDuringSearchAfter seconds when given; given alone, it asks for that one
+  report (as KataGo).
 - terminate: a waiting task answers noResults at once; a running one stops after its current batch and sends
   its final result. Terminating a query that has finished does nothing.
 - close: the end of input. Waiting: every queued task is still analysed. Not waiting (-quit-without-waiting):
@@ -147,6 +149,7 @@ class Scheduler:
         config = self._config_for(query)
         if searcher is None or searcher.evaluator is not evaluator or searcher.config != config:
             searcher = Searcher(evaluator, config)
+        searcher.reset()  # a fresh tree for the task; its report slices then grow one tree
         policy = None
         if query.include_policy:
             policy = responses.policy_with_illegal(evaluator.evaluate([state]).policy[0].astype(np.float64), state)
@@ -155,7 +158,7 @@ class Scheduler:
         start = time.monotonic()
         deadline = start + settings.max_time if settings.max_time is not None else None
         next_report = None
-        if query.report_every is not None:
+        if query.report_every is not None or query.first_report_after is not None:
             first = query.first_report_after if query.first_report_after is not None else query.report_every
             next_report = start + first
         while True:
@@ -168,7 +171,7 @@ class Scheduler:
                 break
             if next_report is not None and now >= next_report:
                 self._emit(responses.result(query, turn, result.snapshot, True, searcher.move_ownership, policy))
-                next_report = now + query.report_every
+                next_report = now + query.report_every if query.report_every is not None else None
         self._emit(responses.result(query, turn, result.snapshot, False, searcher.move_ownership, policy))
         return searcher
 

@@ -87,6 +87,49 @@ def test_rules_by_name_and_json_and_a_rectangular_board(analysis):
     assert len(result["ownership"]) == 63 and len(result["policy"]) == 64
 
 
+def test_katago_rules_played_only_approximately_warn_and_run(analysis):
+    engine = analysis()
+    for rules in ("stone_scoring", "aga-button", {"scoring": "AREA", "tax": "ALL"}, {"ko": "SPIGHT"}):
+        engine.send({**position("s", ["C3"], maxVisits=5), "rules": rules})
+        finals, seen = engine.until_final("s")
+        assert [r["field"] for r in seen if "warning" in r] == ["rules"], rules
+        assert finals[0]["rootInfo"]["visits"] == 5
+    for rules in ("bga", "chinese_ogs", "Tromp Taylor", {"ko": "SIMPLE", "scoring": "TERRITORY", "tax": "SEKI",
+                                                          "suicide": False, "friendlyPassOk": True}):
+        engine.send({**position("e", ["C3"], maxVisits=5), "rules": rules})
+        finals, seen = engine.until_final("e")
+        assert seen == finals, rules  # the same rules: no warning
+
+
+def test_a_record_is_replayed_where_only_superko_forbids_a_move(analysis):
+    # White's D5 at move 3 retakes a ko and repeats the position after Black's E5 a whole cycle earlier.
+    engine = analysis()
+    engine.send(position("sk", ["E5", "pass", "pass", "D5"], initialStones=[
+        ["B", "C5"], ["B", "D6"], ["B", "D4"], ["W", "D5"], ["W", "E6"], ["W", "E4"], ["W", "F5"]], maxVisits=5))
+    finals, seen = engine.until_final("sk")
+    warnings = [r for r in seen if "warning" in r]
+    assert [w["field"] for w in warnings] == ["moves"] and "superko" in warnings[0]["warning"]
+    assert finals[0]["rootInfo"]["currentPlayer"] == "B" and finals[0]["rootInfo"]["visits"] == 5
+
+
+def test_each_query_searches_a_fresh_tree(analysis):
+    engine = analysis("-analysis-threads", "1")
+    assert engine.ask(position("big", ["E5", "C3"], maxVisits=60))["rootInfo"]["visits"] == 60
+    assert engine.ask(position("small", ["E5", "C3"], maxVisits=8))["rootInfo"]["visits"] == 8
+
+
+def test_side_to_move_after_handicap_stones_and_at_turn_zero(analysis):
+    engine = analysis()
+    handicap = engine.ask(position("h", [], initialStones=[["B", "C3"], ["B", "G7"]], maxVisits=5))
+    assert handicap["rootInfo"]["currentPlayer"] == "W"
+    engine.send(position("ip", ["E5"], initialPlayer="W", analyzeTurns=[0, 1, 1], maxVisits=5))
+    finals, _ = engine.until_final("ip", count=2)
+    assert {r["turnNumber"]: r["rootInfo"]["currentPlayer"] for r in finals} == {0: "W", 1: "W"}
+    engine.send(position("next", [], maxVisits=5))
+    _, seen = engine.until_final("next")
+    assert not [r for r in seen if r.get("id") == "ip"]  # a turn listed twice is analysed once
+
+
 def test_reporting_side_black_white_and_side_to_move(analysis):
     engine = analysis("-analysis-threads", "1")
     moves = ["E5"]  # White to move
@@ -141,7 +184,7 @@ BAD_QUERIES = [
     ('{"id": "x", "moves": [["X", "E5"]], "rules": "chinese", "boardXSize": 9, "boardYSize": 9}', "moves"),
     ('{"id": "x", "moves": [], "rules": "chinese", "boardXSize": 29, "boardYSize": 29}', "boardXSize"),
     ('{"id": "x", "moves": [], "rules": "backgammon", "boardXSize": 9, "boardYSize": 9}', "rules"),
-    ('{"id": "x", "moves": [], "rules": {"scoring": "AREA", "tax": "ALL"}, "boardXSize": 9, "boardYSize": 9}',
+    ('{"id": "x", "moves": [], "rules": {"scoring": "AREA", "ko": "NONE"}, "boardXSize": 9, "boardYSize": 9}',
      "rules"),
     ('{"id": "x", "moves": [], "rules": "chinese", "komi": 7.3, "boardXSize": 9, "boardYSize": 9}', "komi"),
     ('{"id": "x", "moves": [], "rules": "chinese", "boardXSize": 9, "boardYSize": 9, "analyzeTurns": [1]}',
@@ -200,6 +243,14 @@ def test_first_report_after_delays_the_first_report(analysis):
     engine.send(position("f", [], maxVisits=50, reportDuringSearchEvery=0.01, firstReportDuringSearchAfter=1000))
     finals, seen = engine.until_final("f")
     assert seen == finals  # the search ended long before its first report was due
+
+
+def test_first_report_after_alone_asks_for_one_report(analysis):
+    engine = analysis("-analysis-threads", "1")
+    engine.send(position("one", [], maxVisits=100, firstReportDuringSearchAfter=0))
+    finals, seen = engine.until_final("one")
+    during = [r for r in seen if r.get("isDuringSearch")]
+    assert len(during) == 1 and during[0]["rootInfo"]["visits"] < 100 and finals[0]["rootInfo"]["visits"] == 100
 
 
 def test_terminate_by_turn_numbers_and_terminate_all(analysis):
