@@ -23,7 +23,8 @@ def test_turns_and_the_side_to_move():
                               DEFAULTS)
     assert warnings == []
     assert [t.number for t in q.turns] == [0, 1, 2, 3]
-    assert [t.state.to_play for t in q.turns] == [BLACK, BLACK, WHITE, BLACK]  # the next move's player
+    # turn 0: the first move's player; then the opponent of the last mover, as KataGo (not the next move's player)
+    assert [t.state.to_play for t in q.turns] == [BLACK, WHITE, WHITE, BLACK]
     assert [t.state.move_number for t in q.turns] == [0, 1, 2, 3]
     last, = parse_query(query(moves=[["B", "E5"]]), DEFAULTS)[0].turns  # default: the last turn
     assert last.number == 1 and last.state.to_play == WHITE
