@@ -96,8 +96,8 @@ def _positive_int(value: Any) -> int:
 
 
 def _seed(value: Any) -> int:
-    if isinstance(value, bool) or not (isinstance(value, int) or str(value).strip().isdigit()):
-        raise ValueError(f"expected an integer >= 0, got {value!r}")
+    if isinstance(value, bool) or not (isinstance(value, int) or str(value).strip().isdigit()) or int(value) < 0:
+        raise ValueError(f"expected an integer >= 0, got {value!r}")  # a TOML integer may be negative
     return int(value)
 
 
@@ -293,7 +293,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
             return tomllib.load(file)
     except OSError as error:
         raise ConfigError(f"cannot read config file {path}: {error.strerror}") from None
-    except tomllib.TOMLDecodeError as error:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:  # TOML files are UTF-8
         raise ConfigError(f"config file {path} is not valid TOML: {error}") from None
 
 
@@ -301,13 +301,23 @@ def load_file(path: str | Path) -> dict[str, Any]:
     """Reads a TOML config file of option = value lines and an optional [analysis] table of search options;
     raises ConfigError with the reason."""
     values = read_toml(path)
+
+    def check(option: Option, key: str, value: Any) -> None:
+        try:
+            option.parse(value)
+        except ValueError as error:
+            raise ConfigError(f"config file {path}: {key}: {error}") from None
+
     for key, value in values.items():
         if key == ANALYSIS_TABLE and isinstance(value, dict):
-            for name in value:
+            for name, item in value.items():
                 if name not in _SEARCH_KEYS:
                     raise ConfigError(f"config file {path}: [analysis] takes search options only, not {name!r}")
+                check(_SEARCH_KEYS[name], f"[analysis] {name}", item)
         elif key not in _BY_KEY:
             raise ConfigError(f"config file {path}: unknown option {key!r}")
+        else:
+            check(_BY_KEY[key], key, value)
     return values
 
 

@@ -47,6 +47,22 @@ def test_config_file_keys_match_the_flags(tmp_path):
         config.load_file(path)
     with pytest.raises(ConfigError, match="cannot read"):
         config.load_file(tmp_path / "missing.toml")
+    path.write_bytes(b"\xff\xfev\x00")  # UTF-16, not UTF-8
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        config.load_file(path)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("seed = -1\n", "engine.toml: seed: expected an integer >= 0"),  # TOML integers may be negative
+    ("evaluation-threads = -1\n", "engine.toml: evaluation-threads"),
+    ("visits = 0\n", "engine.toml: visits: expected a positive integer"),
+    ('[analysis]\nc-puct = "x"\n', r"engine.toml: \[analysis\] c-puct"),
+])
+def test_a_bad_value_in_the_config_file_names_the_file_and_its_key(tmp_path, text, words):
+    path = tmp_path / "engine.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=words):
+        config.load_file(path)
 
 
 def leaf_paths(config, prefix=()):
