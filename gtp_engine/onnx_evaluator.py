@@ -15,6 +15,7 @@ Terms:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import logging
@@ -46,6 +47,8 @@ def open_session(path: str | os.PathLike, device: str = "auto", threads: int = 0
     path = Path(path)
     if device not in DEVICES:
         raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
+    if path.is_dir():
+        raise ModelLoadError(path, "is a directory (give the .onnx file, or the folder as --weights-dir)")
     if not path.is_file():
         raise ModelLoadError(path, "no such file")
     options = ort.SessionOptions()
@@ -125,6 +128,12 @@ def read_info(session: ort.InferenceSession, path: str | os.PathLike, provider: 
         if inputs[name][1] != channels:
             raise ModelLoadError(path, f"input '{name}' has {inputs[name][1]} channels, features v"
                                        f"{features.FEATURES_VERSION} have {channels}")
+    height, width = inputs["spatial"][2:4]
+    if isinstance(height, int) or isinstance(width, int):  # an export with a fixed board: only that size runs
+        if height != width or not info.min_size <= height <= info.max_size:
+            raise ModelLoadError(path, f"input 'spatial' is fixed at {height}x{width}, outside the square sizes "
+                                       f"{info.min_size}..{info.max_size} its metadata names")
+        info = dataclasses.replace(info, min_size=height, max_size=height)
     return info
 
 
