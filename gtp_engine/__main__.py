@@ -137,17 +137,23 @@ class NetworkLoader:
         except ModelLoadError as error:
             raise commands.NetworkUnavailable(str(error)) from None
 
-    def prepare(self, width: int, height: int) -> None:
+    def prepare(self, width: int, height: int) -> str | None:
         try:
             paths = self._paths(width, height)
-        except commands.NetworkUnavailable:
-            return
+        except commands.NetworkUnavailable as error:
+            return str(error)
         with self._lock:
-            if paths in self._loads:
-                return
-            future: Future = Future()
-            self._loads[paths] = future
-        threading.Thread(target=self._load, args=(paths, future), name="network-load", daemon=True).start()
+            future = self._loads.get(paths)
+            if future is None:
+                future = self._loads[paths] = Future()
+                threading.Thread(target=self._load, args=(paths, future), name="network-load", daemon=True).start()
+        if future.done() and future.exception() is None:
+            for onnx in future.result()[1]:
+                try:
+                    onnx.check_size(width, height)
+                except ModelLoadError as error:
+                    return str(error)
+        return None
 
     def _load(self, paths: tuple[Path, Path | None], future: Future) -> None:
         try:

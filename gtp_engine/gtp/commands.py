@@ -76,8 +76,10 @@ class NetworkUnavailable(Exception):
 
 
 class PlayerSource(Protocol):
-    def prepare(self, width: int, height: int) -> None:
-        """Starts loading what a width x height game needs, in the background; returns at once."""
+    def prepare(self, width: int, height: int) -> str | None:
+        """Starts loading what a width x height game needs, in the background; returns at once: why this size
+        cannot be played where that is known already (no network for it, a loaded network that refuses it), else
+        None."""
 
     def get(self, width: int, height: int):
         """The Player for this size, once loaded (waits for the load); raises NetworkUnavailable."""
@@ -166,8 +168,11 @@ class Session:
         height = parse_int(args[1]) if len(args) == 2 else width
         if not (MIN_SIZE <= width <= coords.MAX_SIZE and MIN_SIZE <= height <= coords.MAX_SIZE):
             raise GtpError(UNACCEPTABLE_SIZE)
+        refusal = self.players.prepare(width, height)
+        if refusal is not None:
+            log.warning("boardsize %dx%d refused: %s", width, height, refusal)
+            raise GtpError(UNACCEPTABLE_SIZE)
         self._new_game(width, height)
-        self.players.prepare(width, height)
         return ""
 
     @command("clear_board")

@@ -32,6 +32,39 @@ def test_weights_dir_replaces_the_shipped_folders(tmp_path, tiny_onnx_model):
     assert loader.get(19, 19) is not None
 
 
+def fixed_size_copy(network, size: int, out):
+    """The network exported as if for one board size: its spatial input's height and width fixed."""
+    import onnx
+
+    model = onnx.load(str(network))
+    for dim in model.graph.input[0].type.tensor_type.shape.dim[2:4]:
+        dim.ClearField("dim_param")
+        dim.dim_value = size
+    onnx.save(model, str(out))
+    return out
+
+
+def test_the_loader_says_which_sizes_it_knows_it_cannot_play(tmp_path, tiny_onnx_model):
+    loader = main_module.NetworkLoader(config.build({"device": "cpu", "weights-dir": str(tmp_path)}))
+    assert "no network for 9x9 boards" in loader.prepare(9, 9)  # no file for the size
+    fixed_size_copy(tiny_onnx_model, 9, tmp_path / "default.onnx")
+    assert loader.prepare(9, 9) is None  # the load starts
+    assert loader.get(9, 9) is not None
+    assert "outside the sizes this network accepts (9..9)" in loader.prepare(13, 13)  # the loaded network says so
+    with pytest.raises(NetworkUnavailable, match="9..9"):
+        loader.get(13, 13)
+
+
+def test_boardsize_is_refused_for_a_size_the_engine_has_no_network_for(engine, tmp_path, tiny_onnx_model):
+    shutil.copy(tiny_onnx_model, tmp_path / "9x9.onnx")
+    gtp = engine("--weights-dir", str(tmp_path), "--device", "cpu", "--visits", "3", cwd=tmp_path)
+    gtp.ok("boardsize 9")
+    gtp.ok("play b e5")
+    refused = gtp("boardsize 19")
+    assert not refused.ok and refused.text == "unacceptable size"
+    assert gtp.ok("genmove w")  # the 9x9 game goes on
+
+
 def test_loader_builds_one_player_per_network_and_explains_failures(tmp_path, monkeypatch, tiny_onnx_model):
     monkeypatch.setattr(main_module, "WEIGHTS_DIRS", (tmp_path,))
     loader = main_module.NetworkLoader(config.build({"device": "cpu"}))
