@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import logging
 import math
 import re
 import tarfile
@@ -38,6 +39,8 @@ import gtp_engine
 from gtp_engine import coords
 from gtp_engine.board import BLACK, WHITE, IllegalMoveError
 from gtp_engine.game import GameState, Rules
+
+log = logging.getLogger(__name__)
 
 _COLOR_OF = {"B": BLACK, "W": WHITE}
 _LETTER_OF = {BLACK: "B", WHITE: "W"}
@@ -253,13 +256,22 @@ def _decode(data: bytes, source: str) -> str:
         declared = codecs.lookup(charset).name
         if declared.startswith(("utf-16", "utf-32")):  # a readable CA means ASCII-compatible bytes: mislabelled
             declared = "utf-8"
-        return _decode_as(data, [declared, "utf-8"])
+        declared = _SUPERSETS.get(declared, declared)
+        return _decode_as(data, [declared, "utf-8", "cp1252", "iso-8859-1"])
     except LookupError:  # unknown, or a codec that is not a text encoding (base64, zip)
         raise SgfError(source, "bad encoding", f"unknown charset CA[{charset}]") from None
 
 
+# Charsets that records declare while their bytes are in the vendor's superset (GBK text labelled GB2312 is common):
+# decoded with the declared one, a character outside it would lose its lead byte and leave its trail byte, which can
+# be "]" or "\\", to the SGF syntax.
+_SUPERSETS = {"gb2312": "gb18030", "gbk": "gb18030", "shift_jis": "cp932", "big5": "cp950", "euc_kr": "cp949"}
+
+
 def _decode_as(data: bytes, encodings: list[str]) -> str:
-    """The text in the first encoding that decodes all the data, else the first with replacement characters."""
+    """The text in the first encoding that decodes all the data (a single-byte one last, which always does: a
+    comment in the wrong encoding reads as other letters, never as replacement characters), else the first with
+    replacement characters."""
     for encoding in encodings:
         try:
             return data.decode(encoding)
@@ -286,6 +298,8 @@ class _Reader:
         for node in nodes[:first_move]:
             self.read_info(node)
             self.read_setup(node)
+        if first_move < len(nodes):
+            self.read_info(nodes[first_move])  # a root that holds the first move holds the game's information too
         for node in nodes[first_move:]:
             self.read_move(node)
 
@@ -331,7 +345,7 @@ class _Reader:
             record.komi = komi
         if "HA" in node and not record.handicap:
             raw = self.text(node["HA"][0])
-            if not raw.isdigit():
+            if not (raw.isascii() and raw.isdigit()):
                 self.fail("bad property", f"HA[{raw}]")
             record.handicap = int(raw)
         if "PL" in node:
@@ -416,9 +430,14 @@ def annotate_main_line(data: bytes, source: str, root: dict[str, str], moves: li
     if text.lstrip().startswith(";"):
         text = "(" + text
     try:
-        tree = sgf_grammar.parse_sgf_game(text.encode("utf-8"))
-    except ValueError as e:
-        raise SgfError(source, "not SGF", str(e)) from None
+        trees = sgf_grammar.parse_sgf_collection(text.encode("utf-8"))
+    except ValueError:
+        try:  # a later game of a collection that is not SGF: the first alone
+            trees = [sgf_grammar.parse_sgf_game(text.encode("utf-8"))]
+        except ValueError as e:
+            raise SgfError(source, "not SGF", str(e)) from None
+        log.warning("%s: only the first game is written back; a later one is not readable SGF", source)
+    tree = trees[0]
     nodes = list(sgf_grammar.main_sequence_iter(tree))
     move_nodes = [node for node in nodes if "B" in node or "W" in node]
     nodes[0]["CA"] = [b"UTF-8"]
@@ -429,4 +448,4 @@ def annotate_main_line(data: bytes, source: str, root: dict[str, str], moves: li
                 node["C"] = [node["C"][0].rstrip() + b"\n\n" + escaped]
             else:
                 node[ident] = [escaped]
-    return sgf_grammar.serialise_game_tree(tree)
+    return b"\n".join(sgf_grammar.serialise_game_tree(game) for game in trees)  # the collection's other games kept

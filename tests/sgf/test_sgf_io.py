@@ -87,6 +87,20 @@ def test_charset_from_ca_decodes_before_parsing():
     assert len(record.moves) == 2
 
 
+def test_a_mislabelled_charset_never_changes_the_game():
+    # GBK text labelled GB2312 (common): 淺's trail byte is "\\" and 乗's is "]" to a GB2312 decoder.
+    record = load_sgf("(;GM[1]CA[GB2312]SZ[9]PB[乗]KM[6.5]C[淺]AB[aa];B[ee];W[cc])".encode("gbk"))
+    assert (record.black, record.komi, record.setup, len(record.moves)) == ("乗", 6.5, [(BLACK, coords.from_gtp(
+        record.grid, "A9"))], 2)
+    latin = load_sgf("(;GM[1]CA[UTF-8]SZ[9]PB[José];B[ee])".encode("latin-1"))  # Latin-1 bytes labelled UTF-8
+    assert latin.black == "José"
+
+
+def test_game_information_in_the_node_of_the_first_move():
+    record = load_sgf(b"(;GM[1]SZ[9]KM[6.5]RU[japanese]PB[Alice]B[ee];W[cc])")
+    assert (record.komi, record.rules, record.black, len(record.moves)) == (6.5, "japanese", "Alice", 2)
+
+
 def test_setup_over_several_nodes_follows_the_main_line():
     record = load("setup-variations.sgf")
     g = record.grid
@@ -159,6 +173,7 @@ def test_suicide_loads_under_rules_that_allow_it():
         (b"(;SZ[nine])", "bad property"),
         (b"(;GM[2])", "not Go"),
         (b"(;SZ[9]KM[six])", "bad property"),
+        ("(;SZ[9]HA[²];B[ee])".encode(), "bad property"),
         (b"(;SZ[9];B[jj])", "bad point"),
         (b"(;SZ[9];B[aa]W[bb])", "bad move"),
         (b"(;SZ[9]AB[aa]AW[aa])", "illegal setup"),
