@@ -72,6 +72,10 @@ class Review:
 def analyse(record: sgf_io.GameRecord, evaluator_for: EvaluatorFor, search_config: SearchConfig, visits: int,
             workers: int, progress: Callable[[int, int], None] = lambda done, total: None) -> Review:
     """Searches every position of the record with `visits` visits; raises ReviewError."""
+    try:
+        record.to_game()  # the record's legality as loadsgf judges it, its moves numbered from 1
+    except sgf_io.SgfError as error:
+        raise ReviewError(str(error)) from None
     g = record.grid
     letter = {BLACK: "B"}
     fields: dict[str, Any] = {
@@ -85,7 +89,7 @@ def analyse(record: sgf_io.GameRecord, evaluator_for: EvaluatorFor, search_confi
         "analyzeTurns": list(range(len(record.moves) + 1)),
         "maxVisits": visits,
     }
-    if record.first_player is not None:
+    if record.first_player is not None and not record.moves:  # the first move, where there is one, overrides PL
         fields["initialPlayer"] = letter.get(record.first_player, "W")
     try:
         query, _ = parse_query(fields, AnalysisSettings(report_as="BLACK"))
@@ -280,6 +284,8 @@ def main(argv: list[str], loader_class) -> None:
     except sgf_io.SgfError as error:
         p.error(str(error))
     output = Path(args.output) if args.output else Path(args.game).with_name(Path(args.game).stem + "-review.sgf")
+    if output.resolve() == Path(args.game).resolve():
+        p.error(f"{output} is the game itself: the review is written to another file (-o)")
     engine_config = config_lib.build({"weights": args.weights} if args.weights else {})
     loader = loader_class(engine_config)
 

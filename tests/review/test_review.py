@@ -68,9 +68,22 @@ def test_a_corrupt_game_is_refused_naming_the_file(tmp_path, tiny_onnx_model):
     bad = tmp_path / "broken.sgf"
     bad.write_text("(;GM[1]SZ[9];B[ee];W[ee])")
     done = review(str(bad), "--weights", str(tiny_onnx_model), "--visits", "2")
-    assert done.returncode == 1 and "broken.sgf" in done.stderr and "Illegal move" in done.stderr
+    assert done.returncode == 1 and "broken.sgf" in done.stderr and "move 2 W E5" in done.stderr  # as loadsgf
+    done = review(str(bad), "-o", str(bad), "--weights", str(tiny_onnx_model))
+    assert done.returncode == 2 and "is the game itself" in done.stderr and bad.read_text().endswith("W[ee])")
     done = review(str(tmp_path / "missing.sgf"))
     assert done.returncode == 2 and "missing.sgf" in done.stderr
+
+
+def test_the_other_games_of_a_collection_are_kept_and_pl_gives_way_to_the_first_move(tmp_path, tiny_onnx_model):
+    games = tmp_path / "two.sgf"
+    games.write_text("(;GM[1]SZ[9]KM[7]PL[W]C[game one];B[ee];W[cc])(;GM[1]SZ[9]KM[7]C[game two];B[dd];W[ff])")
+    done = review(str(games), "-o", str(tmp_path / "out.sgf"), "--weights", str(tiny_onnx_model), "--visits", "4")
+    assert done.returncode == 0, done.stderr
+    out = (tmp_path / "out.sgf").read_bytes()
+    assert b"game two" in out and b"W[ff]" in out
+    first = sgf.Sgf_game.from_bytes(out.split(b"\n(;")[0])
+    assert "Move 1 (Black E5)" in main_line(first)[0].get("C")  # Black moves first, whatever PL said
 
 
 def test_plot_without_matplotlib_says_how_to_get_it(tmp_path):
