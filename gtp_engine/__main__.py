@@ -141,7 +141,10 @@ class NetworkLoader:
         try:
             paths = self._paths(width, height)
         except commands.NetworkUnavailable as error:
-            return str(error)
+            # A size the engine has no network for, where it has some: refused. With none at all it still keeps
+            # the rules and the record (a referee, a test), and genmove says why it cannot play.
+            has_some = any(any(folder.glob("*.onnx")) for folder in self._directories() if folder.is_dir())
+            return str(error) if has_some else None
         with self._lock:
             future = self._loads.get(paths)
             if future is None:
