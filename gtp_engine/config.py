@@ -301,23 +301,16 @@ def load_file(path: str | Path) -> dict[str, Any]:
     """Reads a TOML config file of option = value lines and an optional [analysis] table of search options;
     raises ConfigError with the reason."""
     values = read_toml(path)
-
-    def check(option: Option, key: str, value: Any) -> None:
-        try:
-            option.parse(value)
-        except ValueError as error:
-            raise ConfigError(f"config file {path}: {key}: {error}") from None
-
     for key, value in values.items():
         if key == ANALYSIS_TABLE and isinstance(value, dict):
             for name, item in value.items():
                 if name not in _SEARCH_KEYS:
                     raise ConfigError(f"config file {path}: [analysis] takes search options only, not {name!r}")
-                check(_SEARCH_KEYS[name], f"[analysis] {name}", item)
+                _parse(_SEARCH_KEYS[name], item, f"config file {path}: [analysis] {name}")
         elif key not in _BY_KEY:
             raise ConfigError(f"config file {path}: unknown option {key!r}")
         else:
-            check(_BY_KEY[key], key, value)
+            _parse(_BY_KEY[key], value, f"config file {path}: {key}")
     return values
 
 
@@ -335,12 +328,12 @@ def build(*layers: Mapping[str, Any]) -> EngineConfig:
                     option = _SEARCH_KEYS.get(name)
                     if option is None:
                         raise ConfigError(f"[analysis] takes search options only, not {name!r}")
-                    analysis[option.target[len(_SEARCH):]] = _parse(option, item, "analysis-")
+                    analysis[option.target[len(_SEARCH):]] = _parse(option, item, f"--analysis-{option.name}")
                 continue
             name = key.replace("_", "-")
             if name.startswith("analysis-") and name[len("analysis-"):] in _SEARCH_KEYS:
                 option = _SEARCH_KEYS[name[len("analysis-"):]]
-                analysis[option.target[len(_SEARCH):]] = _parse(option, raw, "analysis-")
+                analysis[option.target[len(_SEARCH):]] = _parse(option, raw, f"--analysis-{option.name}")
                 continue
             option = _BY_KEY.get(key)
             if option is None:
@@ -360,11 +353,12 @@ def build(*layers: Mapping[str, Any]) -> EngineConfig:
     return dataclasses.replace(engine, player=player)
 
 
-def _parse(option: Option, raw: Any, prefix: str = "") -> Any:
+def _parse(option: Option, raw: Any, where: str | None = None) -> Any:
+    """The option's value; ConfigError naming `where` it was given (default: its flag) for a bad one."""
     try:
         return option.parse(raw)
     except ValueError as error:
-        raise ConfigError(f"--{prefix}{option.name}: {error}") from None
+        raise ConfigError(f"{where or '--' + option.name}: {error}") from None
 
 
 def _replaced(config: Any, target: tuple[str, ...], value: Any) -> Any:
