@@ -17,6 +17,23 @@ def tiny_onnx_model():
 
 
 @pytest.fixture
+def fixed_size_network(tiny_onnx_model, tmp_path):
+    """make(height, width=height, name="fixed.onnx") -> the tiny network's path as if exported for one board:
+    its spatial input's height and width fixed (an export without dynamic axes), written under tmp_path."""
+    import onnx
+
+    def make(height: int, width: int | None = None, name: str = "fixed.onnx"):
+        model = onnx.load(str(tiny_onnx_model))
+        for dim, size in zip(model.graph.input[0].type.tensor_type.shape.dim[2:4], (height, width or height)):
+            dim.ClearField("dim_param")
+            dim.dim_value = size
+        onnx.save(model, str(tmp_path / name))
+        return tmp_path / name
+
+    return make
+
+
+@pytest.fixture
 def random_states():
     """make(size, count, seed=0, max_fill=0.7, **GameState args) -> GameStates, each after 0..max_fill * area
     random legal moves; size is an int or (width, height)."""

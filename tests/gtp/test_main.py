@@ -32,24 +32,12 @@ def test_weights_dir_replaces_the_shipped_folders(tmp_path, tiny_onnx_model):
     assert loader.get(19, 19) is not None
 
 
-def fixed_size_copy(network, size: int, out):
-    """The network exported as if for one board size: its spatial input's height and width fixed."""
-    import onnx
-
-    model = onnx.load(str(network))
-    for dim in model.graph.input[0].type.tensor_type.shape.dim[2:4]:
-        dim.ClearField("dim_param")
-        dim.dim_value = size
-    onnx.save(model, str(out))
-    return out
-
-
-def test_the_loader_says_which_sizes_it_knows_it_cannot_play(tmp_path, tiny_onnx_model):
+def test_the_loader_says_which_sizes_it_knows_it_cannot_play(tmp_path, tiny_onnx_model, fixed_size_network):
     loader = main_module.NetworkLoader(config.build({"device": "cpu", "weights-dir": str(tmp_path)}))
     assert loader.prepare(9, 9) is None  # no network at all: the rules and the record still work
     shutil.copy(tiny_onnx_model, tmp_path / "13x13.onnx")
     assert "no network for 9x9 boards" in loader.prepare(9, 9)  # networks, but none for this size
-    fixed_size_copy(tiny_onnx_model, 9, tmp_path / "default.onnx")
+    fixed_size_network(9, name="default.onnx")
     assert loader.prepare(9, 9) is None  # the load starts
     assert loader.get(9, 9) is not None
     assert "outside the sizes this network accepts (9..9)" in loader.prepare(11, 11)  # the loaded network says so

@@ -151,19 +151,12 @@ def test_a_missing_file_is_refused(tmp_path):
     assert refused(tmp_path).startswith("is a directory")
 
 
-def test_a_network_exported_for_one_size_accepts_that_size_only(tmp_path, tiny_onnx_model):
-    model = onnx.load(str(tiny_onnx_model))
-    for dim in model.graph.input[0].type.tensor_type.shape.dim[2:4]:
-        dim.ClearField("dim_param")
-        dim.dim_value = 7
-    onnx.save(model, str(tmp_path / "seven.onnx"))
-    network = OnnxEvaluator(tmp_path / "seven.onnx", device="cpu")
+def test_a_network_exported_for_one_size_accepts_that_size_only(fixed_size_network):
+    network = OnnxEvaluator(fixed_size_network(7), device="cpu")
     assert (network.info.min_size, network.info.max_size) == (7, 7)
     with pytest.raises(ModelLoadError, match="outside the sizes this network accepts"):
         network.check_size(9, 9)
-    model.graph.input[0].type.tensor_type.shape.dim[3].dim_value = 5
-    onnx.save(model, str(tmp_path / "seven_by_five.onnx"))
-    assert "fixed at 7x5" in refused(tmp_path / "seven_by_five.onnx", device="cpu")
+    assert "fixed at 7x5" in refused(fixed_size_network(7, 5, name="seven_by_five.onnx"), device="cpu")
 
 
 def test_a_corrupt_file_is_refused(tmp_path, tiny_onnx_model):
