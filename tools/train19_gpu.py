@@ -180,8 +180,9 @@ def restore(carry: Path, run_dir: Path) -> int:
 
 # ---- the call -------------------------------------------------------------------------------------------------
 
-def train_config(args: argparse.Namespace, folders: list[Path], train_samples: int) -> train.TrainConfig:
-    steps = args.steps or math.ceil(args.epochs * train_samples / args.batch_size)
+def train_config(args: argparse.Namespace, folders: list[Path], train_samples: int,
+                 steps: int | None = None) -> train.TrainConfig:
+    steps = steps or args.steps or math.ceil(args.epochs * train_samples / args.batch_size)
     return train.TrainConfig(
         data=tuple(str(folder) for folder in folders), preset=args.preset, batch_size=args.batch_size, steps=steps,
         lr=args.lr, warmup_steps=min(args.warmup_steps, max(1, steps // 10)), weight_decay=args.weight_decay,
@@ -201,8 +202,20 @@ def step(args: argparse.Namespace, started: float) -> dict:
         print(json.dumps(report), flush=True)
         return report
     train_samples = sum(dataset.read_sidecar(folder)["samples"]["train"] for folder in folders)
-    config = train_config(args, folders, train_samples)
     start_step = restore(Path(args.carry), run_dir)
+    probe = None
+    if args.fit and (run_dir / CHECKPOINT).exists():
+        steps = int(checkpoint_lib.load(run_dir / CHECKPOINT).provenance["train_config"]["steps"])
+    elif args.fit:
+        probe = probe_rate(args, folders)
+        seconds = args.command_seconds - (time.monotonic() - started) - args.margin
+        steps = fitted_steps(probe["samples_per_s"], seconds, args.batch_size,
+                             args.steps or math.ceil(args.epochs * train_samples / args.batch_size))
+        log.warning("fit: %.0f samples/s measured, %.0f s left: a run of %d steps (%.2f epochs)",
+                    probe["samples_per_s"], seconds, steps, steps * args.batch_size / train_samples)
+    else:
+        steps = None
+    config = train_config(args, folders, train_samples, steps)
     seconds_left = args.command_seconds - (time.monotonic() - started) - args.margin
     stop_at = start_step + args.max_steps if args.max_steps else None
     training_started = time.monotonic()
@@ -223,10 +236,62 @@ def step(args: argparse.Namespace, started: float) -> dict:
     report = {"step": summary["step"], "steps": config.steps, "finished": summary["finished"],
               "epoch": round(summary["step"] * config.batch_size / train_samples, 3),
               "steps_this_call": done, "samples_per_s": round(done * config.batch_size / max(trained_seconds, 1e-9)),
-              "device": _device_name(config.device), "validation": manifest["validation"],
+              "device": _device_name(config.device), "probe": probe, "validation": manifest["validation"],
               "onnx": (out / "model.onnx").exists(), "seconds": round(time.monotonic() - started)}
     print(json.dumps(report), flush=True)
     return report
+
+
+# Of the training seconds a fitted run plans with, the share left for its steps: the rest pays for evaluations,
+# checkpoints and the first step's kernel search, which the probe does not time.
+FIT_SHARE = 0.9
+
+
+def fitted_steps(samples_per_s: float, seconds: float, batch_size: int, most: int) -> int:
+    """The step count of a new run that should end within `seconds` of training at `samples_per_s`, never more
+    than `most` (what --steps or --epochs asks for) and at least one."""
+    return max(1, min(most, int(samples_per_s * seconds * FIT_SHARE / batch_size)))
+
+
+def probe_rate(args: argparse.Namespace, folders: list[Path], timed_steps: int = 15) -> dict:
+    """The training samples/s of --preset at --batch-size on this device, timed on a throw-away network (the
+    run's own starts after it, from its seed)."""
+    shards = dataset.Shards(folders, "train")
+    stream = shards.batches(args.batch_size, seed=0, window_samples=args.batch_size * (timed_steps + 4))
+    batches = [next(stream) for _ in range(timed_steps + 2)]
+    stream.close()
+    row = time_training(args.preset, batches, shards, runs.device(args.device), args.compile)
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return row
+
+
+def time_training(preset: str, batches: list[dict], shards: dataset.Shards, device: torch.device,
+                  compile_steps: bool) -> dict:
+    """Samples/s (wall clock and per CPU second) of training steps of a fresh `preset` network on `batches`, the
+    first two untimed (cudnn.benchmark picks its kernels, torch.compile compiles)."""
+    torch.manual_seed(0)
+    net = train.prepare(model_lib.build(preset), device)
+    optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
+    step_net = train.compiled(net) if compile_steps else net
+    config = train.TrainConfig(batch_size=len(batches[0]["move"]))  # the loss weights
+    warm_up_started = time.perf_counter()
+    for number, batch in enumerate(batches):
+        if number == 2:
+            _synchronize(device)
+            started, cpu_started = time.perf_counter(), time.process_time()
+        outputs, targets = train.forward(step_net, batch, shards.height, shards.width, device, config.compute_dtype)
+        loss = train.losses(outputs, targets, config)["loss"]
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    _synchronize(device)
+    timed = (len(batches) - 2) * config.batch_size
+    # Per CPU second of this process too: on a shared machine the wall-clock rate says more about the others.
+    return {"preset": preset, "samples_per_s": round(timed / (time.perf_counter() - started), 1),
+            "samples_per_cpu_s": round(timed / max(time.process_time() - cpu_started, 1e-9), 1),
+            "parameters": sum(p.numel() for p in net.parameters()), "compile": compile_steps,
+            "warm_up_seconds": round(started - warm_up_started, 1)}
 
 
 def _device_name(device: str) -> str:
@@ -250,32 +315,9 @@ def bench(args: argparse.Namespace) -> list[dict]:
     for _ in range(args.bench_steps):
         next(stream)
     stream_rate = args.bench_steps * args.batch_size / (time.perf_counter() - started)
-    rows = []
     device = runs.device(args.device)
-    config = train.TrainConfig(data=tuple(str(folder) for folder in folders), batch_size=args.batch_size)
-    for preset in args.presets:
-        torch.manual_seed(0)
-        net = train.prepare(model_lib.build(preset), device)
-        optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
-        step_net = train.compiled(net) if args.compile else net
-        batches = [next(stream) for _ in range(args.bench_steps + 2)]
-        warm_up_started = time.perf_counter()
-        for number, batch in enumerate(batches):
-            if number == 2:  # two warm-up steps (cudnn.benchmark picks its kernels, torch.compile compiles)
-                _synchronize(device)
-                started, cpu_started = time.perf_counter(), time.process_time()
-            outputs, targets = train.forward(step_net, batch, shards.height, shards.width, device, config.compute_dtype)
-            loss = train.losses(outputs, targets, config)["loss"]
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-        _synchronize(device)
-        rate = args.bench_steps * args.batch_size / (time.perf_counter() - started)
-        # Per CPU second of this process too: on a shared machine the wall-clock rate says more about the others.
-        cpu_rate = args.bench_steps * args.batch_size / max(time.process_time() - cpu_started, 1e-9)
-        rows.append({"preset": preset, "samples_per_s": round(rate, 1), "samples_per_cpu_s": round(cpu_rate, 1),
-                     "parameters": sum(p.numel() for p in net.parameters()), "compile": args.compile,
-                     "warm_up_seconds": round(started - warm_up_started, 1)})
+    rows = [time_training(preset, [next(stream) for _ in range(args.bench_steps + 2)], shards, device, args.compile)
+            for preset in args.presets]
     reference = rows[0]["samples_per_s"]
     cpu_reference = rows[0]["samples_per_cpu_s"]
     for row in rows:
@@ -326,6 +368,9 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--command-seconds", type=float, default=600.0, help="the device's limit a command")
     run.add_argument("--margin", type=float, default=90.0, help="seconds kept for saving and sending back")
     run.add_argument("--max-steps", type=int, default=0, help="stop after this many steps in this call")
+    run.add_argument("--fit", action="store_true",
+                     help="a new run gets the step count that ends it inside this call, from a timed probe of "
+                          "the preset on this device (at most --steps or --epochs); a resumed run keeps its own")
     run.add_argument("--export", action=argparse.BooleanOptionalAction, default=None,
                      help="write model.onnx (--export: even before the last step; --no-export: not even after it; "
                           "default: after the last step)")

@@ -84,6 +84,29 @@ def test_a_chunked_run_carried_to_a_fresh_machine_equals_an_uninterrupted_one(tm
     assert train19_gpu.restore(tmp_path / "out-1", tmp_path / "machine-2" / "run") == 6
 
 
+def test_a_fitted_run_takes_its_length_from_the_probe_and_keeps_it_when_resumed(tmp_path, archive, capsys,
+                                                                              one_thread, monkeypatch):
+    seconds = 3600 - 90  # RECIPE's --command-seconds less the default --margin (less the call's few seconds)
+    rate = 4.5 * 32 / (train19_gpu.FIT_SHARE * seconds)  # 4.5 steps of 32 samples fit
+    monkeypatch.setattr(train19_gpu, "probe_rate", lambda args, folders: {"samples_per_s": rate})
+    first = call(capsys, archive, tmp_path / "machine-1", tmp_path / "nothing", tmp_path / "out-1", "--fit",
+                 "--max-steps", "2")
+    assert (first["step"], first["steps"], first["probe"]["samples_per_s"]) == (2, 4, rate)
+
+    def no_probe(args, folders):
+        raise AssertionError("a resumed run was probed again")
+
+    monkeypatch.setattr(train19_gpu, "probe_rate", no_probe)
+    second = call(capsys, archive, tmp_path / "machine-2", tmp_path / "out-1", tmp_path / "out-2", "--fit")
+    assert (second["step"], second["steps"], second["finished"], second["probe"]) == (4, 4, True, None)
+
+
+def test_fitted_steps_fill_the_seconds_within_the_bounds():
+    assert train19_gpu.fitted_steps(1000.0, 100.0, 10, 10**6) == int(1000 * 100 * train19_gpu.FIT_SHARE / 10)
+    assert train19_gpu.fitted_steps(1000.0, 100.0, 10, 50) == 50  # never more than --steps or --epochs ask
+    assert train19_gpu.fitted_steps(1.0, 1.0, 2048, 50) == 1
+
+
 def test_a_damaged_carry_is_refused_with_its_folder_named(tmp_path, archive, capsys):
     call(capsys, archive, tmp_path / "machine", tmp_path / "nothing", tmp_path / "out", "--max-steps", "1")
     part = tmp_path / "out" / "checkpoint.pt.000"
