@@ -18,11 +18,14 @@ Terms:
 - budget: --command-seconds less what this call has spent since main() began (ingest, loading) and --margin for
   the interpreter's start-up, saving, splitting and sending the checkpoint back; training stops there and saves
   (train.py's max_minutes).
+- fit (--fit): a new run's step count chosen in its first call from a probe (15 timed training steps of the preset
+  on this device) so that the whole run, warm-up to the end of the cosine decay, fits that call's budget; a device
+  lent for minutes gets a finished network rather than a long run cut off at a high learning rate.
 - resumption: train.py's: weights, optimizer state, step, learning-rate schedule and batch stream are all functions
   of the checkpoint's step, so chunks of any length give the run an uninterrupted one would.
 
 Usage (from the repository root; the README's "Training the 19x19 network on a GPU" gives the device calls):
-  python -m tools.train19_gpu step --archive .data19/go19_curated.tar.xz --out $OUT
+  python -m tools.train19_gpu step --archive .data19/go19_curated.tar.xz --out $OUT --fit
   python -m tools.train19_gpu bench --presets b6c64 b10c128 --batch-size 256
 """
 
