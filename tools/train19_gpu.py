@@ -183,9 +183,7 @@ def restore(carry: Path, run_dir: Path) -> int:
 
 # ---- the call -------------------------------------------------------------------------------------------------
 
-def train_config(args: argparse.Namespace, folders: list[Path], train_samples: int,
-                 steps: int | None = None) -> train.TrainConfig:
-    steps = steps or args.steps or math.ceil(args.epochs * train_samples / args.batch_size)
+def train_config(args: argparse.Namespace, folders: list[Path], steps: int) -> train.TrainConfig:
     return train.TrainConfig(
         data=tuple(str(folder) for folder in folders), preset=args.preset, batch_size=args.batch_size, steps=steps,
         lr=args.lr, warmup_steps=min(args.warmup_steps, max(1, steps // 10)), weight_decay=args.weight_decay,
@@ -206,20 +204,22 @@ def step(args: argparse.Namespace, started: float) -> dict:
         return report
     train_samples = sum(dataset.read_sidecar(folder)["samples"]["train"] for folder in folders)
     start_step = restore(Path(args.carry), run_dir)
+
+    def budget_left() -> float:
+        return args.command_seconds - (time.monotonic() - started) - args.margin
+
+    steps = args.steps or math.ceil(args.epochs * train_samples / args.batch_size)
     probe = None
     if args.fit and (run_dir / CHECKPOINT).exists():
         steps = int(checkpoint_lib.load(run_dir / CHECKPOINT).provenance["train_config"]["steps"])
     elif args.fit:
         probe = probe_rate(args, folders)
-        seconds = args.command_seconds - (time.monotonic() - started) - args.margin
-        steps = fitted_steps(probe["samples_per_s"], seconds, args.batch_size,
-                             args.steps or math.ceil(args.epochs * train_samples / args.batch_size))
+        seconds = budget_left()
+        steps = fitted_steps(probe["samples_per_s"], seconds, args.batch_size, steps)
         log.warning("fit: %.0f samples/s measured, %.0f s left: a run of %d steps (%.2f epochs)",
                     probe["samples_per_s"], seconds, steps, steps * args.batch_size / train_samples)
-    else:
-        steps = None
-    config = train_config(args, folders, train_samples, steps)
-    seconds_left = args.command_seconds - (time.monotonic() - started) - args.margin
+    config = train_config(args, folders, steps)
+    seconds_left = budget_left()
     stop_at = start_step + args.max_steps if args.max_steps else None
     training_started = time.monotonic()
     if seconds_left > 0 and start_step < config.steps:
