@@ -3,6 +3,7 @@ pipelined search."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -35,3 +36,11 @@ def test_a_short_run_reports_the_costs_their_ratio_and_the_parts(capsys):
     # the replayed search grew the very tree of the measured one (the tool raises otherwise)
     alone = next(line for line in parts if line.startswith("search without the network between"))
     assert alone.endswith("us/visit") and float(alone.split()[-2]) > 0
+    # measured again beside another process that runs the network: the figures and their factors over alone
+    beside = next(line for line in parts if line.startswith("beside a busy core: search"))
+    found = re.search(r"search +([\d.]+) us/visit \(([\d.]+)x\); network ([\d.]+) us/position \(([\d.]+)x\)$", beside)
+    assert found, beside
+    search_beside, search_factor, network_beside, network_factor = map(float, found.groups())
+    assert search_beside > 0 and network_beside > 0
+    assert search_factor == pytest.approx(search_beside / float(search), rel=0.02, abs=0.006)
+    assert network_factor == pytest.approx(network_beside / float(network), rel=0.02, abs=0.006)

@@ -17,6 +17,10 @@ CPU time (time.thread_time), the median of --repeat searches:
   order by a fresh evaluator of the same seed) with no onnxruntime run between its batches. The difference to
   search us/visit is what the network's runs cost the search's own code on the same core (caches and branch
   history it evicts); a search thread that keeps its core while the network runs on the other is spared it.
+- beside a busy core: search us/visit and network us/position measured again while another process runs the same
+  network without pause on the other core, as the evaluation thread of the pipelined search does; each with its
+  factor over the measurement alone. Two cores that share the machine's caches, memory or a physical core (a
+  virtual machine's vCPUs) slow each other, so the pipelined search pays the factor on both sides.
 The parts below it replay what one more search evaluated, each part timed alone (medians of --repeat), per
 evaluated position: the descent's GameState.copy and play_unchecked of the leaf's line from the root; features.
 encode; NetworkEvaluator.evaluate less forward and encode (symmetry, softmax); CachedEvaluator less its inner
@@ -30,7 +34,9 @@ visits/s and the cores kept busy. --profile prints a cProfile listing of one sea
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
+import multiprocessing
 import pstats
 import random
 import statistics
@@ -110,6 +116,33 @@ def pipelined_costs(size: int, root: GameState, seconds: float) -> tuple[float, 
     thread = time.thread_time() - thread - timed.seconds_by_thread.get(threading.get_ident(), 0.0)
     visits = result.snapshot.playouts
     return (visits / wall, process / wall, thread / visits * 1e6, timed.seconds / max(1, timed.positions) * 1e6)
+
+
+def run_network_forever(size: int, running) -> None:
+    """The int8 network on one thread over one batch of the search's size, without pause; sets `running` once it
+    runs (a multiprocessing Event)."""
+    network = OnnxEvaluator(WEIGHTS[size], device="cpu", threads=1, seed=SEED)
+    spatial, global_ = features.encode([opening(size, OPENING_MOVES[size])] * SearchConfig().batch_size)
+    network.forward(spatial, global_)
+    running.set()
+    while True:
+        network.forward(spatial, global_)
+
+
+@contextlib.contextmanager
+def network_beside(size: int) -> Iterator[None]:
+    """Another process running the network on the other core for the duration (see the module docstring)."""
+    context = multiprocessing.get_context("spawn")  # a fork would copy this process's onnxruntime threads' state
+    running = context.Event()
+    process = context.Process(target=run_network_forever, args=(size, running), daemon=True)
+    process.start()
+    try:
+        if not running.wait(timeout=60):
+            raise RuntimeError("the process that runs the network beside the search did not start")
+        yield
+    finally:
+        process.kill()
+        process.join()
 
 
 def answer_in_order(network: OnnxEvaluator, outputs: list) -> Iterator:
@@ -243,6 +276,12 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{size}x{size:<4d} {args.playouts:8d} {search:16.1f} {network:20.1f} {search / network:6.2f}")
         alone = search_without_network(size, root, args.playouts, args.repeat)
         print(f"    {'search without the network between':40s} {alone:6.1f} us/visit")
+        with network_beside(size):
+            beside = [search_costs(size, root, args.playouts) for _ in range(args.repeat)]
+        search_beside = statistics.median(cost[0] for cost in beside)
+        forward_beside = statistics.median(cost[1] for cost in beside)
+        print(f"    {'beside a busy core: search':40s} {search_beside:6.1f} us/visit ({search_beside / search:.2f}x); "
+              f"network {forward_beside:.1f} us/position ({forward_beside / network:.2f}x)")
         parts = part_costs(size, root, args.playouts, args.repeat)
         plies = parts.pop("plies per descent")
         for name, micros in parts.items():
