@@ -143,3 +143,22 @@ def test_bench_with_compile_runs_the_steps_through_torch_compile(tmp_path, archi
                              "--presets", "tiny", "--compile"]) == 0
     row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert row["compile"] and row["warm_up_seconds"] >= 0 and row["samples_per_s"] > 0 and graphs
+
+
+def test_a_fresh_machine_goes_on_from_a_committed_network(tmp_path, archive, capsys, one_thread):
+    """The README's next-session call: import-onnx of the shipped file, then a fitted run with --init-from it."""
+    from gtp_engine.training.__main__ import main as training_main
+
+    whole = call(capsys, archive, tmp_path / "machine-1", tmp_path / "nothing", tmp_path / "out-1")
+    assert whole["finished"] and whole["onnx"]  # model.onnx: as a committed network would be
+    assert training_main(["import-onnx", str(tmp_path / "out-1" / "model.onnx"), str(tmp_path / "init.pt")]) == 0
+    imported = checkpoint_lib.load(tmp_path / "init.pt").state_dict
+    # lr 0: the one step leaves the weights as imported, so the run provably started from them
+    resumed = call(capsys, archive, tmp_path / "machine-2", tmp_path / "nothing", tmp_path / "out-2",
+                   "--init-from", str(tmp_path / "init.pt"), "--lr", "0", "--seed", "2", "--max-steps", "1",
+                   "--no-export")
+    assert (resumed["step"], resumed["finished"]) == (1, False)
+    trained = weights(tmp_path / "out-2")
+    parameters = [key for key, value in imported.items() if value.is_floating_point() and "running" not in key]
+    assert parameters and set(parameters) <= set(trained)
+    assert all(torch.equal(trained[key], imported[key]) for key in parameters)
