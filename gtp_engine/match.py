@@ -212,9 +212,11 @@ def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, ref
                max_moves: int = 0, time_settings: str | None = None, sgf_dir: str | Path | None = None,
                sprt: Sprt | None = None, deadline: float | None = None, verbose: bool = False,
                on_game: Callable[[int, Program, Program, GameResult], None] | None = None,
-               openings: Sequence[Opening] = ()) -> tuple[str, str, list[GameResult]]:
-    """Plays up to `games` games of the commands a and b (A Black in odd games; each pair from the next of
-    `openings` when given), game-N.sgf into sgf_dir when given; on_game(number, black, white, result) after each.
+               openings: Sequence[Opening] = (), first_game: int = 1) -> tuple[str, str, list[GameResult]]:
+    """Plays games number first_game to `games` of the commands a and b (A Black in odd games; each pair from the
+    next of `openings` when given), game-N.sgf into sgf_dir when given; on_game(number, black, white, result) after
+    each. A first_game above 1 goes on with a match whose earlier games were played before (its colours and
+    openings as if it had not stopped).
     No game starts once time.monotonic() has passed deadline. Returns the names of A and B and the results. A game
     in which a program dies is void: the program starts again and the game is played again, up to MAX_VOID_GAMES
     times in a row. Raises GtpError when a program fails otherwise (refuses a command, cannot start)."""
@@ -225,10 +227,10 @@ def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, ref
         for command in (a, b, referee):
             programs.append(Program(command, verbose))
         results: list[GameResult] = []
-        number, voided = 1, 0
+        number, voided = first_game, 0
         while number <= games:
             if deadline is not None and time.monotonic() >= deadline:
-                log.warning("deadline: %d of %d games played", len(results), games)
+                log.warning("deadline: %d of %d games played", number - 1, games)
                 break
             first, second, judge = programs
             a_is_black = number % 2 == 1

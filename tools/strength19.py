@@ -13,6 +13,11 @@ Terms:
   The network is given with --weights, which the engine plays as given: to measure the engine as it ships (its
   int8 sibling, --precision auto), name the int8 file (weights/default.int8.onnx).
 - target: the issue's bar for each figure (top-1 52%; raw 85% of 50 games; search19 19 of 20; search13 18 of 20).
+- earlier games: with --sgf-dir, a measurement's folder keeps its games (game-N.sgf) and MEASUREMENT_FILE, which
+  names the network (SHA-256), the measurement's settings and the opponent. A later run with the same folder counts
+  the games already there and plays on from the next one (colours alternating as if it had not stopped) up to
+  --games in all, so a measurement can span sessions; a folder of another network, measurement or opponent is
+  refused.
 
 Usage (from the repository root):
   python -m tools.strength19 top1 weights/default.onnx --data data/go19
@@ -22,7 +27,10 @@ Usage (from the repository root):
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import math
+import re
 import shlex
 import sys
 import time
@@ -31,11 +39,12 @@ from pathlib import Path
 
 import numpy as np
 
-from gtp_engine import match, match_stats
+from gtp_engine import match, match_stats, sgf_io
 from gtp_engine.network_evaluator import ModelLoadError
 from gtp_engine.onnx_evaluator import open_session, read_info
 
 GNUGO = "gnugo --mode gtp --level 10 --chinese-rules"
+MEASUREMENT_FILE = "measurement.json"
 REFEREE = "gnugo --mode gtp --chinese-rules"
 KOMI = 7.5
 TOP1_TARGET = 0.52
@@ -114,19 +123,64 @@ def engine_command(network: str, measurement: Measurement) -> str:
 
 
 def run_match(network: str, name: str, games: int, sgf_dir: Path | None, deadline: float | None,
-              gnugo: str = GNUGO, referee: str = REFEREE) -> dict:
-    """Plays one measurement; returns its counts, score with 95% interval, Elo interval and the target."""
+              gnugo: str = GNUGO, referee: str = REFEREE, max_moves: int = 0) -> dict:
+    """Plays one measurement up to `games` games, those an earlier run left in sgf_dir/name included; returns
+    its counts, score with 95% interval, Elo interval and the target."""
     measurement = MEASUREMENTS[name]
+    folder = sgf_dir / name if sgf_dir else None
+    earlier = earlier_games(folder, identity(network, name, gnugo)) if folder else []
+    if earlier:
+        print(f"{name}: {len(earlier)} games of an earlier run in {folder}", flush=True)
 
     def report(number: int, black: match.Program, white: match.Program, result: match.GameResult) -> None:
         print(f"{name} game {number}: {black.name} (B) vs {white.name} (W): {result.result} in {result.moves} moves",
               flush=True)
 
-    _, _, played = match.play_match(
-        engine_command(network, measurement), gnugo, games, measurement.size, KOMI, referee=referee,
-        time_settings=measurement.time_settings, sgf_dir=sgf_dir / name if sgf_dir else None, deadline=deadline,
-        on_game=report)
-    return summarize(name, [g.score_for_a for g in played])
+    played = []
+    if len(earlier) < games:
+        _, _, played = match.play_match(
+            engine_command(network, measurement), gnugo, games, measurement.size, KOMI, referee=referee,
+            max_moves=max_moves, time_settings=measurement.time_settings, sgf_dir=folder, deadline=deadline,
+            on_game=report, first_game=len(earlier) + 1)
+    return summarize(name, [g.score_for_a for g in earlier + played])
+
+
+def identity(network: str, name: str, gnugo: str) -> dict:
+    """What a measurement's games depend on: the network's bytes, the measurement's settings, the opponent."""
+    measurement = MEASUREMENTS[name]
+    return {"measurement": name, "network_sha256": hashlib.sha256(Path(network).read_bytes()).hexdigest(),
+            "size": measurement.size, "engine_options": measurement.engine_options,
+            "time_settings": measurement.time_settings, "komi": KOMI, "opponent": gnugo}
+
+
+def earlier_games(folder: Path, expected: dict) -> list[match.GameResult]:
+    """The games an earlier run of the same measurement left in folder (game-1.sgf on, in order); [] for a folder
+    without games, which is then marked as this measurement's. Raises ValueError naming the folder when its games are
+    another measurement's, network's or opponent's, or are not numbered 1 to N."""
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = folder / MEASUREMENT_FILE
+    numbers = sorted(int(found.group(1)) for path in folder.glob("game-*.sgf")
+                     if (found := re.fullmatch(r"game-(\d+)\.sgf", path.name)))
+    if not numbers:
+        marker.write_text(json.dumps(expected, indent=1) + "\n")
+        return []
+    if not marker.exists():
+        raise ValueError(f"{folder}: holds games but no {MEASUREMENT_FILE} to say what they measured; give another "
+                         f"--sgf-dir")
+    stored = json.loads(marker.read_text())
+    differing = sorted(key for key in expected if stored.get(key) != expected[key])
+    if differing:
+        raise ValueError(f"{folder}: its games were played with another {', '.join(differing)}; give another "
+                         f"--sgf-dir")
+    if numbers != list(range(1, len(numbers) + 1)):
+        raise ValueError(f"{folder}: the games are not game-1.sgf to game-{len(numbers)}.sgf without a gap")
+    results = []
+    for number in numbers:
+        record = sgf_io.load_sgf_file(folder / f"game-{number}.sgf")
+        if not record.result:
+            raise ValueError(f"{folder / f'game-{number}.sgf'}: no result (RE)")
+        results.append(match.GameResult(number % 2 == 1, record.result, len(record.moves)))
+    return results
 
 
 def summarize(name: str, results: list[float]) -> dict:
@@ -168,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     games.add_argument("network", help="ONNX network")
     games.add_argument("measurements", nargs="+", choices=sorted(MEASUREMENTS))
     games.add_argument("--games", type=int, nargs="+", help="games of each measurement (default: the issue's)")
-    games.add_argument("--sgf-dir", type=Path, help="write <measurement>/game-N.sgf here")
+    games.add_argument("--sgf-dir", type=Path, help="write <measurement>/game-N.sgf here; games an earlier run of the "
+                                                    "same measurement left there count, and the match goes on")
     games.add_argument("--max-minutes", type=float, help="start no game after this many minutes in all")
     games.add_argument("--gnugo", default=GNUGO, help="the opponent's command")
     args = parser.parse_args(argv)

@@ -87,6 +87,17 @@ def test_each_pair_of_games_starts_from_the_next_opening_with_colours_swapped(ti
     assert all(len(moves) == 10 for moves in played)  # the engines played on from the opening
 
 
+def test_a_match_goes_on_from_a_later_game_with_its_colours_and_openings(tiny_onnx_model, tmp_path):
+    engine = f"{sys.executable} -m gtp_engine --weights {tiny_onnx_model} --device cpu --visits 1 --seed 1"
+    openings = match.load_openings(OPENING_RECORDS, 9, 4)[:2]
+    _, _, games = match.play_match(engine, engine, games=4, size=9, referee=engine, max_moves=6,
+                                   sgf_dir=tmp_path, openings=openings, first_game=2)
+    assert [g.a_is_black for g in games] == [False, True, False]  # games 2, 3 and 4 of an unbroken match
+    assert sorted(p.name for p in tmp_path.glob("game-*.sgf")) == ["game-2.sgf", "game-3.sgf", "game-4.sgf"]
+    played = [sgf_io.load_sgf_file(tmp_path / f"game-{n}.sgf").moves for n in range(2, 5)]
+    assert [moves[:4] for moves in played] == [openings[0], openings[1], openings[1]]
+
+
 def test_openings_that_cannot_be_used_are_a_usage_error(tmp_path, capsys):
     with pytest.raises(SystemExit):
         match_command.main(["--a", "x", "--b", "y", "--size", "13", "--openings", str(OPENING_RECORDS)])

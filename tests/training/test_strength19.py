@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gtp_engine import features, sgf_io  # noqa: E402
+from gtp_engine import features, match, sgf_io  # noqa: E402
 from gtp_engine.training import dataset, export_onnx, sgf_ingest  # noqa: E402
 from tools import strength19  # noqa: E402
 
@@ -73,3 +73,34 @@ def test_an_opponent_that_cannot_start_is_named(tiny_onnx_model, capsys):
 def test_engine_command_uses_this_python_and_the_measurement_options():
     command = strength19.engine_command("w.onnx", strength19.MEASUREMENTS["raw"])
     assert command.startswith(sys.executable) and "--weights w.onnx --visits 1 --threads 1" in command
+
+
+def test_a_measurement_goes_on_from_the_games_an_earlier_run_left(tiny_onnx_model, tmp_path, monkeypatch, capsys):
+    # our engine as opponent and referee, on 7x7 with a move cap, so that real games take seconds
+    monkeypatch.setitem(strength19.MEASUREMENTS, "raw", strength19.Measurement(7, "--visits 1 --threads 1", None,
+                                                                              0.85, 3))
+    engine = strength19.engine_command(str(tiny_onnx_model), strength19.MEASUREMENTS["raw"])
+
+    def run(games: int, opponent: str = engine) -> dict:
+        return strength19.run_match(str(tiny_onnx_model), "raw", games, tmp_path, None, gnugo=opponent,
+                                    referee=engine, max_moves=8)
+
+    first = run(1)
+    assert first["games"] == 1 and (tmp_path / "raw" / "game-1.sgf").exists()
+    game_one = (tmp_path / "raw" / "game-1.sgf").read_bytes()
+    capsys.readouterr()
+    both = run(3)
+    out = capsys.readouterr().out
+    assert "raw: 1 games of an earlier run" in out
+    assert [line.split(":")[0] for line in out.splitlines()[1:]] == ["raw game 2", "raw game 3"]
+    assert both["games"] == 3 and (tmp_path / "raw" / "game-1.sgf").read_bytes() == game_one
+    records = [sgf_io.load_sgf_file(tmp_path / "raw" / f"game-{n}.sgf") for n in (1, 2, 3)]
+    scores = [match.GameResult(n % 2 == 1, r.result, len(r.moves)).score_for_a for n, r in zip((1, 2, 3), records)]
+    assert both["wins"] == scores.count(1.0) and both["losses"] == scores.count(0.0)
+    assert run(3)["games"] == 3 and "raw game" not in capsys.readouterr().out  # nothing left to play
+
+    with pytest.raises(ValueError, match=r"raw: its games were played with another opponent"):
+        run(4, opponent=engine + " --seed 3")
+    (tmp_path / "raw" / strength19.MEASUREMENT_FILE).unlink()
+    with pytest.raises(ValueError, match="no measurement.json"):
+        run(4)
