@@ -44,8 +44,8 @@ from gtp_engine.network_evaluator import ModelLoadError
 from gtp_engine.onnx_evaluator import open_session, read_info
 
 GNUGO = "gnugo --mode gtp --level 10 --chinese-rules"
-MEASUREMENT_FILE = "measurement.json"
 REFEREE = "gnugo --mode gtp --chinese-rules"
+MEASUREMENT_FILE = "measurement.json"  # in each measurement's --sgf-dir folder: what its games measured
 KOMI = 7.5
 TOP1_TARGET = 0.52
 
@@ -167,7 +167,10 @@ def earlier_games(folder: Path, expected: dict) -> list[match.GameResult]:
     if not marker.exists():
         raise ValueError(f"{folder}: holds games but no {MEASUREMENT_FILE} to say what they measured; give another "
                          f"--sgf-dir")
-    stored = json.loads(marker.read_text())
+    try:
+        stored = json.loads(marker.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{marker}: not readable JSON ({error})") from None
     differing = sorted(key for key in expected if stored.get(key) != expected[key])
     if differing:
         raise ValueError(f"{folder}: its games were played with another {', '.join(differing)}; give another "

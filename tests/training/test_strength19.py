@@ -101,6 +101,9 @@ def test_a_measurement_goes_on_from_the_games_an_earlier_run_left(tiny_onnx_mode
 
     with pytest.raises(ValueError, match=r"raw: its games were played with another opponent"):
         run(4, opponent=engine + " --seed 3")
+    (tmp_path / "raw" / strength19.MEASUREMENT_FILE).write_text("{")
+    with pytest.raises(ValueError, match=r"measurement.json: not readable JSON"):
+        run(4)
     (tmp_path / "raw" / strength19.MEASUREMENT_FILE).unlink()
     with pytest.raises(ValueError, match="no measurement.json"):
         run(4)
