@@ -1,14 +1,18 @@
 """The engine as a subprocess over pipes, as a GUI or KaTrain runs it: what the GTP and the JSON analysis tests
-share. Each front end's helper decodes the stdout lines its own way (GTP text, JSON objects)."""
+share. Each front end's helper decodes the stdout lines its own way (GTP text, JSON objects). Also where test files
+import their process helpers from (GNU Go's path, waiting for an exit): a test file that imports from `conftest`
+gets whichever conftest.py was imported first when several folders are collected in one run."""
 
 from __future__ import annotations
 
 import os
 import queue
+import shutil
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +72,14 @@ class EngineProcess:
                 self.process.kill()
                 self.process.wait()
         return self.process.returncode
+
+
+def gnugo_path() -> str | None:
+    return shutil.which("gnugo") or shutil.which("gnugo", path="/usr/games")
+
+
+def wait_for_exit(process: subprocess.Popen, timeout: float) -> float:
+    """Seconds until the process ended; fails the test when it outlives `timeout`."""
+    start = time.monotonic()
+    process.wait(timeout)
+    return time.monotonic() - start

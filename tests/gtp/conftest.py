@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from engine_process import ROOT, EngineProcess
+from engine_process import ROOT, EngineProcess, gnugo_path
 
 RESPONSE_HEAD = re.compile(r"^([=?])(\d*)(?: (.*))?$")
 
@@ -97,10 +95,6 @@ def net_args(tiny_onnx_model) -> tuple[str, ...]:
     return ("--weights", str(tiny_onnx_model), "--device", "cpu", "--visits", "24", "--seed", "7")
 
 
-def gnugo_path() -> str | None:
-    return shutil.which("gnugo") or shutil.which("gnugo", path="/usr/games")
-
-
 @pytest.fixture
 def gnugo():
     """A GNU Go process in GTP mode (the referee); skips when GNU Go is not installed."""
@@ -139,10 +133,3 @@ class Referee:
                 return parse_response(raw)
             if line:
                 raw.append(line)
-
-
-def wait_for_exit(process: subprocess.Popen, timeout: float) -> float:
-    """Seconds until the process ended; fails the test when it outlives `timeout`."""
-    start = time.monotonic()
-    process.wait(timeout)
-    return time.monotonic() - start

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, gnugo_path
+from engine_process import ROOT, gnugo_path
 
 sys.path.insert(0, str(ROOT))
 from tools.bench_clock import ClockSpec, ServerClock  # noqa: E402

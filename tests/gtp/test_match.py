@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, gnugo_path
+from engine_process import ROOT, gnugo_path
 
 from gtp_engine import match, sgf_io
 from tools import match as match_command

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import wait_for_exit
+from engine_process import wait_for_exit
 
 from gtp_engine import coords
 from gtp_engine.game import GameState, format_result

@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from engine_process import ROOT
 
 from gtp_engine import __main__ as main_module
 from gtp_engine import config

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT
+from engine_process import ROOT
 
 JS = ROOT / "tests" / "js"
 

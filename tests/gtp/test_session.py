@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, wait_for_exit
+from engine_process import ROOT, wait_for_exit
 
 
 def test_handshake_answers_while_the_network_loads(engine, tmp_path):
