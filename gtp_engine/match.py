@@ -116,6 +116,11 @@ class GameResult:
 Opening = Sequence[tuple[int, int]]  # (color, point) moves
 
 
+def a_plays_black(number: int) -> bool:
+    """Whether A has Black in game `number` (from 1) of a match: the odd games, so colours alternate."""
+    return number % 2 == 1
+
+
 def load_openings(path: str | Path, size: int, moves: int) -> list[Opening]:
     """The first `moves` moves of every game record in path (an SGF file, folder or archive: sgf_io's
     read_sgf_files) on a size x size board without handicap or setup stones, in name order; records that are
@@ -233,7 +238,7 @@ def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, ref
                 log.warning("deadline: %d of %d games played", number - 1, games)
                 break
             first, second, judge = programs
-            a_is_black = number % 2 == 1
+            a_is_black = a_plays_black(number)
             black, white = (first, second) if a_is_black else (second, first)
             opening = openings[(number - 1) // 2 % len(openings)] if openings else ()
             try:

@@ -19,8 +19,9 @@ CPU time (time.thread_time), the median of --repeat searches:
   history it evicts); a search thread that keeps its core while the network runs on the other is spared it.
 - beside a busy core: search us/visit and network us/position measured again while another process runs the same
   network without pause on the other core, as the evaluation thread of the pipelined search does; each with its
-  factor over the measurement alone. Two cores that share the machine's caches, memory or a physical core (a
-  virtual machine's vCPUs) slow each other, so the pipelined search pays the factor on both sides.
+  factor over the measurement alone. Where two cores share caches, memory bandwidth or a physical core (a
+  virtual machine's vCPUs may), they slow each other and the pipelined search pays the factor on both sides; a
+  factor near 1 says the gap to the bare network is the search's own work.
 The parts below it replay what one more search evaluated, each part timed alone (medians of --repeat), per
 evaluated position: the descent's GameState.copy and play_unchecked of the leaf's line from the root; features.
 encode; NetworkEvaluator.evaluate less forward and encode (symmetry, softmax); CachedEvaluator less its inner

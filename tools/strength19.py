@@ -182,7 +182,7 @@ def earlier_games(folder: Path, expected: dict) -> list[match.GameResult]:
         record = sgf_io.load_sgf_file(folder / f"game-{number}.sgf")
         if not record.result:
             raise ValueError(f"{folder / f'game-{number}.sgf'}: no result (RE)")
-        results.append(match.GameResult(number % 2 == 1, record.result, len(record.moves)))
+        results.append(match.GameResult(match.a_plays_black(number), record.result, len(record.moves)))
     return results
 
 
