@@ -9,12 +9,16 @@ the batch size, batches in flight, evaluation threads and network thread count o
 flight; on 2 cores one evaluation thread and the search thread, one onnxruntime thread per run). Each round searches for
 --seconds per network (from the empty board and from positions after random moves, a fresh tree each time), then
 runs the bare onnxruntime session on the very batches that search
-sent it (inputs encoded beforehand), fp32 and int8 in ten turns of --seconds / 10 each. A turn runs the session
-both ways the cores can be used: one call at a time on onnxruntime's own thread count (all cores), and as many
-calls at once as the search makes (its evaluation threads and the search thread) on the search's thread count;
-the better one is the turn's rate (small batches gain more from concurrent one-thread calls than from threads
-within a call). The best turn of each network is kept, which filters out other load on a shared machine;
-int8/fp32 is the median ratio of neighbouring turns.
+sent it (inputs encoded beforehand), fp32 and int8 in ten alternating turns, for --seconds in all per network. A
+turn runs the session both ways the cores can be used: one call at a time on onnxruntime's own thread count (all
+cores), and as many calls at once as the search makes (its evaluation threads and the search thread) on the
+search's thread count, each caller's rate counted to the end of its own last call (no core idles in the count
+while another finishes). The round's bare rate is the better way's mean over the round's turns (small batches
+gain more from concurrent one-thread calls than from threads within a call). Search and session rates are the
+means over rounds, each round's search beside its own session turns, so that load on a shared machine weighs on
+both alike. (The best of many short turns, as this tool took before, is biased high: on 19x19 at batch 8, 0.2 s
+turns of b10c128 ranged 254-331 positions/s, median 271, against 281-309 for 1.33 s runs.) int8/fp32 is the median
+ratio of neighbouring turns.
 
 Columns: session pos/s (InferenceSession.run alone), search visits/s, search/session (the share of the network's
 throughput the search keeps), and for int8 rows int8/fp32 (session speed-up).
@@ -93,8 +97,9 @@ class RecordingEvaluator:
 
 def session_rate(network, inputs: list[tuple[np.ndarray, np.ndarray]], seconds: float, callers: int = 1) -> float:
     """Positions per second of the network's bare forward (the onnxruntime session, or the torch model) over
-    encoded `inputs` in turn, for `seconds`, from `callers` threads at once."""
-    positions, start = [0] * callers, time.perf_counter()
+    encoded `inputs` in turn, for `seconds`, from `callers` threads at once: the sum of the callers' rates, each to
+    the end of its own last call."""
+    positions, ended, start = [0] * callers, [0.0] * callers, time.perf_counter()
 
     def work(caller: int) -> None:
         i = caller
@@ -103,13 +108,14 @@ def session_rate(network, inputs: list[tuple[np.ndarray, np.ndarray]], seconds: 
             network.forward(spatial, global_)
             positions[caller] += len(spatial)
             i += callers
+        ended[caller] = time.perf_counter()
 
     threads = [threading.Thread(target=work, args=(caller,)) for caller in range(callers)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return sum(positions) / (time.perf_counter() - start)
+    return sum(count / (end - start) for count, end in zip(positions, ended))
 
 
 def search_rate(network, config: SearchConfig, roots: list[GameState], seconds: float,
@@ -259,26 +265,30 @@ def main(argv: list[str] | None = None) -> int:
             nets = {k: open_network(args, f) for k, f in files.items()}  # the bare sessions
             searched = {k: open_network(args, f, threads) for k, f in files.items()}
             roots = [GameState(size)] + [opening(size, moves, rng) for moves in (size * size // 6, size * size // 3)]
-            session, search = dict.fromkeys(nets, 0.0), dict.fromkeys(nets, 0.0)
+            rounds: dict[str, list[tuple[float, float]]] = {name: [] for name in nets}  # (search, session) rates
             slices: dict[str, list[float]] = {name: [] for name in nets}  # session rates, measured in turn
             for network in list(nets.values()) + list(searched.values()):
                 search_rate(network, config, roots[:1], 1.0, 20_000)  # warm-up: first-run allocations
             for _ in range(args.rounds):
-                inputs = {}
+                inputs, searched_rate = {}, {}
                 for name, network in searched.items():
-                    rate, _, batches = search_rate(network, config, roots, args.seconds, 20_000)
-                    search[name] = max(search[name], rate)
+                    searched_rate[name], _, batches = search_rate(network, config, roots, args.seconds, 20_000)
                     inputs[name] = [features.encode(b) for b in batches[:RECORDED_BATCHES]]
-                for _ in range(SLICES):  # short turns, so that both networks see the same load
+                ways: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in nets}
+                for _ in range(SLICES):  # alternating turns, so that both networks see the same load
                     for name, network in nets.items():
                         turn = args.seconds / SLICES / (2 if callers > 1 else 1)
                         whole = session_rate(network, inputs[name], turn)
                         shared = session_rate(searched[name], inputs[name], turn, callers) if callers > 1 else 0.0
+                        ways[name][0].append(whole)
+                        ways[name][1].append(shared)
                         slices[name].append(max(whole, shared))
-                        shared_won += shared > whole
-                        turns += 1
-            for name in nets:
-                session[name] = max(slices[name])
+                for name, (whole, shared) in ways.items():
+                    shared_won += np.mean(shared) > np.mean(whole)
+                    turns += 1
+                    rounds[name].append((searched_rate[name], float(max(np.mean(whole), np.mean(shared)))))
+            search = {name: float(np.mean([s for s, _ in rates])) for name, rates in rounds.items()}
+            session = {name: float(np.mean([b for _, b in rates])) for name, rates in rounds.items()}
             for name, network in nets.items():
                 kept = search[name] / session[name]
                 # int8/fp32: the median of the ratios of neighbouring turns, robust to load that comes and goes
@@ -294,8 +304,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"{search[name]:>15.0f} {kept:>14.2f} {'' if speedup is None else f'{speedup:.2f}':>9}  "
                       + ", ".join(f"{what} {'ok' if ok else 'BELOW'}" for what, ok in verdicts), flush=True)
         runner = (f"onnxruntime cpu: the search's calls on {threads or 'its own thread count'} threads each; the "
-                  f"bare session the better, turn by turn, of one call at a time on onnxruntime's own thread count "
-                  f"and {callers} calls at once as the search makes them ({shared_won} of {turns} turns)") \
+                  f"bare session the better, round by round, of one call at a time on onnxruntime's own thread count "
+                  f"and {callers} calls at once as the search makes them ({shared_won} of {turns} rounds)") \
             if args.backend == "onnx" else \
             f"torch {next(iter(searched.values())).info.provider}: the bare rate is the evaluator's forward alone"
         print(f"{runner}; "
@@ -312,8 +322,8 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 weights = Path(folder) / "leelaz_6x64.txt"
                 leela_weights(weights, blocks=6, channels=64)
-                leela = max((leela_rate(binary, weights, args.leela_threads, 1600) or 0.0)
-                            for _ in range(max(1, args.rounds - 1)))
+                runs = [leela_rate(binary, weights, args.leela_threads, 1600) for _ in range(max(1, args.rounds - 1))]
+                leela = float(np.mean(runs)) if all(runs) else 0.0  # the mean, as ours
                 if leela:
                     for name, ours in ours_19.items():
                         verdict = "ok" if ours >= LEELA_FACTOR * leela else "BELOW"
