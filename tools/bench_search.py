@@ -1,6 +1,7 @@
 """Benchmark the search: visits per second at the engine's default settings, beside the bare network's
 throughput at the same batch size, for the fp32 network and its int8 sibling, measured in the same run; and
-Leela Zero 0.17 on a network of the same size when it is installed.
+Leela Zero 0.17 on a random network of the same nominal size (the 19x19 network's blocks and channels) when it is
+installed.
 
 Networks: the shipped ones (weights/9x9.onnx, weights/default.onnx for 19x19, each with its NAME.int8.onnx where
 it exists), or with --preset a randomly initialised preset, quantized here on random positions (speed does not
@@ -24,7 +25,7 @@ Columns: session pos/s (InferenceSession.run alone), search visits/s, search/ses
 throughput the search keeps), and for int8 rows int8/fp32 (session speed-up).
 
 Targets on 2 CPU cores: search >= 0.90 of the session's throughput on 9x9 and 19x19; int8 session >= 1.8x
-fp32; on 19x19 with a 6x64 network at least 2.5x Leela Zero's visits per second.
+fp32; on 19x19 at least 2.5x Leela Zero's visits per second at equal nominal size.
 
 With --backend torch (needs the train extra) the network runs in torch instead (training/torch_evaluator.py:
 CUDA when torch has it, bfloat16 autocast there), fp32 files only, the bare rate being the same evaluator's
@@ -70,6 +71,13 @@ SEARCH_TARGET = 0.90
 INT8_TARGET = 1.8
 LEELA_FACTOR = 2.5
 LEELA_PATHS = ("leelaz", "/usr/lib/leelaz/bin/leelaz", "leela-zero")
+LEELA_DEFAULT_SHAPE = (6, 64)  # blocks, channels: Leela Zero's network where ours names no bNcM preset
+
+
+def preset_shape(preset: str) -> tuple[int, int] | None:
+    """(blocks, channels) of a preset named bNcM (b10c128: 10 residual blocks of 128 channels), else None."""
+    match = re.fullmatch(r"b(\d+)c(\d+)", preset)
+    return (int(match[1]), int(match[2])) if match else None
 
 
 class RecordingEvaluator:
@@ -253,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     threads = args.threads if args.threads is not None else engine.network_threads()
     callers = config.evaluation_threads_for() + 1 if args.backend == "onnx" else 1  # the search's network calls
     rng = np.random.default_rng(0)
-    failures, ours_19 = 0, {}
+    failures, ours_19, shape_19 = 0, {}, LEELA_DEFAULT_SHAPE
     shared_won = turns = 0
     print(f"{'network':22} {'size':>5} {'batch':>5} {'session pos/s':>13} {'search visits/s':>15} "
           f"{'search/session':>14} {'int8/fp32':>9}  targets")
@@ -300,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
                 failures += sum(not ok for _, ok in verdicts)
                 if size == 19:
                     ours_19[name] = search[name]
+                    shape_19 = preset_shape(network.info.preset) or LEELA_DEFAULT_SHAPE
                 print(f"{Path(network.info.path).name:22} {size:>3}x{size:<2}{args.batch:>5} {session[name]:>13.0f} "
                       f"{search[name]:>15.0f} {kept:>14.2f} {'' if speedup is None else f'{speedup:.2f}':>9}  "
                       + ", ".join(f"{what} {'ok' if ok else 'BELOW'}" for what, ok in verdicts), flush=True)
@@ -320,16 +329,17 @@ def main(argv: list[str] | None = None) -> int:
             if binary is None:
                 print("leela-zero is not installed (apt-get install leela-zero): no comparison")
             else:
-                weights = Path(folder) / "leelaz_6x64.txt"
-                leela_weights(weights, blocks=6, channels=64)
+                blocks, channels = shape_19
+                weights = Path(folder) / f"leelaz_{blocks}x{channels}.txt"
+                leela_weights(weights, blocks=blocks, channels=channels)
                 runs = [leela_rate(binary, weights, args.leela_threads, 1600) for _ in range(max(1, args.rounds - 1))]
                 leela = float(np.mean(runs)) if all(runs) else 0.0  # the mean, as ours
                 if leela:
                     for name, ours in ours_19.items():
                         verdict = "ok" if ours >= LEELA_FACTOR * leela else "BELOW"
                         failures += verdict == "BELOW"
-                        print(f"leela-zero --cpu-only -t {args.leela_threads}, random 6x64, 19x19: {leela:.0f} "
-                              f"visits/s; ours ({name}) {ours:.0f} visits/s = {ours / leela:.2f}x  "
+                        print(f"leela-zero --cpu-only -t {args.leela_threads}, random {blocks}x{channels}, 19x19: "
+                              f"{leela:.0f} visits/s; ours ({name}) {ours:.0f} visits/s = {ours / leela:.2f}x  "
                               f"(target >= {LEELA_FACTOR}x) {verdict}")
     print(f"{failures} measurements below target; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
           f"on {os.cpu_count()} CPUs (other work on the machine lowers every number)")

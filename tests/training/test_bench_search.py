@@ -40,3 +40,9 @@ def test_the_torch_backend_measures_the_fp32_network_only(capsys, one_thread):
     _, size, batch, session, search, kept, *_ = table["tiny.onnx"]
     assert float(session) > 0 and float(search) > 0
     assert "torch torch-cpu: the bare rate is the evaluator's forward alone" in out
+
+
+def test_leela_zero_is_compared_at_the_blocks_and_channels_of_our_preset():
+    assert bench_search.preset_shape("b10c128") == (10, 128)
+    assert bench_search.preset_shape("b6c64") == (6, 64)
+    assert bench_search.preset_shape("tiny") is None and bench_search.preset_shape("?") is None
