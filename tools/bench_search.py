@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     callers = config.evaluation_threads_for() + 1 if args.backend == "onnx" else 1  # the search's network calls
     rng = np.random.default_rng(0)
     failures, ours_19, shape_19 = 0, {}, LEELA_DEFAULT_SHAPE
-    shared_won = turns = 0
+    shared_won = rounds_compared = 0  # of the rounds compared (each network's), those the search's way of calling won
     print(f"{'network':22} {'size':>5} {'batch':>5} {'session pos/s':>13} {'search visits/s':>15} "
           f"{'search/session':>14} {'int8/fp32':>9}  targets")
     with tempfile.TemporaryDirectory() as folder:
@@ -293,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
                         slices[name].append(max(whole, shared))
                 for name, (whole, shared) in ways.items():
                     shared_won += np.mean(shared) > np.mean(whole)
-                    turns += 1
+                    rounds_compared += 1
                     rounds[name].append((searched_rate[name], float(max(np.mean(whole), np.mean(shared)))))
             search = {name: float(np.mean([s for s, _ in rates])) for name, rates in rounds.items()}
             session = {name: float(np.mean([b for _, b in rates])) for name, rates in rounds.items()}
@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
                       + ", ".join(f"{what} {'ok' if ok else 'BELOW'}" for what, ok in verdicts), flush=True)
         runner = (f"onnxruntime cpu: the search's calls on {threads or 'its own thread count'} threads each; the "
                   f"bare session the better, round by round, of one call at a time on onnxruntime's own thread count "
-                  f"and {callers} calls at once as the search makes them ({shared_won} of {turns} rounds)") \
+                  f"and {callers} calls at once as the search makes them ({shared_won} of {rounds_compared} rounds)") \
             if args.backend == "onnx" else \
             f"torch {next(iter(searched.values())).info.provider}: the bare rate is the evaluator's forward alone"
         print(f"{runner}; "
