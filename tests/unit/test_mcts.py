@@ -393,3 +393,91 @@ def test_a_search_with_forced_playouts_gives_every_root_move_its_share():
         short = N < np.sqrt(k * prior * root.nsum) - 1  # -1: the threshold grows between two selections
         assert short.any() != forced
         check_tree(tree)
+
+
+# A board where Black leads by area; the scripted evaluator's lead is the area count of each position (it varies as
+# the tree's lines add stones), so the utilities backed up differ from node to node.
+LEAD_BOARD = """
+    . . X O .
+    . . X O .
+    . . X . .
+    . X . . .
+    . . . . .
+"""
+DYNAMIC = dict(score_utility=0.1, dynamic_score_utility=0.3, dynamic_score_scale=0.75, dynamic_score_zero_weight=0.2)
+
+
+def _edge_sums(node, sums=None, path=()):
+    """{(path of edges, "W" or "W2"): its sum} over every visited edge below node."""
+    sums = {} if sums is None else sums
+    for edge, child in node.children.items():
+        if edge < node.tried and node.N[edge] > 0:
+            sums[path + (edge,), "W"] = float(node.W[edge])
+            sums[path + (edge,), "W2"] = float(node.W2[edge])
+            _edge_sums(child, sums, path + (edge,))
+    return sums
+
+
+@pytest.mark.parametrize("to_play", [BLACK, WHITE])
+def test_the_dynamic_score_bonus_is_centred_on_the_roots_expected_lead(to_play):
+    tree = make_tree(position(LEAD_BOARD, to_play), ScriptedEvaluator(value=lambda s: 0.0), **DYNAMIC)
+    tree.run_batch(1)
+    root = tree.root
+    lead = root.net_s  # the root's own evaluation: its only backup
+    black_lead = tree.root_state.area_score()
+    assert black_lead > 0 and lead == pytest.approx(black_lead if to_play == BLACK else -black_lead)
+    assert tree.score_center == pytest.approx(0.8 * lead)
+    scale = 0.75 * 5  # 0.75 * sqrt(area); the static scale is PARAMS' 5 points
+    assert root.net_u == pytest.approx(0.1 * math.tanh(lead / 5.0) + 0.3 * 2 / math.pi * math.atan(0.2 * lead / scale))
+    for _ in range(6):
+        tree.run_batch(4)
+    # A child's player is the root's opponent: its centre is the root's, negated.
+    for child in root.children.values():
+        if child.is_expanded and not child.terminal:
+            bonus = 0.3 * 2 / math.pi * math.atan((child.net_s + tree.score_center) / scale)
+            assert child.net_u == pytest.approx(child.net_v + 0.1 * math.tanh(child.net_s / 5.0) + bonus)
+    check_tree(tree)
+
+
+def test_recentring_recomputes_the_backed_up_utility_sums_exactly():
+    tree = make_tree(position(LEAD_BOARD), ScriptedEvaluator(), **DYNAMIC)
+    for _ in range(30):
+        tree.run_batch(4)
+    grown = _edge_sums(tree.root)
+    assert len(grown) > 20
+    # The same centre: the sums that the backups added up one by one come back from the nodes' own evaluations.
+    tree.recenter(tree.score_center)
+    assert _edge_sums(tree.root) == pytest.approx(grown, rel=1e-12, abs=1e-12)
+    center = tree.score_center
+    tree.recenter(center + 3.0)
+    moved = _edge_sums(tree.root)
+    assert any(abs(moved[key] - grown[key]) > 1e-3 for key in grown)
+    tree.recenter(center)
+    assert _edge_sums(tree.root) == pytest.approx(grown, rel=1e-12, abs=1e-12)
+    check_tree(tree)
+
+
+def test_a_kept_subtree_is_recentred_on_its_own_expected_lead():
+    tree = make_tree(position(LEAD_BOARD), ScriptedEvaluator(), **DYNAMIC)
+    for _ in range(30):
+        tree.run_batch(4)
+    edge = int(tree.root.N[: tree.root.tried].argmax())
+    state = tree.root_state.copy()
+    state.play(tree.root.moves[edge])
+    kept = make_tree(state, ScriptedEvaluator(), root=tree.root.children[edge], **DYNAMIC)
+    lead = kept.root_value()[2]
+    assert kept.score_center == pytest.approx(0.8 * lead)
+    sums = _edge_sums(kept.root)
+    kept.recenter(kept.score_center)  # what the new tree holds is already its centre's
+    assert _edge_sums(kept.root) == pytest.approx(sums, rel=1e-12, abs=1e-12)
+    kept.run_batch(8)
+    check_tree(kept)
+
+
+def test_without_the_dynamic_bonus_the_utility_is_the_static_one():
+    tree = make_tree(position(LEAD_BOARD), ScriptedEvaluator(), score_utility=0.1, dynamic_score_utility=0.0)
+    for _ in range(5):
+        tree.run_batch(4)
+    for child in tree.root.children.values():
+        if child.is_expanded and not child.terminal:
+            assert child.net_u == child.net_v + 0.1 * math.tanh(child.net_s / 5.0)
