@@ -36,7 +36,11 @@ Terms:
 - pass rules, area and territory scoring alike (Leela Zero's "pass only if passing wins", made safe against a
   network that is wrong and sure of itself):
   1. After the opponent's pass, passing ends the game: pass exactly when the count and the count after passing
-     both win and no chain of ours the count keeps alive is in atari where we can save it (see rescue).
+     both win and no chain of ours the count keeps alive is in atari where we can save it (see rescue). Where the
+     search chose pass and this rule does not pass, the move comes from a second search with pass excluded at the
+     root, in the move's time left (or its visits once more): the search scores the game its pass ends with every
+     stone alive, so it puts its visits on pass and the other moves keep few. Against GNU Go on 9x9, 1600 visits,
+     the engine then played barely searched moves after GNU Go's pass, filled its own eye and resigned.
   2. Passing first leaves the game to the opponent, so it needs a decided, settled game: the search prefers
      pass (it chose pass, or a move that only fills our own territory), no chain of ours the count keeps alive
      is in atari (against GNU Go on 9x9 the engine passed first with one, and the capture that followed lost
@@ -92,7 +96,7 @@ log = logging.getLogger(__name__)
 OWN_TERRITORY_OWNERSHIP = 0.8  # how sure the ownership must be before a point counts as our territory
 SETTLED_OWNERSHIP = 0.6  # how sure the ownership of every non-neutral point must be before we pass first
 NEUTRAL_OWNERSHIP = 0.5  # a liberty whose |ownership| is below this belongs to nobody (seki, dame)
-PASS_CHECK_SHARE = 1 / 3  # of a move's time after the opponent's pass: the count after passing's search
+PASS_CHECK_SHARE = 1 / 3  # of a move's time after the opponent's pass: the count after passing, the search without pass
 
 
 @dataclass(frozen=True)
@@ -150,17 +154,26 @@ class Player:
         state = game.with_to_play(color)
         dead_opponent = cleanup and bool(self._dead_stones_of(state, opponent(color), self._quick_ownership(state)))
         hard_deadline = stop.max_deadline if stop.max_deadline is not None else stop.deadline
+        move_stop = stop
         if state.moves[-1:] == [(opponent(color), PASS)]:
             stop = self._leaving_time(stop, PASS_CHECK_SHARE)
         result = self._search(state, stop, on_snapshot, snapshot_interval, exclude=(PASS,) if dead_opponent else (),
                               move_filter=move_filter)
+
+        def search_without_pass() -> SearchResult:  # the rest of the move's time, or its visits once more
+            budget = move_stop.playouts if move_stop.playouts is not None else move_stop.visits
+            return self._search(state, replace(move_stop, visits=None, playouts=budget), on_snapshot,
+                                snapshot_interval, exclude=(PASS,), move_filter=move_filter)
+
         choice = result.choice
         snapshot = result.snapshot
         if not cleanup and self._resign.update(color, choice.winrate, state.move_number, state.grid.area,
                                                count=not trial):
             return MoveChoice(PASS, resign=True, winrate=choice.winrate, score_lead=choice.score_lead,
                               visits=snapshot.visits)
-        point = self._apply_pass_rules(state, result, cleanup, dead_opponent, move_filter, hard_deadline)
+        point, result = self._apply_pass_rules(state, result, cleanup, dead_opponent, move_filter, hard_deadline,
+                                               search_without_pass)
+        choice, snapshot = result.choice, result.snapshot
         if not game.is_legal(point, color):  # the colour not to play, where superko differs: passing is legal
             log.warning("search chose an illegal move for the colour not to play; passing")
             point = PASS
@@ -284,9 +297,11 @@ class Player:
                        min_deadline=sooner(stop.min_deadline))
 
     def _apply_pass_rules(self, state: GameState, result: SearchResult, cleanup: bool, dead_opponent: bool,
-                          move_filter: MoveFilter, deadline: float | None = None) -> int:
-        """The move to play for the search's result: see the pass rules in the module docstring. deadline: when
-        the count after passing must be known (the move's hard deadline)."""
+                          move_filter: MoveFilter, deadline: float | None = None,
+                          search_without_pass: Callable[[], SearchResult] | None = None) -> tuple[int, SearchResult]:
+        """The move to play for the search's result, and the result it was chosen from: see the pass rules in the
+        module docstring. deadline: when the count after passing must be known (the move's hard deadline).
+        search_without_pass: the search again with pass excluded at the root (rule 1's veto)."""
         me = state.to_play
         ownership = result.snapshot.ownership
         chosen = result.choice.point
@@ -299,17 +314,23 @@ class Player:
             if state.moves[-1:] == [(opponent(me), PASS)]:
                 if (rescue is None and self._margin(state, ownership) > 0
                         and self._margin_after_passing(state, deadline) > 0):
-                    return PASS
+                    return PASS, result
+                if rescue is None and chosen == PASS and search_without_pass is not None:
+                    result = search_without_pass()
+                    chosen = result.choice.point
+                    territory = self._own_territory(state, result.snapshot.ownership)
+                    if territory[flat(chosen)] and self._is_needed_filling(state, chosen, result, territory):
+                        territory[flat(chosen)] = False
             elif (chosen == PASS or territory[flat(chosen)]) and self._may_pass_first(state, ownership, deadline):
-                return PASS
+                return PASS, result
             if rescue is not None and move_filter.permits(me, rescue, 1):
-                return rescue
+                return rescue, result
         for point in [chosen] + [m.point for m in result.snapshot.moves] + result.root_moves:
             if point != PASS and move_filter.permits(me, point, 1) and not territory[flat(point)]:
-                return point
+                return point, result
         if move_filter.permits(me, PASS, 1):
-            return PASS
-        return chosen  # a move of the filtered search, or any move where the filter left none
+            return PASS, result
+        return chosen, result  # a move of the filtered search, or any move where the filter left none
 
     @staticmethod
     def _is_needed_filling(state: GameState, point: int, result: SearchResult, territory: np.ndarray) -> bool:

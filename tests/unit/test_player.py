@@ -158,6 +158,37 @@ def test_never_passes_while_behind():
     assert G.row_col(choice.point)[1] == WHITE_TERRITORY_COLUMN
 
 
+def test_a_vetoed_pass_after_the_opponents_pass_plays_the_move_of_a_search_without_pass():
+    # A dead Black stone in White's area: the game Black's pass would end is Black's by 3.5 with every stone alive,
+    # as the search scores it, and White's by 2.5 by the count. So the move's search puts most of its visits on
+    # pass, and the pass rules refuse it. The move played must be a searched one: it comes from a second search
+    # with pass left out at the root, not from the few visits the first search left elsewhere.
+    evaluator = ScriptedEvaluator(favour=[PASS], ownership=split_ownership)
+    game = after_white_pass("""
+        . . X O .
+        . . X O X
+        . . X O .
+        . . X O .
+        . . X O .
+    """, komi=7.5)
+    first = Searcher(evaluator, SearchConfig(seed=0)).search(game.copy(), QUICK)
+    assert first.choice.point == PASS and sum(m.visits for m in first.snapshot.moves if m.point != PASS) < 20
+    player = Player(evaluator, player_config(seed=0, resign_threshold=None))
+    choice = player.genmove(game, BLACK, QUICK)
+    tree = player.searcher.tree
+    assert choice.point != PASS and tree.root_state.moves == game.moves
+    root, pass_edge = tree.root, tree.root.moves.index(PASS)
+    assert tree.root_excluded[pass_edge]
+    assert root.N[: len(root.moves)].sum() - root.N[pass_edge] >= QUICK.visits - 1  # all but the root's own
+    # On a clock, all three searches (the move's, the count after passing, the one without pass) keep to the move's
+    # time: every network call takes 10 ms.
+    clock = FakeClock()
+    player = Player(TimedEvaluator(evaluator, clock), player_config(seed=0, resign_threshold=None), clock=clock)
+    start = clock()
+    assert player.genmove(game, BLACK, StopCondition.for_budget(start, 1.0, 1.0, 1.0)).point != PASS
+    assert player.searcher.tree.root_excluded is not None and clock() <= start + 1.0 + 0.01
+
+
 def test_does_not_fill_its_own_territory():
     # White has not passed. Ahead: pass rather than fill. Behind: play elsewhere rather than fill.
     ahead = Player(ScriptedEvaluator(favour=[BLACK_TERRITORY], ownership=split_ownership), player_config(seed=0))
