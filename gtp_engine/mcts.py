@@ -12,16 +12,8 @@ Terms (AlphaGo Zero / KataGo notation):
   two columns of increments (the leaf's parent's and the leaf's player's) are the one place where a value changes
   side.
 - value v in [-1, 1]: expected result (+1 a win). score s: expected lead in points. utility u: what the search
-  maximises, v plus two bonuses for score, so that among won (or lost) lines the search prefers larger margins:
-  a static one, score_utility * tanh(s / score_scale), and a dynamic one (KataGo's), dynamic_score_utility *
-  2/pi * atan((s - centre) / dynamic scale), which still pays for points where the static one has saturated:
-  a side far ahead keeps its margin (the safety against a value head that is wrong and sure of itself) and a side
-  far behind plays for the points it can still get. Winrates and leads are reported from V and S.
-- score centre: the lead the dynamic bonus is measured from, from the root player's view: the root's expected
-  lead when the tree is made (its mean score over the kept subtree's backups, else its own evaluation), shrunk
-  towards 0 by dynamic_score_zero_weight (KataGo's recentScoreCenter). A tree keeps its centre for its life; a tree
-  made on a kept subtree recomputes the subtree's utility sums for its new centre, exactly, from each node's own
-  evaluation (Tree.recenter).
+  maximises, v plus a small bonus for score (score_utility * tanh(s / score_scale)), so that among won
+  (or lost) lines the search prefers larger margins; winrates and leads are reported from V and S.
 - tree config (TreeConfig): the parameters of selection and of the utility below; every tree is built from one.
 - PUCT: an edge's score is Q + c * P * sqrt(sum N) / (1 + N) with Q = W / N, and
   c = c_puct + c_puct_log * ln((sum N + c_puct_base) / c_puct_base), growing slowly with visits (KataGo).
@@ -76,7 +68,6 @@ from gtp_engine.game import ILLEGAL_REASON, PLAY_LINE, GameState
 
 _INITIAL_EDGES = 4  # edge statistics arrays start this long and double as more edges get tried
 _STATS = 6  # rows of Node.stats: N, W, W2, V, S, S2
-_TWO_OVER_PI = 2.0 / math.pi
 OWNERSHIP_DEPTH = 2  # plies below the root whose nodes sum ownership: tree reuse after our move and the reply
 
 
@@ -142,9 +133,6 @@ class TreeConfig:
     virtual_loss: float = 1.0  # lost visits a pending leaf adds to its path while its batch is evaluated
     score_utility: float = 0.1  # weight of the score lead in what the search maximises (0: winrate only)
     score_scale: float | None = None  # points for which tanh(lead / scale) saturates; None: sqrt(board area) / 2
-    dynamic_score_utility: float = 0.0  # weight of the lead over the score centre (KataGo's 0.3), 0: none
-    dynamic_score_scale: float = 0.75  # times sqrt(board area): points at which that bonus bends (KataGo's 0.75)
-    dynamic_score_zero_weight: float = 0.2  # the centre is the root's expected lead shrunk this much towards 0
 
     def scale_for(self, area: int) -> float:
         return self.score_scale if self.score_scale is not None else math.sqrt(area) / 2
@@ -238,9 +226,6 @@ class Tree:
         self.virtual_loss = config.virtual_loss
         self.score_utility = config.score_utility
         self.score_scale = config.scale_for(root_state.grid.area)
-        self.dynamic_score_utility = config.dynamic_score_utility
-        self.dynamic_score_scale = config.dynamic_score_scale * math.sqrt(root_state.grid.area)
-        self.score_center = 0.0  # the score centre (module docstring), the root player's view; set by recenter
         self._core = tree_core.DEFAULT  # the inner loop (tree_core.py): compiled where built
         self._params = (float(config.c_puct), float(config.c_puct_log), float(config.c_puct_base),
                         float(config.fpu_reduction), float(config.virtual_loss))  # tree_core.Params
@@ -262,7 +247,6 @@ class Tree:
             if drop.any():
                 self.root.drop_edges(drop)
             self.root.try_all()
-            self.recenter(self.expected_center())
 
     # ---- selection ------------------------------------------------------------------------------------
 
@@ -394,7 +378,6 @@ class Tree:
         self.root.visits = 1
         sign = 1.0 if state.to_play == BLACK else -1.0
         self.root.add_ownership(sign * batch.ownership[0].astype(np.float64))
-        self.recenter(self.expected_center())
 
     def _descend(self) -> tuple[Node, list, GameState]:
         """From the root to a leaf (new, pending or terminal), applying virtual loss on the way (tree_core.descend)."""
@@ -443,58 +426,11 @@ class Tree:
         s = score if state.to_play == BLACK else -score
         v = 1.0 if s > 0 else -1.0 if s < 0 else 0.0
         node.terminal = True
-        node.net_v, node.net_s, node.net_u = v, s, self.utility(v, s, self._center_for(state.to_play))
+        node.net_v, node.net_s, node.net_u = v, s, self.utility(v, s)
         node.ownership = state.area_ownership().astype(np.float64)
 
-    def utility(self, v: float, s: float, center: float) -> float:
-        """u for value v and lead s, with the score centre from the same player's view (_center_for)."""
-        return (v + self.score_utility * math.tanh(s / self.score_scale)
-                + self.dynamic_score_utility * _TWO_OVER_PI * math.atan((s - center) / self.dynamic_score_scale))
-
-    def _center_for(self, to_play: int) -> float:
-        """The score centre from the view of the player to move `to_play`."""
-        return self.score_center if to_play == self.root_state.to_play else -self.score_center
-
-    def expected_center(self) -> float:
-        """The score centre for the root's expected lead now (module docstring), the root player's view."""
-        lead = self.root_value()[2]
-        center = (1.0 - self.config.dynamic_score_zero_weight) * lead
-        return min(max(center, lead - self.dynamic_score_scale), lead + self.dynamic_score_scale)
-
-    def recenter(self, center: float) -> None:
-        """Makes `center` the score centre and recomputes every utility in the tree for it: each node's net_u from
-        its evaluation, and each visited edge's W and W2 from its child's, bottom up (a node's backups are its own
-        evaluation's, visits - sum N of them, and those through its edges). Only between batches: virtual loss
-        and pending leaves would be counted as backups."""
-        self.score_center = float(center)
-        if self.dynamic_score_utility == 0.0 or not self.root.is_expanded:
-            return
-        root_player = self.root_state.to_play
-        # Iterative post-order: (node, its player is the root's, children left to total); a node's totals are the
-        # sums of u and u * u over its backups, its player's view.
-        totals: dict[int, tuple[float, float]] = {}
-        stack = [(self.root, True, False)]
-        while stack:
-            node, ours, expanded = stack.pop()
-            if not expanded:
-                stack.append((node, ours, True))
-                for edge, child in node.children.items():
-                    if node.tried > edge and node.N[edge] > 0:
-                        stack.append((child, not ours, False))
-                continue
-            center = self.score_center if ours else -self.score_center
-            u = node.net_u = self.utility(node.net_v, node.net_s, center)
-            visited = 0.0
-            total, total_sq = 0.0, 0.0
-            for edge, child in node.children.items():
-                if node.tried > edge and node.N[edge] > 0:
-                    child_total, child_sq = totals.pop(id(child))
-                    node.W[edge], node.W2[edge] = -child_total, child_sq
-                    total += -child_total
-                    total_sq += child_sq
-                    visited += node.N[edge]
-            own = node.visits - visited
-            totals[id(node)] = (total + own * u, total_sq + own * u * u)
+    def utility(self, v: float, s: float) -> float:
+        return v + self.score_utility * math.tanh(s / self.score_scale)
 
     def _expand_leaves(self, leaves: list[Node], states: list[GameState], mask: np.ndarray,
                        batch) -> list[tuple[float, float, float]]:
@@ -506,11 +442,8 @@ class Tree:
         self._core.expand(leaves, policy, mask, self._point_of_flat, _INITIAL_EDGES)
         results = []
         weight, scale, tanh = self.score_utility, self.score_scale, math.tanh
-        dynamic, dynamic_scale, atan = self.dynamic_score_utility * _TWO_OVER_PI, self.dynamic_score_scale, math.atan
-        root_player, root_center = self.root_state.to_play, self.score_center
-        for leaf, state, v, s in zip(leaves, states, values.tolist(), scores.tolist()):
-            center = root_center if state.to_play == root_player else -root_center
-            u = v + weight * tanh(s / scale) + dynamic * atan((s - center) / dynamic_scale)  # utility(v, s, center)
+        for leaf, v, s in zip(leaves, values.tolist(), scores.tolist()):
+            u = v + weight * tanh(s / scale)  # utility(v, s)
             leaf.net_v, leaf.net_s, leaf.net_u = v, s, u
             results.append((v, u, s))
         return results

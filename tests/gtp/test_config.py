@@ -88,7 +88,7 @@ def test_every_search_and_player_setting_has_an_option():
 
 def test_search_options_set_genmove_and_analysis_and_the_analysis_table_overrides(tmp_path):
     path = tmp_path / "engine.toml"
-    path.write_text('c-puct = 1.5\nlcb = "off"\nseed = 7\nresign-consecutive = 3\ndynamic-score-utility = 0.25\n\n'
+    path.write_text('c-puct = 1.5\nlcb = "off"\nseed = 7\nresign-consecutive = 3\n\n'
                     '[analysis]\nc_puct = 2.5\nroot-fpu-reduction = 0\nbatch = 16\n')
     built = config.build(config.load_file(path), {"analysis-lcb-z": "4", "noise-fraction": "0.25"})
     genmove, analysis = built.player.search, built.player.analysis_search
@@ -97,7 +97,6 @@ def test_search_options_set_genmove_and_analysis_and_the_analysis_table_override
     # What the analysis table leaves alone follows the genmove search.
     assert (analysis.choice.lcb, analysis.choice.lcb_z, analysis.noise.fraction, analysis.seed) == (False, 4.0, 0.25, 7)
     assert genmove.choice.lcb_z == 3.0 and built.player.resign.consecutive == 3
-    assert genmove.tree.dynamic_score_utility == analysis.tree.dynamic_score_utility == 0.25
     assert config.build().player.analysis is None  # no override: analysis searches as genmove does
 
 
