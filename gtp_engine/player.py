@@ -319,7 +319,8 @@ class Player:
                     result = search_without_pass()
                     chosen = result.choice.point
                     territory = self._own_territory(state, result.snapshot.ownership)
-                    if territory[flat(chosen)] and self._is_needed_filling(state, chosen, result, territory):
+                    if (chosen != PASS and territory[flat(chosen)]
+                            and self._is_needed_filling(state, chosen, result, territory)):
                         territory[flat(chosen)] = False
             elif (chosen == PASS or territory[flat(chosen)]) and self._may_pass_first(state, ownership, deadline):
                 return PASS, result

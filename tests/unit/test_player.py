@@ -189,6 +189,21 @@ def test_a_vetoed_pass_after_the_opponents_pass_plays_the_move_of_a_search_witho
     assert player.searcher.tree.root_excluded is not None and clock() <= start + 1.0 + 0.01
 
 
+def test_passes_when_pass_is_its_only_legal_move_even_where_the_count_refuses_it():
+    # Every empty point is a White eye, suicide for Black: after White's pass Black loses by the count and has no
+    # move but pass, also in the search without pass (crashed once: pass has no point to look up).
+    game = after_white_pass("""
+        . O . O .
+        O O O O O
+        . O . O .
+        O O O O O
+        . O . O .
+    """, komi=0.5)
+    player = Player(ScriptedEvaluator(favour=[PASS], ownership=lambda s: -np.ones(s.grid.area)),
+                    player_config(seed=0, resign_threshold=None))
+    assert player.genmove(game, BLACK, QUICK).point == PASS
+
+
 def test_does_not_fill_its_own_territory():
     # White has not passed. Ahead: pass rather than fill. Behind: play elsewhere rather than fill.
     ahead = Player(ScriptedEvaluator(favour=[BLACK_TERRITORY], ownership=split_ownership), player_config(seed=0))
