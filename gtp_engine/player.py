@@ -316,12 +316,10 @@ class Player:
                         and self._margin_after_passing(state, deadline) > 0):
                     return PASS, result
                 if rescue is None and chosen == PASS and search_without_pass is not None:
+                    # Our territory stays the first search's: without pass among its moves, the second finds
+                    # fillings of it better than the rest where every move loses, and filled our eyes one by one.
                     result = search_without_pass()
                     chosen = result.choice.point
-                    territory = self._own_territory(state, result.snapshot.ownership)
-                    if (chosen != PASS and territory[flat(chosen)]
-                            and self._is_needed_filling(state, chosen, result, territory)):
-                        territory[flat(chosen)] = False
             elif (chosen == PASS or territory[flat(chosen)]) and self._may_pass_first(state, ownership, deadline):
                 return PASS, result
             if rescue is not None and move_filter.permits(me, rescue, 1):

@@ -189,6 +189,28 @@ def test_a_vetoed_pass_after_the_opponents_pass_plays_the_move_of_a_search_witho
     assert player.searcher.tree.root_excluded is not None and clock() <= start + 1.0 + 0.01
 
 
+def test_the_search_without_pass_does_not_fill_our_own_territory_either():
+    # As above, and every move loses, but filling Black's own area loses least (the network says so): the second
+    # search, with pass left out, prefers the fillings. Against GNU Go they filled our eyes one by one until a
+    # drawn game was lost by 74 points (runs/gnugo9-s43b, game 86). Our territory stays the first search's.
+    def fillings_lose_least(state):
+        if not state.moves or state.moves[-1][1] == PASS:
+            return 0.0
+        color, point = state.moves[-1]
+        return 0.5 if color == BLACK and G.row_col(point)[1] <= 1 else 0.95  # White to move: its view
+
+    evaluator = ScriptedEvaluator(favour=[PASS], value=fillings_lose_least, ownership=split_ownership)
+    game = after_white_pass("""
+        . . X O .
+        . . X O X
+        . . X O .
+        . . X O .
+        . . X O .
+    """, komi=7.5)
+    choice = Player(evaluator, player_config(seed=0, resign_threshold=None)).genmove(game, BLACK, QUICK)
+    assert choice.point == PASS or G.row_col(choice.point)[1] == WHITE_TERRITORY_COLUMN
+
+
 def test_passes_when_pass_is_its_only_legal_move_even_where_the_count_refuses_it():
     # Every empty point is a White eye, suicide for Black: after White's pass Black loses by the count and has no
     # move but pass, also in the search without pass (crashed once: pass has no point to look up).
