@@ -40,7 +40,8 @@ Terms:
      search chose pass and this rule does not pass, the move comes from a second search with pass excluded at the
      root, in the move's time left (or its visits once more): the search scores the game its pass ends with every
      stone alive, so it puts its visits on pass and the other moves keep few. Against GNU Go on 9x9, 1600 visits,
-     the engine then played barely searched moves after GNU Go's pass, filled its own eye and resigned.
+     the engine then played barely searched moves after GNU Go's pass, filled its own eye and resigned. Our
+     territory (rule 4) is still judged by the first search, the one that had pass among its moves.
   2. Passing first leaves the game to the opponent, so it needs a decided, settled game: the search prefers
      pass (it chose pass, or a move that only fills our own territory), no chain of ours the count keeps alive
      is in atari (against GNU Go on 9x9 the engine passed first with one, and the capture that followed lost
