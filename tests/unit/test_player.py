@@ -33,6 +33,15 @@ SPLIT_WITH_DEAD_STONE = """
     . . X O .
     . . X O .
 """
+# The same with a dead black stone inside White's area: with every stone alive Black leads by 3.5 at komi 7.5, by
+# the count (the stone removed) White leads by 2.5.
+SPLIT_WITH_DEAD_BLACK_STONE = """
+    . . X O .
+    . . X O X
+    . . X O .
+    . . X O .
+    . . X O .
+"""
 G = grid(5)
 BLACK_TERRITORY = G.point(2, 0)
 WHITE_TERRITORY_COLUMN = 4
@@ -164,13 +173,7 @@ def test_a_vetoed_pass_after_the_opponents_pass_plays_the_move_of_a_search_witho
     # pass, and the pass rules refuse it. The move played must be a searched one: it comes from a second search
     # with pass left out at the root, not from the few visits the first search left elsewhere.
     evaluator = ScriptedEvaluator(favour=[PASS], ownership=split_ownership)
-    game = after_white_pass("""
-        . . X O .
-        . . X O X
-        . . X O .
-        . . X O .
-        . . X O .
-    """, komi=7.5)
+    game = after_white_pass(SPLIT_WITH_DEAD_BLACK_STONE, komi=7.5)
     first = Searcher(evaluator, SearchConfig(seed=0)).search(game.copy(), QUICK)
     assert first.choice.point == PASS and sum(m.visits for m in first.snapshot.moves if m.point != PASS) < 20
     player = Player(evaluator, player_config(seed=0, resign_threshold=None))
@@ -200,13 +203,7 @@ def test_the_search_without_pass_does_not_fill_our_own_territory_either():
         return 0.5 if color == BLACK and G.row_col(point)[1] <= 1 else 0.95  # White to move: its view
 
     evaluator = ScriptedEvaluator(favour=[PASS], value=fillings_lose_least, ownership=split_ownership)
-    game = after_white_pass("""
-        . . X O .
-        . . X O X
-        . . X O .
-        . . X O .
-        . . X O .
-    """, komi=7.5)
+    game = after_white_pass(SPLIT_WITH_DEAD_BLACK_STONE, komi=7.5)
     choice = Player(evaluator, player_config(seed=0, resign_threshold=None)).genmove(game, BLACK, QUICK)
     assert choice.point == PASS or G.row_col(choice.point)[1] == WHITE_TERRITORY_COLUMN
 
