@@ -542,8 +542,20 @@ static PyObject *play_moves(PyObject *state, PyObject *const *points, Py_ssize_t
         Py_XDECREF(key);
         color = color == BLACK ? WHITE : BLACK;
     }
-    if (counts_write(board, &c) < 0 || write_pair(most_list, most) < 0 || set_long(state, s_to_play, color) < 0 ||
-        set_long(state, s_consecutive_passes, passes) < 0 || failed)
+    /* A refused point's error waits while the moves before it are written back: the C API must not run with an
+       exception set (it may clear or replace it, and the call then returned NULL with none set). */
+    PyObject *error_type = NULL, *error_value = NULL, *error_traceback = NULL;
+    if (failed) PyErr_Fetch(&error_type, &error_value, &error_traceback);
+    int written = counts_write(board, &c) == 0 && write_pair(most_list, most) == 0 &&
+                  set_long(state, s_to_play, color) == 0 && set_long(state, s_consecutive_passes, passes) == 0;
+    if (failed && written) {
+        PyErr_Restore(error_type, error_value, error_traceback);
+    } else {  /* nothing refused, or the write-back's own error is the one to report */
+        Py_XDECREF(error_type);
+        Py_XDECREF(error_value);
+        Py_XDECREF(error_traceback);
+    }
+    if (failed || !written)
         goto done;
     result = Py_None;
     Py_INCREF(result);
