@@ -36,9 +36,10 @@ Terms:
 - pass rules, area and territory scoring alike (Leela Zero's "pass only if passing wins", made safe against a
   network that is wrong and sure of itself):
   1. After the opponent's pass, passing ends the game: pass exactly when the count and the count after passing
-     both win and no chain of ours the count keeps alive is in atari where we can save it (see rescue). Where the
-     search chose pass and this rule does not pass, the move comes from a second search with pass excluded at the
-     root, in the move's time left (or its visits once more): the search scores the game its pass ends with every
+     both win and no chain of ours the count keeps alive is in atari where we can save it (rule 3's rescue,
+     which is then played whatever move the search chose). Where the search chose pass and this rule does not
+     pass, the move comes from a second search with pass excluded at the root, in the move's time left (or its
+     visits once more): the search scores the game its pass ends with every
      stone alive, so it puts its visits on pass and the other moves keep few. Against GNU Go on 9x9, 1600 visits,
      the engine then played barely searched moves after GNU Go's pass, filled its own eye and resigned. Our
      territory (rule 4) is still judged by the first search, the one that had pass among its moves.
@@ -51,9 +52,12 @@ Terms:
      one stone, or while most points are neutral it fails, whatever a network claims; so the engine never
      passes first in the opening, and it captures dead stones and fills dame before it passes first.
   3. Otherwise, where the search prefers pass and a living chain of ours is in atari, play its rescue: the
-     chain's last liberty, where that leaves the joined chain two liberties or more (the largest such chain
-     first). A network sure of a false eye counted a group alive that GNU Go killed by capturing the chain in
-     atari next to it, after the engine had passed (9x9, 1 s a move).
+     chain's last liberty, or else the capture of an opponent chain in atari beside it, where that leaves our
+     chain two liberties or more (the largest such chain first). A network sure of a false eye counted a group
+     alive that GNU Go killed by capturing the chain in atari next to it, after the engine had passed (9x9, 1 s
+     a move); on 13x13 the engine passed after GNU Go's pass with two stones in atari inside Black's area that
+     only a capture beside them could save (their own liberty was suicide), and GNU Go's count took them and
+     the stones around them as dead (B+3.5).
   4. Otherwise play the search's best move that is neither pass nor a filling of our own territory; pass only
      when no other move is left. So: never pass while behind, never fill our own territory.
   In cleanup (kgs-genmove_cleanup) the opponent's dead stones must be captured first: no pass while any
@@ -76,7 +80,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from gtp_engine.board import BLACK, EMPTY, WHITE, opponent
+from gtp_engine.board import BLACK, EMPTY, WHITE, Board, opponent
 from gtp_engine.coords import PASS
 from gtp_engine.evaluator import Evaluator
 from gtp_engine.game import GameState
@@ -311,8 +315,12 @@ class Player:
         if chosen != PASS and territory[flat(chosen)] and self._is_needed_filling(state, chosen, result, territory):
             territory[flat(chosen)] = False
         if move_filter.permits(me, PASS, 1) and not (cleanup and dead_opponent):
-            rescue = self._rescue(state, ownership) if chosen == PASS or territory[flat(chosen)] else None
-            if state.moves[-1:] == [(opponent(me), PASS)]:
+            opponent_passed = state.moves[-1:] == [(opponent(me), PASS)]
+            # After the opponent's pass rule 1 asks for the rescue whatever the search chose: the count that lets
+            # us pass may keep alive a chain in atari that a referee or the opponent's next move takes.
+            rescue = (self._rescue(state, ownership) if opponent_passed or chosen == PASS or territory[flat(chosen)]
+                      else None)
+            if opponent_passed:
                 if (rescue is None and self._margin(state, ownership) > 0
                         and self._margin_after_passing(state, deadline) > 0):
                     return PASS, result
@@ -369,14 +377,19 @@ class Player:
 
     def _rescue(self, state: GameState, ownership: np.ndarray) -> int | None:
         """The move that saves the largest chain of ours the count keeps alive and that is in atari: its last
-        liberty, where playing it is legal and leaves the joined chain two liberties or more; None if none."""
+        liberty, else the last liberty of an opponent chain in atari beside it (the capture), where playing it is
+        legal and leaves our chain two liberties or more; None if none."""
         best, best_size = None, 0
         for chain, liberty in self._living_chains_in_atari(state, ownership):
-            if len(chain) > best_size and state.is_legal(liberty):
-                after = state.copy()
-                after.play(liberty)
-                if after.board.chain_liberties(liberty) >= 2:
-                    best, best_size = liberty, len(chain)
+            if len(chain) <= best_size:
+                continue
+            for move in [liberty] + _captures_beside(state.board, chain):
+                if state.is_legal(move):
+                    after = state.copy()
+                    after.play(move)
+                    if after.board.chain_liberties(chain[0]) >= 2:
+                        best, best_size = move, len(chain)
+                        break
         return best
 
     def _living_chain_in_atari(self, state: GameState, ownership: np.ndarray) -> bool:
@@ -426,3 +439,20 @@ def _key(state: GameState, move_filter: MoveFilter = MoveFilter()) -> tuple:
     """Tells apart the positions whose search results Player keeps; a filtered search judges its position only
     for its own filter."""
     return state.to_play, state.komi, state.rules, tuple(state.moves), state.board.hash, move_filter
+
+
+def _captures_beside(board: Board, chain: list[int]) -> list[int]:
+    """The last liberties of the opponent chains in atari that touch `chain` (playing one captures), in board
+    order of the stones met first."""
+    color = board.colors[chain[0]]
+    captures, seen = [], set()
+    for point in chain:
+        for n in board.grid.neighbors[point]:
+            other = board.colors[n]
+            if other in (BLACK, WHITE) and other != color and n not in seen:
+                stones = board.chain(n)
+                seen.update(stones)
+                liberties = board.chain_liberty_points(n)
+                if len(liberties) == 1:
+                    captures.append(next(iter(liberties)))
+    return captures

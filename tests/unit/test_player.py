@@ -158,6 +158,37 @@ def test_saves_a_living_chain_in_atari_before_it_passes():
     assert player.genmove(position(text, BLACK, komi=0.5), BLACK, QUICK).point == false_eye
 
 
+# Black's two stones on the lower edge are in atari, and their own liberty at (6, 2) is suicide; the white stone
+# beside them at (6, 5) is in atari too, and taking it at (6, 6) gives them a second liberty.
+CHAIN_SAVED_BY_A_CAPTURE = """
+    . . . . . . .
+    . . . . . . .
+    . . . . . . .
+    . . . . . . .
+    . . . . . . .
+    . O O O O X X
+    . O . X X O .
+"""
+
+
+def black_everywhere(state):
+    return np.ones(state.grid.area)
+
+
+@pytest.mark.parametrize("favour", ["pass", "a move in the open"])
+def test_saves_a_living_chain_in_atari_by_a_capture_beside_it_before_it_passes(favour):
+    # White has passed and the count (a network sure Black owns the board) wins for Black, so rule 1 would pass,
+    # whatever move the search chose. But Black's chain in atari would be taken: the capture saves it. On 13x13
+    # the engine passed in such a position and GNU Go's count took the chain and its neighbours as dead.
+    g = grid(7)
+    game = position(CHAIN_SAVED_BY_A_CAPTURE, WHITE, komi=0.5)
+    game.play(PASS, WHITE)
+    favoured = PASS if favour == "pass" else g.point(0, 0)
+    player = Player(ScriptedEvaluator(favour=[favoured], ownership=black_everywhere), player_config(seed=0))
+    assert player.final_score(game) > 0
+    assert player.genmove(game, BLACK, QUICK).point == g.point(6, 6)
+
+
 def test_never_passes_while_behind():
     # komi 10.5: Black is behind by 5.5. The network wants to pass; Black must play on, outside its own area.
     player = Player(ScriptedEvaluator(favour=[PASS], ownership=split_ownership),
