@@ -316,8 +316,8 @@ class Player:
             territory[flat(chosen)] = False
         if move_filter.permits(me, PASS, 1) and not (cleanup and dead_opponent):
             opponent_passed = state.moves[-1:] == [(opponent(me), PASS)]
-            # After the opponent's pass rule 1 asks for the rescue whatever the search chose: the count that lets
-            # us pass may keep alive a chain in atari that a referee or the opponent's next move takes.
+            # After the opponent's pass the rescue comes first whatever the search chose: the count, by which we
+            # pass or play on, keeps that chain alive, and the opponent's next move or a referee takes it.
             rescue = (self._rescue(state, ownership) if opponent_passed or chosen == PASS or territory[flat(chosen)]
                       else None)
             if opponent_passed:
@@ -444,14 +444,12 @@ def _key(state: GameState, move_filter: MoveFilter = MoveFilter()) -> tuple:
 def _captures_beside(board: Board, chain: list[int]) -> list[int]:
     """The last liberties of the opponent chains in atari that touch `chain` (playing one captures), in board
     order of the stones met first."""
-    color = board.colors[chain[0]]
+    enemy = opponent(board.colors[chain[0]])
     captures, seen = [], set()
     for point in chain:
         for n in board.grid.neighbors[point]:
-            other = board.colors[n]
-            if other in (BLACK, WHITE) and other != color and n not in seen:
-                stones = board.chain(n)
-                seen.update(stones)
+            if board.colors[n] == enemy and n not in seen:
+                seen.update(board.chain(n))
                 liberties = board.chain_liberty_points(n)
                 if len(liberties) == 1:
                     captures.append(next(iter(liberties)))
