@@ -24,7 +24,8 @@ Terms:
   pass at the root: a pass would end the search's game at once, scored with every stone alive, where a referee
   removes the stones that play on from the position would capture.
 - count after passing: the count of the position our pass leaves, the opponent to move, with the dead stones
-  judged as final_score judges them there (the ended game's search, of ownership_playouts playouts: 4-17 ms
+  judged as final_score judges them there; winrate after passing: ours, by the same search (the opponent's best
+  move there, seen from our side). That search is the ended game's, of ownership_playouts playouts: 4-17 ms
   measured on 9x9 with the int8 network, 100-300 ms on 19x19 on 2 busy cores; spent only when a pass is in
   question). It runs inside the move's time: it stops at the move's hard deadline, the network's own ownership
   of the position when no time is left, and after the opponent's pass, when our pass would end the game, the
@@ -47,10 +48,16 @@ Terms:
      pass (it chose pass, or a move that only fills our own territory), no chain of ours the count keeps alive
      is in atari (against GNU Go on 9x9 the engine passed first with one, and the capture that followed lost
      the game), the count and the count after passing win, the raw count wins even
-     if the opponent got every neutral point, and the ownership of every point that is not neutral is at least
-     SETTLED_OWNERSHIP sure. The raw-count condition asks nothing of the network: on an empty board, after
+     if the opponent got every neutral point, the ownership of every point that is not neutral is at least
+     SETTLED_OWNERSHIP sure, and the winrate after passing is at most PASS_FIRST_WINRATE_LOSS below the chosen
+     move's. The raw-count condition asks nothing of the network: on an empty board, after
      one stone, or while most points are neutral it fails, whatever a network claims; so the engine never
-     passes first in the opening, and it captures dead stones and fills dame before it passes first.
+     passes first in the opening, and it captures dead stones and fills dame before it passes first. Where
+     only the search after our pass stands in the way (its count or its winrate), the move the search chose in
+     our own territory is played: it is the answer to what that search found the opponent could do. Against
+     GNU Go on 9x9 (1 s a move) the engine passed first with the vital point of its biggest group open, sure by
+     the count of a 25-point lead; the search after the pass gave the opponent 73% at 100 playouts, where the
+     count there still kept the group alive, and GNU Go killed it.
   3. Otherwise, where the search prefers pass and a living chain of ours is in atari, play its rescue: the
      chain's last liberty, or else the capture of an opponent chain in atari beside it, where that leaves our
      chain two liberties or more (the largest such chain first). A network sure of a false eye counted a group
@@ -102,6 +109,7 @@ OWN_TERRITORY_OWNERSHIP = 0.8  # how sure the ownership must be before a point c
 SETTLED_OWNERSHIP = 0.6  # how sure the ownership of every non-neutral point must be before we pass first
 NEUTRAL_OWNERSHIP = 0.5  # a liberty whose |ownership| is below this belongs to nobody (seki, dame)
 PASS_CHECK_SHARE = 1 / 3  # of a move's time after the opponent's pass: the count after passing, the search without pass
+PASS_FIRST_WINRATE_LOSS = 0.2  # the most our winrate may fall, from the move's search to the search after our pass
 
 
 @dataclass(frozen=True)
@@ -232,11 +240,7 @@ class Player:
         the searcher's clock, if it comes first; the network's ownership when it has passed); in a game two passes
         ended, the side to move may not pass at the root (see ended game)."""
         self.stop_background()
-        if self._last is not None and self._last[0] == _key(game):
-            return self._last[1].snapshot.ownership
-        result = self._search(game.copy(), StopCondition(playouts=self.config.ownership_playouts, deadline=deadline),
-                              exclude=(PASS,) if game.is_over else ())
-        return result.snapshot.ownership
+        return self._searched(game, deadline).snapshot.ownership
 
     def dead_stones(self, game: GameState) -> list[int]:
         """Points of the stones the ownership judges dead, both colours, for final_status_list and final_score."""
@@ -284,6 +288,14 @@ class Player:
         self._last = (_key(state, move_filter), result)
         return result
 
+    def _searched(self, game: GameState, deadline: float | None = None) -> SearchResult:
+        """The last search's result where it was of `game`'s position, else a search of ownership_playouts (see
+        ownership())."""
+        if self._last is not None and self._last[0] == _key(game):
+            return self._last[1]
+        return self._search(game.copy(), StopCondition(playouts=self.config.ownership_playouts, deadline=deadline),
+                            exclude=(PASS,) if game.is_over else ())
+
     def _quick_ownership(self, state: GameState) -> np.ndarray:
         """Ownership from the last search of this position, else from one network evaluation."""
         if self._last is not None and self._last[0] == _key(state):
@@ -322,15 +334,19 @@ class Player:
                       else None)
             if opponent_passed:
                 if (rescue is None and self._margin(state, ownership) > 0
-                        and self._margin_after_passing(state, deadline) > 0):
+                        and self._after_passing(state, deadline)[0] > 0):
                     return PASS, result
                 if rescue is None and chosen == PASS and search_without_pass is not None:
                     # Our territory stays the first search's: without pass among its moves, the second finds
                     # fillings of it better than the rest where every move loses, and filled our eyes one by one.
                     result = search_without_pass()
                     chosen = result.choice.point
-            elif (chosen == PASS or territory[flat(chosen)]) and self._may_pass_first(state, ownership, deadline):
-                return PASS, result
+            elif (chosen == PASS or territory[flat(chosen)]) and self._decided_and_settled(state, ownership):
+                lead, winrate = self._after_passing(state, deadline)
+                if lead > 0 and winrate >= result.choice.winrate - PASS_FIRST_WINRATE_LOSS:
+                    return PASS, result
+                if chosen != PASS:  # the move that stops what our pass would let the opponent do
+                    return chosen, result
             if rescue is not None and move_filter.permits(me, rescue, 1):
                 return rescue, result
         for point in [chosen] + [m.point for m in result.snapshot.moves] + result.root_moves:
@@ -358,22 +374,23 @@ class Player:
                             self._dead_stones_of(state, WHITE, ownership))
         return score if state.to_play == BLACK else -score
 
-    def _margin_after_passing(self, state: GameState, deadline: float | None = None) -> float:
-        """Our lead by the count after passing (see the module docstring)."""
+    def _after_passing(self, state: GameState, deadline: float | None = None) -> tuple[float, float]:
+        """(our lead by the count, our winrate) after passing, from the one search of that position (see count
+        after passing in the module docstring)."""
         after = state.copy()
         after.play(PASS, state.to_play)
-        return -self._margin(after, self.ownership(after, deadline))
+        result = self._searched(after, deadline)
+        return -self._margin(after, result.snapshot.ownership), 1.0 - result.choice.winrate
 
-    def _may_pass_first(self, state: GameState, ownership: np.ndarray, deadline: float | None = None) -> bool:
-        """Whether the game is decided for us and settled (rule 2 of the pass rules)."""
+    def _decided_and_settled(self, state: GameState, ownership: np.ndarray) -> bool:
+        """Rule 2's conditions on the position itself, before the search after our pass."""
         sign = 1 if state.to_play == BLACK else -1
         owner = state.area_ownership()
         neutral = owner == 0
         return (self._margin(state, ownership) > 0
                 and sign * state.score() - np.count_nonzero(neutral) > 0
                 and bool(np.all(np.abs(ownership[~neutral]) >= SETTLED_OWNERSHIP))
-                and not self._living_chain_in_atari(state, ownership)
-                and self._margin_after_passing(state, deadline) > 0)  # the one search: last
+                and not self._living_chain_in_atari(state, ownership))
 
     def _rescue(self, state: GameState, ownership: np.ndarray) -> int | None:
         """The move that saves the largest chain of ours the count keeps alive and that is in atari: its last

@@ -555,3 +555,22 @@ def test_analysis_searches_with_the_analysis_settings_and_genmove_with_its_own()
     calls = evaluator.calls
     player.genmove(game, BLACK, StopCondition(playouts=33))
     assert evaluator.calls - calls <= 1 + 32 // 8 + 1  # the root, then batches of 8
+
+
+def test_does_not_pass_first_where_the_search_after_its_pass_finds_the_opponent_winning():
+    # Decided by the count (15 to 10) and settled by an ownership sure of every point, even after Black's pass;
+    # only the network's value sees that White, to move after Black's pass, turns the game (a vital point of
+    # Black's area left open). The search's move in Black's own area is that answer: Black plays it, not a pass
+    # and not a move elsewhere.
+    def white_wins_after_black_passes(state):
+        sign = 1.0 if state.to_play == BLACK else -1.0
+        return sign * (-0.9 if (BLACK, PASS) in state.moves else 0.8)
+
+    player = Player(ScriptedEvaluator(favour=[BLACK_TERRITORY], value=white_wins_after_black_passes,
+                                      ownership=split_ownership), player_config(seed=0, resign_threshold=None))
+    game = position(SPLIT, BLACK, komi=0.5)
+    assert player.genmove(game, BLACK, QUICK).point == BLACK_TERRITORY
+    # The same network without that threat: the pass rules pass first, as in test_does_not_fill_its_own_territory.
+    calm = Player(ScriptedEvaluator(favour=[BLACK_TERRITORY], value=lambda s: 0.8 if s.to_play == BLACK else -0.8,
+                                    ownership=split_ownership), player_config(seed=0, resign_threshold=None))
+    assert calm.genmove(game, BLACK, QUICK).point == PASS
