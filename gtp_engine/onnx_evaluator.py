@@ -20,6 +20,7 @@ import io
 import json
 import logging
 import os
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,9 @@ _CHAINS = {
     "cuda": ("CUDAExecutionProvider", "CPUExecutionProvider"),
     "cpu": ("CPUExecutionProvider",),
 }
+# onnxruntime's logger severity is global: the engine loads two networks at once (the default size's and the one
+# boardsize asked for), and one load's restored severity let the other's CUDA failure print in red on stderr.
+_QUIET_LOCK = threading.Lock()
 
 
 def open_session(path: str | os.PathLike, device: str = "auto", threads: int = 0) -> tuple[ort.InferenceSession, str]:
@@ -65,24 +69,31 @@ def open_session(path: str | os.PathLike, device: str = "auto", threads: int = 0
             failures.append(f"{name}: not in this onnxruntime build")
             continue
         quiet = device == "auto" and name != "cpu"  # a GPU missing its libraries is normal here; failures are kept
-        if quiet:
-            ort.set_default_logger_severity(4)
         try:
-            # onnxruntime prints ("EP Error ... Falling back") where it retries without the first provider
-            with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
+            with _quietly() if quiet else contextlib.nullcontext():
                 session = ort.InferenceSession(str(path), sess_options=options, providers=list(chain))
         except Exception as e:  # onnxruntime has its own exception types, for a bad file and a failing provider
             if name == "cpu" or type(e).__name__ in ("InvalidProtobuf", "InvalidGraph", "NoSuchFile"):
                 raise ModelLoadError(path, f"onnxruntime cannot load it ({_first_line(e)})") from None
             failures.append(f"{name}: {_first_line(e)}")
             continue
-        finally:
-            if quiet:
-                ort.set_default_logger_severity(2)
         if session.get_providers()[0] == chain[0]:
             return session, name
         failures.append(f"{name}: the provider did not load")
     raise ModelLoadError(path, f"no usable device for --device {device} ({'; '.join(failures)})")
+
+
+@contextlib.contextmanager
+def _quietly():
+    """onnxruntime's logging off (its errors and warnings on stderr, and the "EP Error ... Falling back" it prints
+    on stdout where it retries without the first provider), one thread at a time."""
+    with _QUIET_LOCK:
+        ort.set_default_logger_severity(4)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                yield
+        finally:
+            ort.set_default_logger_severity(2)
 
 
 def read_info(session: ort.InferenceSession, path: str | os.PathLike, provider: str) -> ModelInfo:

@@ -241,3 +241,50 @@ def test_a_file_named_int8_must_say_int8(tmp_path, tiny_onnx_model):
     path = tmp_path / "net.int8.onnx"
     path.write_bytes(tiny_onnx_model.read_bytes())
     assert "named as an int8 network (*.int8.onnx) but its metadata says fp32" in refused(path, device="cpu")
+
+
+def test_two_loads_at_once_keep_onnxruntime_quiet_through_both_gpu_attempts(monkeypatch, tiny_onnx_model):
+    # --device auto with onnxruntime-gpu on a machine without CUDA's libraries: each CUDA attempt fails, with
+    # onnxruntime's logging off. The engine loads two networks at once (the default size's and the one boardsize
+    # asked for); one load turning the logging back on while the other's attempt ran printed that attempt's
+    # failure in red on stderr. Here the first attempt ends while the second runs, wherever the two overlap.
+    from gtp_engine import onnx_evaluator
+
+    ort = onnx_evaluator.ort
+    real_session = ort.InferenceSession
+    changed = threading.Condition()
+    state = {"severity": 2, "restores": 0, "attempts": 0}
+    severities_seen = []
+
+    def set_severity(level):
+        with changed:
+            state["severity"] = level
+            state["restores"] += level == 2
+            changed.notify_all()
+
+    def session(path, sess_options=None, providers=()):
+        if providers[0] == "CPUExecutionProvider":
+            return real_session(path, sess_options=sess_options, providers=list(providers))
+        with changed:
+            state["attempts"] += 1
+            first, restores = state["attempts"] == 1, state["restores"]
+            changed.notify_all()
+            if first:  # until the other load's attempt has begun, where nothing keeps them apart
+                changed.wait_for(lambda: state["attempts"] >= 2, timeout=0.5)
+            else:  # until the first attempt has turned the logging back on, where nothing keeps them apart
+                changed.wait_for(lambda: state["restores"] > restores, timeout=0.5)
+            severities_seen.append(state["severity"])
+        raise RuntimeError("CUDA libraries not found")
+
+    monkeypatch.setattr(ort, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    monkeypatch.setattr(ort, "set_default_logger_severity", set_severity)
+    monkeypatch.setattr(ort, "InferenceSession", session)
+    devices = []
+    loads = [threading.Thread(target=lambda: devices.append(onnx_evaluator.open_session(tiny_onnx_model)[1]))
+             for _ in range(2)]
+    for load in loads:
+        load.start()
+    for load in loads:
+        load.join()
+    assert devices == ["cpu", "cpu"]
+    assert severities_seen == [4, 4]  # 4: fatal errors only
