@@ -25,11 +25,13 @@ Terms:
   removes the stones that play on from the position would capture.
 - count after passing: the count of the position our pass leaves, the opponent to move, with the dead stones
   judged as final_score judges them there; winrate after passing: ours, by the same search (the opponent's best
-  move there, seen from our side). That search is the ended game's, of ownership_playouts playouts: 4-17 ms
-  measured on 9x9 with the int8 network, 100-300 ms on 19x19 on 2 busy cores; spent only when a pass is in
-  question). It runs inside the move's time: it stops at the move's hard deadline, the network's own ownership
-  of the position when no time is left, and after the opponent's pass, when our pass would end the game, the
-  move's search leaves it PASS_CHECK_SHARE of the time. A chain that lives
+  move there, seen from our side). That search runs only when a pass is in question, inside the move's time: the
+  move's search leaves it PASS_CHECK_SHARE of the time after the opponent's pass (rule 1) and where rule 2's
+  raw count holds (about 2 of our moves a game on 9x9); it stops at the move's hard deadline, the network's own
+  evaluation of the position when no time is left. For rule 1 it is ownership_playouts playouts (4-17 ms on 9x9
+  with the int8 network, 100-300 ms on 19x19 on 2 busy cores), leaving the rest to the search without pass; for
+  rule 2, which decides the move, all the time left (with none reserved, it had one network evaluation, whose
+  winrate alone caught the 9x9 case below by luck). A chain that lives
   only if we move first (an unsettled semeai, a group one move short of two eyes) is alive in the search's
   ownership, where we are to move, and dead here, as it is to a referee who scores the game our pass ends (GNU
   Go's final_score, a human opponent). Games against GNU Go were lost this way: on 13x13 the count said B+10.5
@@ -168,8 +170,8 @@ class Player:
         dead_opponent = cleanup and bool(self._dead_stones_of(state, opponent(color), self._quick_ownership(state)))
         hard_deadline = stop.max_deadline if stop.max_deadline is not None else stop.deadline
         move_stop = stop
-        if state.moves[-1:] == [(opponent(color), PASS)]:
-            stop = self._leaving_time(stop, PASS_CHECK_SHARE)
+        if state.moves[-1:] == [(opponent(color), PASS)] or _decided_by_the_raw_count(state):
+            stop = self._leaving_time(stop, PASS_CHECK_SHARE)  # for the search after our pass (rules 1 and 2)
         result = self._search(state, stop, on_snapshot, snapshot_interval, exclude=(PASS,) if dead_opponent else (),
                               move_filter=move_filter)
 
@@ -288,12 +290,13 @@ class Player:
         self._last = (_key(state, move_filter), result)
         return result
 
-    def _searched(self, game: GameState, deadline: float | None = None) -> SearchResult:
-        """The last search's result where it was of `game`'s position, else a search of ownership_playouts (see
-        ownership())."""
+    def _searched(self, game: GameState, deadline: float | None = None, to_the_deadline: bool = False) -> SearchResult:
+        """The last search's result where it was of `game`'s position, else a search of ownership_playouts, or to
+        the deadline (see ownership())."""
         if self._last is not None and self._last[0] == _key(game):
             return self._last[1]
-        return self._search(game.copy(), StopCondition(playouts=self.config.ownership_playouts, deadline=deadline),
+        playouts = None if to_the_deadline else self.config.ownership_playouts
+        return self._search(game.copy(), StopCondition(playouts=playouts, deadline=deadline),
                             exclude=(PASS,) if game.is_over else ())
 
     def _quick_ownership(self, state: GameState) -> np.ndarray:
@@ -342,7 +345,7 @@ class Player:
                     result = search_without_pass()
                     chosen = result.choice.point
             elif (chosen == PASS or territory[flat(chosen)]) and self._decided_and_settled(state, ownership):
-                lead, winrate = self._after_passing(state, deadline)
+                lead, winrate = self._after_passing(state, deadline, until_deadline=True)
                 if lead > 0 and winrate >= result.choice.winrate - PASS_FIRST_WINRATE_LOSS:
                     return PASS, result
                 if chosen != PASS:  # the move that stops what our pass would let the opponent do
@@ -374,21 +377,21 @@ class Player:
                             self._dead_stones_of(state, WHITE, ownership))
         return score if state.to_play == BLACK else -score
 
-    def _after_passing(self, state: GameState, deadline: float | None = None) -> tuple[float, float]:
+    def _after_passing(self, state: GameState, deadline: float | None = None,
+                       until_deadline: bool = False) -> tuple[float, float]:
         """(our lead by the count, our winrate) after passing, from the one search of that position (see count
-        after passing in the module docstring)."""
+        after passing in the module docstring); until_deadline: that search takes all the time to the deadline,
+        where there is one, instead of ownership_playouts."""
         after = state.copy()
         after.play(PASS, state.to_play)
-        result = self._searched(after, deadline)
+        result = self._searched(after, deadline, until_deadline and deadline is not None)
         return -self._margin(after, result.snapshot.ownership), 1.0 - result.choice.winrate
 
     def _decided_and_settled(self, state: GameState, ownership: np.ndarray) -> bool:
         """Rule 2's conditions on the position itself, before the search after our pass."""
-        sign = 1 if state.to_play == BLACK else -1
-        owner = state.area_ownership()
-        neutral = owner == 0
+        neutral = state.area_ownership() == 0
         return (self._margin(state, ownership) > 0
-                and sign * state.score() - np.count_nonzero(neutral) > 0
+                and _decided_by_the_raw_count(state)
                 and bool(np.all(np.abs(ownership[~neutral]) >= SETTLED_OWNERSHIP))
                 and not self._living_chain_in_atari(state, ownership))
 
@@ -456,6 +459,13 @@ def _key(state: GameState, move_filter: MoveFilter = MoveFilter()) -> tuple:
     """Tells apart the positions whose search results Player keeps; a filtered search judges its position only
     for its own filter."""
     return state.to_play, state.komi, state.rules, tuple(state.moves), state.board.hash, move_filter
+
+
+def _decided_by_the_raw_count(state: GameState) -> bool:
+    """Whether the side to move wins by the count with every stone alive even if the opponent got every neutral
+    point (rule 2; known before any search)."""
+    sign = 1 if state.to_play == BLACK else -1
+    return sign * state.score() - np.count_nonzero(state.area_ownership() == 0) > 0
 
 
 def _captures_beside(board: Board, chain: list[int]) -> list[int]:

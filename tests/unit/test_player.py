@@ -574,3 +574,19 @@ def test_does_not_pass_first_where_the_search_after_its_pass_finds_the_opponent_
     calm = Player(ScriptedEvaluator(favour=[BLACK_TERRITORY], value=lambda s: 0.8 if s.to_play == BLACK else -0.8,
                                     ownership=split_ownership), player_config(seed=0, resign_threshold=None))
     assert calm.genmove(game, BLACK, QUICK).point == PASS
+
+
+def test_the_search_after_a_first_pass_gets_its_share_of_the_moves_time():
+    # byo-yomi: the whole period is the move's time, and every network call takes 10 ms on the clock. The position
+    # is decided by the raw count, so the move's search leaves a third of it to the search after Black's pass,
+    # which passing first needs (rule 2): without that share it had a single network call.
+    clock = FakeClock()
+    calm = ScriptedEvaluator(favour=[BLACK_TERRITORY], value=lambda s: 0.8 if s.to_play == BLACK else -0.8,
+                             ownership=split_ownership)
+    player = Player(TimedEvaluator(calm, clock), player_config(seed=0, resign_threshold=None), clock=clock)
+    start = clock()
+    assert player.genmove(position(SPLIT, BLACK, komi=0.5), BLACK, StopCondition.for_budget(start, 1.0, 1.0, 1.0)) \
+        .point == PASS
+    assert clock() <= start + 1.0 + 0.01  # at most one call past the deadline
+    checked = player.searcher.tree
+    assert checked.root_state.moves[-1:] == [(BLACK, PASS)] and checked.root.visits > 100
