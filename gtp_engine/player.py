@@ -110,7 +110,7 @@ log = logging.getLogger(__name__)
 OWN_TERRITORY_OWNERSHIP = 0.8  # how sure the ownership must be before a point counts as our territory
 SETTLED_OWNERSHIP = 0.6  # how sure the ownership of every non-neutral point must be before we pass first
 NEUTRAL_OWNERSHIP = 0.5  # a liberty whose |ownership| is below this belongs to nobody (seki, dame)
-PASS_CHECK_SHARE = 1 / 3  # of a move's time after the opponent's pass: the count after passing, the search without pass
+PASS_CHECK_SHARE = 1 / 3  # of a move's time where a pass is in question: the search after our pass, the one without
 PASS_FIRST_WINRATE_LOSS = 0.2  # the most our winrate may fall, from the move's search to the search after our pass
 
 
@@ -187,7 +187,7 @@ class Player:
             return MoveChoice(PASS, resign=True, winrate=choice.winrate, score_lead=choice.score_lead,
                               visits=snapshot.visits)
         point, result = self._apply_pass_rules(state, result, cleanup, dead_opponent, move_filter, hard_deadline,
-                                               search_without_pass)
+                                               move_stop.deadline, search_without_pass)
         choice, snapshot = result.choice, result.snapshot
         if not game.is_legal(point, color):  # the colour not to play, where superko differs: passing is legal
             log.warning("search chose an illegal move for the colour not to play; passing")
@@ -317,10 +317,11 @@ class Player:
                        min_deadline=sooner(stop.min_deadline))
 
     def _apply_pass_rules(self, state: GameState, result: SearchResult, cleanup: bool, dead_opponent: bool,
-                          move_filter: MoveFilter, deadline: float | None = None,
+                          move_filter: MoveFilter, deadline: float | None = None, move_deadline: float | None = None,
                           search_without_pass: Callable[[], SearchResult] | None = None) -> tuple[int, SearchResult]:
         """The move to play for the search's result, and the result it was chosen from: see the pass rules in the
-        module docstring. deadline: when the count after passing must be known (the move's hard deadline).
+        module docstring. deadline: when the count after passing must be known (the move's hard deadline);
+        move_deadline: the move's own (recommended) one, where rule 2's search after our pass ends.
         search_without_pass: the search again with pass excluded at the root (rule 1's veto)."""
         me = state.to_play
         ownership = result.snapshot.ownership
@@ -345,7 +346,7 @@ class Player:
                     result = search_without_pass()
                     chosen = result.choice.point
             elif (chosen == PASS or territory[flat(chosen)]) and self._decided_and_settled(state, ownership):
-                lead, winrate = self._after_passing(state, deadline, until_deadline=True)
+                lead, winrate = self._after_passing(state, _earliest(move_deadline, deadline), to_the_deadline=True)
                 if lead > 0 and winrate >= result.choice.winrate - PASS_FIRST_WINRATE_LOSS:
                     return PASS, result
                 if chosen != PASS:  # the move that stops what our pass would let the opponent do
@@ -378,13 +379,13 @@ class Player:
         return score if state.to_play == BLACK else -score
 
     def _after_passing(self, state: GameState, deadline: float | None = None,
-                       until_deadline: bool = False) -> tuple[float, float]:
+                       to_the_deadline: bool = False) -> tuple[float, float]:
         """(our lead by the count, our winrate) after passing, from the one search of that position (see count
-        after passing in the module docstring); until_deadline: that search takes all the time to the deadline,
+        after passing in the module docstring); to_the_deadline: that search takes all the time to the deadline,
         where there is one, instead of ownership_playouts."""
         after = state.copy()
         after.play(PASS, state.to_play)
-        result = self._searched(after, deadline, until_deadline and deadline is not None)
+        result = self._searched(after, deadline, to_the_deadline and deadline is not None)
         return -self._margin(after, result.snapshot.ownership), 1.0 - result.choice.winrate
 
     def _decided_and_settled(self, state: GameState, ownership: np.ndarray) -> bool:
@@ -459,6 +460,11 @@ def _key(state: GameState, move_filter: MoveFilter = MoveFilter()) -> tuple:
     """Tells apart the positions whose search results Player keeps; a filtered search judges its position only
     for its own filter."""
     return state.to_play, state.komi, state.rules, tuple(state.moves), state.board.hash, move_filter
+
+
+def _earliest(*deadlines: float | None) -> float | None:
+    """The first of the deadlines given (None ones left out); None when none is."""
+    return min((d for d in deadlines if d is not None), default=None)
 
 
 def _decided_by_the_raw_count(state: GameState) -> bool:

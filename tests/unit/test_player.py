@@ -590,3 +590,10 @@ def test_the_search_after_a_first_pass_gets_its_share_of_the_moves_time():
     assert clock() <= start + 1.0 + 0.01  # at most one call past the deadline
     checked = player.searcher.tree
     assert checked.root_state.moves[-1:] == [(BLACK, PASS)] and checked.root.visits > 100
+    # Where the budget allows more than the recommended second (the hard limit at 3 s), that search still ends
+    # with the move's own second.
+    player = Player(TimedEvaluator(calm, clock), player_config(seed=0, resign_threshold=None), clock=clock)
+    start = clock()
+    assert player.genmove(position(SPLIT, BLACK, komi=0.5), BLACK, StopCondition.for_budget(start, 0.0, 1.0, 3.0)) \
+        .point == PASS
+    assert clock() <= start + 1.0 + 0.01
