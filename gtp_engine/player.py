@@ -392,7 +392,7 @@ class Player:
         """Rule 2's conditions on the position itself, before the search after our pass."""
         neutral = state.area_ownership() == 0
         return (self._margin(state, ownership) > 0
-                and _decided_by_the_raw_count(state)
+                and _decided_by_the_raw_count(state, neutral)
                 and bool(np.all(np.abs(ownership[~neutral]) >= SETTLED_OWNERSHIP))
                 and not self._living_chain_in_atari(state, ownership))
 
@@ -467,11 +467,13 @@ def _earliest(*deadlines: float | None) -> float | None:
     return min((d for d in deadlines if d is not None), default=None)
 
 
-def _decided_by_the_raw_count(state: GameState) -> bool:
+def _decided_by_the_raw_count(state: GameState, neutral: np.ndarray | None = None) -> bool:
     """Whether the side to move wins by the count with every stone alive even if the opponent got every neutral
-    point (rule 2; known before any search)."""
+    point (rule 2; known before any search). neutral: the neutral points, where the caller has them."""
+    if neutral is None:
+        neutral = state.area_ownership() == 0
     sign = 1 if state.to_play == BLACK else -1
-    return sign * state.score() - np.count_nonzero(state.area_ownership() == 0) > 0
+    return sign * state.score() - np.count_nonzero(neutral) > 0
 
 
 def _captures_beside(board: Board, chain: list[int]) -> list[int]:
