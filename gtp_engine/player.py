@@ -292,10 +292,10 @@ class Player:
 
     def _searched(self, game: GameState, deadline: float | None = None, to_the_deadline: bool = False) -> SearchResult:
         """The last search's result where it was of `game`'s position, else a search of ownership_playouts, or to
-        the deadline (see ownership())."""
+        the deadline where there is one (see ownership())."""
         if self._last is not None and self._last[0] == _key(game):
             return self._last[1]
-        playouts = None if to_the_deadline else self.config.ownership_playouts
+        playouts = None if to_the_deadline and deadline is not None else self.config.ownership_playouts
         return self._search(game.copy(), StopCondition(playouts=playouts, deadline=deadline),
                             exclude=(PASS,) if game.is_over else ())
 
@@ -385,7 +385,7 @@ class Player:
         where there is one, instead of ownership_playouts."""
         after = state.copy()
         after.play(PASS, state.to_play)
-        result = self._searched(after, deadline, to_the_deadline and deadline is not None)
+        result = self._searched(after, deadline, to_the_deadline)
         return -self._margin(after, result.snapshot.ownership), 1.0 - result.choice.winrate
 
     def _decided_and_settled(self, state: GameState, ownership: np.ndarray) -> bool:
