@@ -27,7 +27,10 @@ Terms:
   judged as final_score judges them there; winrate after passing: ours, by the same search (the opponent's best
   move there, seen from our side). That search runs only when a pass is in question, inside the move's time: the
   move's search leaves it PASS_CHECK_SHARE of the time after the opponent's pass (rule 1) and where rule 2's
-  raw count holds (about 2 of our moves a game on 9x9); it stops at the move's hard deadline, the network's own
+  raw count holds (about 2 of our moves a game on 9x9), and goes on with that time, its tree kept, where no
+  rule then searches again (rule 1 neither passes nor has to search without pass, rule 2 finds no pass in
+  question; a move then plays on, unchecked passes being what lost games); it stops at the move's hard
+  deadline, the network's own
   evaluation of the position when no time is left. For rule 1 it is ownership_playouts playouts (4-17 ms on 9x9
   with the int8 network, 100-300 ms on 19x19 on 2 busy cores), leaving the rest to the search without pass; for
   rule 2, which decides the move, all the time left (with none reserved, it had one network evaluation, whose
@@ -172,8 +175,19 @@ class Player:
         move_stop = stop
         if state.moves[-1:] == [(opponent(color), PASS)] or _decided_by_the_raw_count(state):
             stop = self._leaving_time(stop, PASS_CHECK_SHARE)  # for the search after our pass (rules 1 and 2)
-        result = self._search(state, stop, on_snapshot, snapshot_interval, exclude=(PASS,) if dead_opponent else (),
-                              move_filter=move_filter)
+
+        def search(stop: StopCondition) -> SearchResult:
+            return self._search(state, stop, on_snapshot, snapshot_interval,
+                                exclude=(PASS,) if dead_opponent else (), move_filter=move_filter)
+
+        result = search(stop)
+        time_to_check = True
+        if stop != move_stop and not self._pass_in_question(state, result, cleanup, dead_opponent, move_filter,
+                                                             hard_deadline):
+            # No pass rule will search again: the move's search gets its time back, its tree kept. Should it come
+            # to prefer pass, no time is left to check a pass: that waits for the next move.
+            result = search(_the_rest(move_stop, result))
+            time_to_check = False
 
         def search_without_pass() -> SearchResult:  # the rest of the move's time, or its visits once more
             budget = move_stop.playouts if move_stop.playouts is not None else move_stop.visits
@@ -187,7 +201,7 @@ class Player:
             return MoveChoice(PASS, resign=True, winrate=choice.winrate, score_lead=choice.score_lead,
                               visits=snapshot.visits)
         point, result = self._apply_pass_rules(state, result, cleanup, dead_opponent, move_filter, hard_deadline,
-                                               move_stop.deadline, search_without_pass)
+                                               move_stop.deadline, search_without_pass, time_to_check)
         choice, snapshot = result.choice, result.snapshot
         if not game.is_legal(point, color):  # the colour not to play, where superko differs: passing is legal
             log.warning("search chose an illegal move for the colour not to play; passing")
@@ -318,37 +332,39 @@ class Player:
 
     def _apply_pass_rules(self, state: GameState, result: SearchResult, cleanup: bool, dead_opponent: bool,
                           move_filter: MoveFilter, deadline: float | None = None, move_deadline: float | None = None,
-                          search_without_pass: Callable[[], SearchResult] | None = None) -> tuple[int, SearchResult]:
+                          search_without_pass: Callable[[], SearchResult] | None = None,
+                          time_to_check: bool = True) -> tuple[int, SearchResult]:
         """The move to play for the search's result, and the result it was chosen from: see the pass rules in the
         module docstring. deadline: when the count after passing must be known (the move's hard deadline);
         move_deadline: the move's own (recommended) one, where rule 2's search after our pass ends.
-        search_without_pass: the search again with pass excluded at the root (rule 1's veto)."""
+        search_without_pass: the search again with pass excluded at the root (rule 1's veto). time_to_check: False
+        where the move's search took the time kept for the searches of the pass rules: no pass, no second search,
+        the move plays on."""
         me = state.to_play
         ownership = result.snapshot.ownership
         chosen = result.choice.point
-        territory = self._own_territory(state, ownership)
+        territory = self._territory_of_the_choice(state, result)
         flat = state.grid.flat
-        if chosen != PASS and territory[flat(chosen)] and self._is_needed_filling(state, chosen, result, territory):
-            territory[flat(chosen)] = False
-        if move_filter.permits(me, PASS, 1) and not (cleanup and dead_opponent):
+        if self._may_pass(move_filter, me, cleanup, dead_opponent):
             opponent_passed = state.moves[-1:] == [(opponent(me), PASS)]
             # After the opponent's pass the rescue comes first whatever the search chose: the count, by which we
             # pass or play on, keeps that chain alive, and the opponent's next move or a referee takes it.
             rescue = (self._rescue(state, ownership) if opponent_passed or chosen == PASS or territory[flat(chosen)]
                       else None)
             if opponent_passed:
-                if (rescue is None and self._margin(state, ownership) > 0
-                        and self._after_passing(state, deadline)[0] > 0):
+                if time_to_check and self._rule_1_passes(state, ownership, deadline):
                     return PASS, result
-                if rescue is None and chosen == PASS and search_without_pass is not None:
+                if rescue is None and chosen == PASS and search_without_pass is not None and time_to_check:
                     # Our territory stays the first search's: without pass among its moves, the second finds
                     # fillings of it better than the rest where every move loses, and filled our eyes one by one.
                     result = search_without_pass()
                     chosen = result.choice.point
             elif (chosen == PASS or territory[flat(chosen)]) and self._decided_and_settled(state, ownership):
-                lead, winrate = self._after_passing(state, _earliest(move_deadline, deadline), to_the_deadline=True)
-                if lead > 0 and winrate >= result.choice.winrate - PASS_FIRST_WINRATE_LOSS:
-                    return PASS, result
+                if time_to_check:
+                    lead, winrate = self._after_passing(state, _earliest(move_deadline, deadline),
+                                                        to_the_deadline=True)
+                    if lead > 0 and winrate >= result.choice.winrate - PASS_FIRST_WINRATE_LOSS:
+                        return PASS, result
                 if chosen != PASS:  # the move that stops what our pass would let the opponent do
                     return chosen, result
             if rescue is not None and move_filter.permits(me, rescue, 1):
@@ -359,6 +375,38 @@ class Player:
         if move_filter.permits(me, PASS, 1):
             return PASS, result
         return chosen, result  # a move of the filtered search, or any move where the filter left none
+
+    @staticmethod
+    def _may_pass(move_filter: MoveFilter, me: int, cleanup: bool, dead_opponent: bool) -> bool:
+        """Whether the pass rules may pass at all: the filter permits it, and no cleanup capture is owed."""
+        return move_filter.permits(me, PASS, 1) and not (cleanup and dead_opponent)
+
+    def _territory_of_the_choice(self, state: GameState, result: SearchResult) -> np.ndarray:
+        """Our own territory by the search's ownership, less the chosen move where it is a needed filling."""
+        territory = self._own_territory(state, result.snapshot.ownership)
+        chosen, flat = result.choice.point, state.grid.flat
+        if chosen != PASS and territory[flat(chosen)] and self._is_needed_filling(state, chosen, result, territory):
+            territory[flat(chosen)] = False
+        return territory
+
+    def _pass_in_question(self, state: GameState, result: SearchResult, cleanup: bool, dead_opponent: bool,
+                          move_filter: MoveFilter, deadline: float | None) -> bool:
+        """Whether the pass rules will want the time kept for their searches, for this result: after the
+        opponent's pass, where the search chose pass (rule 1's second search) or rule 1 passes (deadline: for its
+        count after passing); otherwise where rule 2 searches after our pass (the search prefers pass, in a
+        decided and settled game)."""
+        me, chosen, ownership = state.to_play, result.choice.point, result.snapshot.ownership
+        if not self._may_pass(move_filter, me, cleanup, dead_opponent):
+            return False
+        if state.moves[-1:] == [(opponent(me), PASS)]:
+            return chosen == PASS or self._rule_1_passes(state, ownership, deadline)
+        return ((chosen == PASS or self._territory_of_the_choice(state, result)[state.grid.flat(chosen)])
+                and self._decided_and_settled(state, ownership))
+
+    def _rule_1_passes(self, state: GameState, ownership: np.ndarray, deadline: float | None) -> bool:
+        """After the opponent's pass: no chain of ours to rescue, and the count and the count after passing win."""
+        return (self._rescue(state, ownership) is None and self._margin(state, ownership) > 0
+                and self._after_passing(state, deadline)[0] > 0)
 
     @staticmethod
     def _is_needed_filling(state: GameState, point: int, result: SearchResult, territory: np.ndarray) -> bool:
@@ -465,6 +513,13 @@ def _key(state: GameState, move_filter: MoveFilter = MoveFilter()) -> tuple:
 def _earliest(*deadlines: float | None) -> float | None:
     """The first of the deadlines given (None ones left out); None when none is."""
     return min((d for d in deadlines if d is not None), default=None)
+
+
+def _the_rest(stop: StopCondition, searched: SearchResult) -> StopCondition:
+    """`stop` for a search that goes on from `searched`, a search of the same position: its playouts count."""
+    if stop.playouts is None:
+        return stop
+    return replace(stop, playouts=max(1, stop.playouts - searched.snapshot.playouts))
 
 
 def _decided_by_the_raw_count(state: GameState, neutral: np.ndarray | None = None) -> bool:

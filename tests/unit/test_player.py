@@ -597,3 +597,47 @@ def test_the_search_after_a_first_pass_gets_its_share_of_the_moves_time():
     assert player.genmove(position(SPLIT, BLACK, komi=0.5), BLACK, StopCondition.for_budget(start, 0.0, 1.0, 3.0)) \
         .point == PASS
     assert clock() <= start + 1.0 + 0.01
+
+
+def test_the_time_kept_for_a_first_pass_goes_back_to_the_move_where_no_pass_is_in_question():
+    # Decided by the raw count (ahead by 9.5 with 5 dame points), so the move's search leaves a third of the period
+    # for the search after a pass; but it chooses a dame point, no pass is in question, and that third (once
+    # unused: the move ended at two thirds of its second) goes back to the move's search.
+    def dame_matter(state):  # each dame point Black holds is worth a tenth of a win: the search fills them
+        colors = np.array([state.board.colors[G.point(row, 3)] for row in range(5)])
+        black_view = 0.1 * (np.count_nonzero(colors == BLACK) - np.count_nonzero(colors == WHITE))
+        return black_view if state.to_play == BLACK else -black_view
+
+    clock = FakeClock()
+    evaluator = TimedEvaluator(ScriptedEvaluator(favour=[G.point(2, 3)], value=dame_matter,
+                                                 ownership=split_ownership), clock)
+    player = Player(evaluator, player_config(seed=0, resign_threshold=None), clock=clock)
+    start = clock()
+    choice = player.genmove(position(DAME, BLACK, komi=0.5), BLACK, StopCondition.for_budget(start, 1.0, 1.0, 1.0))
+    assert G.row_col(choice.point)[1] == 3
+    assert start + 0.98 <= clock() <= start + 1.0 + 0.01
+    assert player.searcher.tree.root_state.moves == []  # the move's own tree, grown on: no search after a pass
+
+
+def test_the_time_kept_for_rule_1_goes_back_to_the_move_where_it_neither_passes_nor_searches_again():
+    # After the opponent's pass, behind by the count: rule 1 does not pass, the search chose a move, and the time
+    # kept for rule 1's searches (once unused) goes back to it.
+    clock = FakeClock()
+    evaluator = TimedEvaluator(ScriptedEvaluator(favour=[G.point(2, 4)], ownership=split_ownership), clock)
+    player = Player(evaluator, player_config(seed=0, resign_threshold=None), clock=clock)
+    start = clock()
+    stop = StopCondition.for_budget(start, 1.0, 1.0, 1.0)
+    assert player.genmove(after_white_pass(SPLIT, komi=7.5), BLACK, stop).point != PASS
+    assert start + 0.98 <= clock() <= start + 1.0 + 0.01
+
+
+def test_a_pass_first_without_time_left_to_check_it_waits_for_the_next_move():
+    # Where the move's search, given back the time kept for the check, comes to prefer pass, rule 2 has no time
+    # for the search after our pass: it plays on instead of passing unchecked.
+    player = Player(BlackLovesPass(favour=[PASS], value=loves_pass, ownership=split_ownership),
+                    player_config(seed=0, resign_threshold=None))
+    state = position(SPLIT, BLACK, komi=0.5)
+    result = player._search(state, QUICK)
+    point, _ = player._apply_pass_rules(state, result, False, False, MoveFilter(), time_to_check=False)
+    assert point != PASS and player.searcher.tree.root_state.moves == []
+    assert player._apply_pass_rules(state, result, False, False, MoveFilter())[0] == PASS  # with the check
