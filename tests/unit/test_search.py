@@ -856,3 +856,30 @@ def test_a_job_hands_its_value_or_its_error_from_the_thread_that_ran_it():
     assert Job.finished(7).result() == 7
     with pytest.raises(KeyError):
         Job.finished(error=KeyError("x")).result()
+
+
+def test_a_search_relaxes_the_garbage_collector_and_restores_it_even_when_it_fails():
+    import gc
+
+    from gtp_engine.search import SEARCH_COLLECTOR_THRESHOLD, collector_relaxed
+
+    class Recording(ScriptedEvaluator):
+        thresholds: list = []
+
+        def evaluate(self, states):
+            Recording.thresholds.append(gc.get_threshold())
+            return super().evaluate(states)
+
+    before = gc.get_threshold()
+    Searcher(Recording(), SearchConfig(seed=0)).search(GameState(5), StopCondition(visits=40))
+    assert Recording.thresholds and all(t == (SEARCH_COLLECTOR_THRESHOLD, *before[1:]) for t in Recording.thresholds)
+    assert gc.get_threshold() == before
+    with pytest.raises(RuntimeError, match="scripted"):
+        Searcher(ScriptedEvaluator(fail_on_call=3), SearchConfig(seed=0)).search(GameState(5), StopCondition(visits=40))
+    assert gc.get_threshold() == before
+    # Nested (searches in two threads): the thresholds return when the last one ends.
+    with collector_relaxed():
+        with collector_relaxed():
+            pass
+        assert gc.get_threshold()[0] == SEARCH_COLLECTOR_THRESHOLD
+    assert gc.get_threshold() == before
