@@ -50,6 +50,8 @@ static NodeObject *as_node(PyObject *obj) {
     return (NodeObject *)obj;
 }
 
+static PyArrayObject *checked_array(PyObject *obj, int nd, int type, const char *what);
+
 static void set_stats(NodeObject *node, PyObject *stats) {
     Py_INCREF(stats);
     Py_SETREF(node->stats, stats);
@@ -286,25 +288,17 @@ static double read_n(NodeObject *node, Py_ssize_t edge, int *error) {
     return stats[ROW_N * capacity + edge];
 }
 
-/* select_root(root, prior, excluded, forced_k, fpu_reduction, params) -> edge: see tree_core.select_root. */
-static PyObject *py_select_root(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "select_root(root, prior, excluded, forced_k, fpu_reduction, params)");
-        return NULL;
-    }
-    NodeObject *root = as_node(args[0]);
-    PyObject *prior_arg = args[1], *excluded_arg = args[2];
-    double forced_k = PyFloat_AsDouble(args[3]), fpu_reduction = PyFloat_AsDouble(args[4]);
-    Params p;
-    if (root == NULL || PyErr_Occurred() || parse_params(args[5], &p) < 0) return NULL;
+/* tree_core.select_root: the root's edge; -1 with an exception set. */
+static Py_ssize_t select_root_edge(NodeObject *root, PyObject *prior_arg, PyObject *excluded_arg, double forced_k,
+                                   double fpu_reduction, const Params *p) {
     double nsum = root->nsum, net_u = root->net_u;
     Py_ssize_t n_edges = edge_count(root);
-    if (n_edges < 0) return NULL;
+    if (n_edges < 0) return -1;
     Py_ssize_t capacity, n_own, n_prior = 0;
     double *stats = node_stats(root, &capacity), *own = stats ? node_prior(root, &n_own) : NULL;
-    if (stats == NULL || own == NULL) return NULL;
+    if (stats == NULL || own == NULL) return -1;
     double *prior = prior_arg == Py_None ? own : float64_data(prior_arg, &n_prior);
-    if (prior == NULL) return NULL;
+    if (prior == NULL) return -1;
     if (prior_arg == Py_None) n_prior = n_own;
     const npy_bool *excluded = NULL;
     if (excluded_arg != Py_None) {
@@ -312,13 +306,13 @@ static PyObject *py_select_root(PyObject *Py_UNUSED(module), PyObject *const *ar
         if (!PyArray_Check(excluded_arg) || PyArray_TYPE(a) != NPY_BOOL || !PyArray_IS_C_CONTIGUOUS(a) ||
             PyArray_SIZE(a) < n_edges) {
             PyErr_SetString(PyExc_TypeError, "excluded must be a contiguous bool array, one per root edge");
-            return NULL;
+            return -1;
         }
         excluded = (const npy_bool *)PyArray_DATA(a);
     }
     if (capacity < n_edges || n_own < n_edges || n_prior < n_edges || n_edges == 0) {
         PyErr_SetString(PyExc_ValueError, "the root needs statistics and priors for every edge");
-        return NULL;
+        return -1;
     }
     const double *N = stats + ROW_N * capacity, *W = stats + ROW_W * capacity;
     double visited_prior = 0.0;
@@ -328,21 +322,35 @@ static PyObject *py_select_root(PyObject *Py_UNUSED(module), PyObject *const *ar
         if (forced_k > 0.0 && !(excluded && excluded[i]) && N[i] < sqrt(forced_k * prior[i] * nsum)) any_short = 1;
     }
     double fpu = net_u - fpu_reduction * sqrt(visited_prior);
-    double base = p.c_puct_base;
-    double coef = (p.c_puct + p.c_puct_log * log((nsum + base) / base)) * sqrt(nsum);
+    double base = p->c_puct_base;
+    double coef = (p->c_puct + p->c_puct_log * log((nsum + base) / base)) * sqrt(nsum);
     Py_ssize_t best = 0;
     double best_score = 0.0;
     for (Py_ssize_t i = 0; i < n_edges; i++) {
         double n = N[i];
         double score = (n > 0.0 ? W[i] / (n > 1e-9 ? n : 1e-9) : fpu) + coef * prior[i] / (1.0 + n);
         if ((excluded && excluded[i]) || (any_short && !(n < sqrt(forced_k * prior[i] * nsum)))) score = -INFINITY;
-        if (isnan(score)) return PyLong_FromSsize_t(i);  /* numpy's argmax takes the first NaN */
+        if (isnan(score)) return i;  /* numpy's argmax takes the first NaN */
         if (i == 0 || score > best_score) {
             best = i;
             best_score = score;
         }
     }
-    return PyLong_FromSsize_t(best);
+    return best;
+}
+
+/* select_root(root, prior, excluded, forced_k, fpu_reduction, params) -> edge: see tree_core.select_root. */
+static PyObject *py_select_root(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "select_root(root, prior, excluded, forced_k, fpu_reduction, params)");
+        return NULL;
+    }
+    NodeObject *root = as_node(args[0]);
+    double forced_k = PyFloat_AsDouble(args[3]), fpu_reduction = PyFloat_AsDouble(args[4]);
+    Params p;
+    if (root == NULL || PyErr_Occurred() || parse_params(args[5], &p) < 0) return NULL;
+    Py_ssize_t edge = select_root_edge(root, args[1], args[2], forced_k, fpu_reduction, &p);
+    return edge < 0 ? NULL : PyLong_FromSsize_t(edge);
 }
 
 static PyObject *py_select(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
@@ -372,21 +380,13 @@ static int play_pending(PyObject *play_line, PyObject *state, PyObject *line) {
     return PyList_SetSlice(line, 0, PyList_GET_SIZE(line), NULL);
 }
 
-/* descend(root, state, edge, params, node_type, make_terminal, drop_edge, play_line, illegal_reason) -> (leaf, path):
-   see tree_core.descend. */
-static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "descend(root, state, edge, params, node_type, make_terminal, drop_edge, "
-                                         "play_line, illegal_reason)");
-        return NULL;
-    }
-    NodeObject *node = as_node(args[0]);
-    PyObject *state = args[1], *node_type = args[4], *make_terminal = args[5], *drop_edge = args[6],
-             *play_line = args[7], *illegal = args[8];
-    Params p;
-    if (node == NULL || parse_params(args[3], &p) < 0) return NULL;
-    Py_ssize_t edge = PyLong_AsSsize_t(args[2]);
-    if (edge == -1 && PyErr_Occurred()) return NULL;
+/* tree_core.descend from the root `node` by its `edge`; hooks: node_type, make_terminal, drop_edge, play_line,
+ * illegal_reason (tree_core.Hooks' first five). A new (leaf, path) tuple, or NULL with an exception set. */
+static PyObject *descend_from(NodeObject *node, PyObject *state, Py_ssize_t edge, const Params *params,
+                              PyObject *const *hooks) {
+    PyObject *node_type = hooks[0], *make_terminal = hooks[1], *drop_edge = hooks[2], *play_line = hooks[3],
+             *illegal = hooks[4];
+    const Params p = *params;
     const double vl = p.virtual_loss;
     const double loss[2] = {vl, -vl};
     PyObject *path = PyList_New(0), *line = PyList_New(0), *r;
@@ -472,6 +472,22 @@ fail:
     return NULL;
 }
 
+/* descend(root, state, edge, params, node_type, make_terminal, drop_edge, play_line, illegal_reason) -> (leaf, path):
+   see tree_core.descend. */
+static PyObject *py_descend(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "descend(root, state, edge, params, node_type, make_terminal, drop_edge, "
+                                         "play_line, illegal_reason)");
+        return NULL;
+    }
+    NodeObject *root = as_node(args[0]);
+    Params p;
+    if (root == NULL || parse_params(args[3], &p) < 0) return NULL;
+    Py_ssize_t edge = PyLong_AsSsize_t(args[2]);
+    if (edge == -1 && PyErr_Occurred()) return NULL;
+    return descend_from(root, args[1], edge, &p, args + 4);
+}
+
 /* Node.add_ownership: node.ownership_sum (float64, made on first use) += ownership; node.ownership_count += 1. */
 static int add_ownership(PyObject *obj, const double *ownership, Py_ssize_t area) {
     NodeObject *node = as_node(obj);
@@ -494,26 +510,17 @@ static int add_ownership(PyObject *obj, const double *ownership, Py_ssize_t area
     return 0;
 }
 
-/* backup(leaf, path, virtual_loss, v, u, s, ownership, ownership_depth): see tree_core.backup. */
-static PyObject *py_backup(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "backup(leaf, path, virtual_loss, v, u, s, ownership, ownership_depth)");
-        return NULL;
-    }
-    NodeObject *leaf = as_node(args[0]);
-    PyObject *path = args[1];
-    double vl = PyFloat_AsDouble(args[2]), v = PyFloat_AsDouble(args[3]), u = PyFloat_AsDouble(args[4]),
-           s = PyFloat_AsDouble(args[5]);
-    Py_ssize_t depth = PyLong_AsSsize_t(args[7]);
-    if (leaf == NULL || PyErr_Occurred()) return NULL;
+/* tree_core.backup; 0, or -1 with an exception set. */
+static int back_up_one(NodeObject *leaf, PyObject *path, double vl, double v, double u, double s, PyObject *owned_obj,
+                       Py_ssize_t depth) {
     if (!PyList_Check(path) || PyList_GET_SIZE(path) % 2) {
         PyErr_SetString(PyExc_TypeError, "path must be a list of nodes and edges, [node, edge, node, edge, ...]");
-        return NULL;
+        return -1;
     }
-    PyArrayObject *owned = (PyArrayObject *)args[6];
-    if (!PyArray_Check(args[6]) || PyArray_TYPE(owned) != NPY_DOUBLE || !PyArray_IS_C_CONTIGUOUS(owned)) {
+    PyArrayObject *owned = (PyArrayObject *)owned_obj;
+    if (!PyArray_Check(owned_obj) || PyArray_TYPE(owned) != NPY_DOUBLE || !PyArray_IS_C_CONTIGUOUS(owned)) {
         PyErr_SetString(PyExc_TypeError, "ownership must be a contiguous float64 array");
-        return NULL;
+        return -1;
     }
     const double *ownership = (const double *)PyArray_DATA(owned);
     Py_ssize_t area = PyArray_SIZE(owned);
@@ -525,16 +532,254 @@ static PyObject *py_backup(PyObject *Py_UNUSED(module), PyObject *const *args, P
     for (Py_ssize_t i = PyList_GET_SIZE(path) - 2; i >= 0; i -= 2) {
         NodeObject *node = as_node(PyList_GET_ITEM(path, i));
         Py_ssize_t edge = node == NULL ? -1 : PyLong_AsSsize_t(PyList_GET_ITEM(path, i + 1));
-        if (edge == -1 && PyErr_Occurred()) return NULL;
-        if (add_stat(node, edge, flipped ? theirs : ours, ROWS) < 0) return NULL;
+        if (edge == -1 && PyErr_Occurred()) return -1;
+        if (add_stat(node, edge, flipped ? theirs : ours, ROWS) < 0) return -1;
         node->nsum += 1.0 - vl;
         node->visits++;
         flipped = !flipped;
     }
     Py_ssize_t length = PyList_GET_SIZE(path) / 2;  /* plies */
     for (Py_ssize_t i = 0; i < length && i <= depth; i++)
-        if (add_ownership(PyList_GET_ITEM(path, 2 * i), ownership, area) < 0) return NULL;
-    if (length <= depth && add_ownership((PyObject *)leaf, ownership, area) < 0) return NULL;
+        if (add_ownership(PyList_GET_ITEM(path, 2 * i), ownership, area) < 0) return -1;
+    if (length <= depth && add_ownership((PyObject *)leaf, ownership, area) < 0) return -1;
+    return 0;
+}
+
+/* backup(leaf, path, virtual_loss, v, u, s, ownership, ownership_depth): see tree_core.backup. */
+static PyObject *py_backup(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "backup(leaf, path, virtual_loss, v, u, s, ownership, ownership_depth)");
+        return NULL;
+    }
+    NodeObject *leaf = as_node(args[0]);
+    double vl = PyFloat_AsDouble(args[2]), v = PyFloat_AsDouble(args[3]), u = PyFloat_AsDouble(args[4]),
+           s = PyFloat_AsDouble(args[5]);
+    Py_ssize_t depth = PyLong_AsSsize_t(args[7]);
+    if (leaf == NULL || PyErr_Occurred()) return NULL;
+    if (back_up_one(leaf, args[1], vl, v, u, s, args[6], depth) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+enum { HOOKS = 6 };  /* tree_core.Hooks: node_type, make_terminal, drop_edge, play_line, illegal_reason, copy_state */
+
+/* gather(root, root_state, size, root_selection, params, hooks, in_flight, selected, leaves, states, plies): see
+ * tree_core.gather. */
+static PyObject *py_gather(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "gather(root, root_state, size, root_selection, params, hooks, in_flight, "
+                                         "selected, leaves, states, plies)");
+        return NULL;
+    }
+    NodeObject *root = as_node(args[0]);
+    PyObject *root_state = args[1], *selection = args[3], *hooks = args[5], *in_flight = args[6],
+             *selected = args[7], *leaves = args[8], *states = args[9], *plies = args[10];
+    Py_ssize_t size = PyLong_AsSsize_t(args[2]);
+    Params p;
+    if (root == NULL || (size == -1 && PyErr_Occurred()) || parse_params(args[4], &p) < 0) return NULL;
+    if (!PyTuple_Check(selection) || PyTuple_GET_SIZE(selection) != 4 || !PyTuple_Check(hooks) ||
+        PyTuple_GET_SIZE(hooks) != HOOKS || !PyDict_Check(in_flight) || !PyList_Check(selected) ||
+        !PyList_Check(leaves) || !PyList_Check(states) || !PyList_Check(plies)) {
+        PyErr_SetString(PyExc_TypeError, "gather: root_selection a 4-tuple, hooks a tree_core.Hooks, in_flight a "
+                                         "dict, and lists to fill");
+        return NULL;
+    }
+    PyObject *prior = PyTuple_GET_ITEM(selection, 0), *excluded = PyTuple_GET_ITEM(selection, 1);
+    double forced_k = PyFloat_AsDouble(PyTuple_GET_ITEM(selection, 2)),
+           fpu_reduction = PyFloat_AsDouble(PyTuple_GET_ITEM(selection, 3));
+    if (PyErr_Occurred()) return NULL;
+    PyObject *const *hook = &PyTuple_GET_ITEM(hooks, 0);
+    const Py_ssize_t first_new = PyList_GET_SIZE(leaves);  /* the leaves from here on are this call's ("mine") */
+    for (Py_ssize_t i = 0; i < size; i++) {
+        PyObject *state = PyObject_CallOneArg(hook[5], root_state);
+        if (state == NULL) return NULL;
+        Py_ssize_t edge = select_root_edge(root, prior, excluded, forced_k, fpu_reduction, &p);
+        PyObject *pair = edge < 0 ? NULL : descend_from(root, state, edge, &p, hook);
+        if (pair == NULL) { Py_DECREF(state); return NULL; }
+        PyObject *leaf = PyTuple_GET_ITEM(pair, 0), *path = PyTuple_GET_ITEM(pair, 1);
+        int failed = 0;
+        if (!((NodeObject *)leaf)->terminal) {
+            int mine = 0;
+            for (Py_ssize_t j = first_new; j < PyList_GET_SIZE(leaves) && !mine; j++)
+                mine = PyList_GET_ITEM(leaves, j) == leaf;
+            if (!mine) {
+                PyObject *key = PyLong_FromVoidPtr(leaf);  /* id(leaf) */
+                PyObject *waiting = key ? PyDict_GetItemWithError(in_flight, key) : NULL;  /* borrowed */
+                if (key == NULL || (waiting == NULL && PyErr_Occurred())) {
+                    failed = 1;
+                } else if (waiting != NULL) {  /* pending in an earlier batch: one more selection awaits it */
+                    Py_ssize_t count = PyLong_AsSsize_t(waiting);
+                    PyObject *more = count == -1 && PyErr_Occurred() ? NULL : PyLong_FromSsize_t(count + 1);
+                    failed = more == NULL || PyDict_SetItem(in_flight, key, more) < 0;
+                    Py_XDECREF(more);
+                } else {
+                    PyObject *ply = PyLong_FromSsize_t(PyList_GET_SIZE(path) / 2 + 1);
+                    failed = ply == NULL || PyList_Append(leaves, leaf) < 0 || PyList_Append(states, state) < 0 ||
+                             PyList_Append(plies, ply) < 0;
+                    Py_XDECREF(ply);
+                }
+                Py_XDECREF(key);
+            }
+        }
+        failed = failed || PyList_Append(selected, pair) < 0;
+        Py_DECREF(pair);
+        Py_DECREF(state);
+        if (failed) return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* take_evaluations(leaves, value, score, ownership, score_utility, score_scale, in_flight, awaited) -> evaluated: see
+ * tree_core.take_evaluations. */
+static PyObject *py_take_evaluations(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "take_evaluations(leaves, value, score, ownership, score_utility, "
+                                         "score_scale, in_flight, awaited)");
+        return NULL;
+    }
+    PyObject *leaves = args[0], *in_flight = args[6], *awaited = args[7];
+    PyArrayObject *value = checked_array(args[1], 1, NPY_DOUBLE, "value"),
+                  *score = value ? checked_array(args[2], 1, NPY_DOUBLE, "score") : NULL,
+                  *ownership = score ? checked_array(args[3], 2, NPY_DOUBLE, "ownership") : NULL;
+    double weight = PyFloat_AsDouble(args[4]), scale = PyFloat_AsDouble(args[5]);
+    if (ownership == NULL || PyErr_Occurred()) return NULL;
+    if (!PyList_Check(leaves) || !PyDict_Check(in_flight) || !PyDict_Check(awaited)) {
+        PyErr_SetString(PyExc_TypeError, "take_evaluations: leaves a list, in_flight and awaited dicts");
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(leaves);
+    if (PyArray_DIM(value, 0) != count || PyArray_DIM(score, 0) != count || PyArray_DIM(ownership, 0) != count) {
+        PyErr_SetString(PyExc_ValueError, "take_evaluations: one value, score and ownership row per leaf");
+        return NULL;
+    }
+    PyObject *evaluated = PyDict_New();
+    if (evaluated == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        NodeObject *leaf = as_node(PyList_GET_ITEM(leaves, i));
+        if (leaf == NULL) goto fail;
+        double v = ((const double *)PyArray_DATA(value))[i], s = ((const double *)PyArray_DATA(score))[i];
+        double u = v + weight * tanh(s / scale);
+        leaf->net_v = v;
+        leaf->net_s = s;
+        leaf->net_u = u;
+        PyObject *key = PyLong_FromVoidPtr(leaf), *row = PySequence_GetItem((PyObject *)ownership, i);
+        PyObject *result = Py_BuildValue("(ddd)", v, u, s);
+        PyObject *entry = result && row ? PyTuple_Pack(2, result, row) : NULL;
+        int failed = key == NULL || entry == NULL || PyDict_SetItem(evaluated, key, entry) < 0;
+        PyObject *waiting = failed ? NULL : PyDict_GetItemWithError(in_flight, key);  /* borrowed */
+        if (!failed && waiting == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key);
+            failed = 1;
+        }
+        if (!failed) {
+            Py_INCREF(waiting);
+            int awaits = PyObject_IsTrue(waiting);
+            failed = awaits < 0 || PyDict_DelItem(in_flight, key) < 0;
+            if (!failed && awaits) {  /* [(v, u, s), ownership row, selections waiting] */
+                PyObject *later = PyList_New(3);
+                if (later == NULL) {
+                    failed = 1;
+                } else {
+                    Py_INCREF(result);
+                    Py_INCREF(row);
+                    Py_INCREF(waiting);
+                    PyList_SET_ITEM(later, 0, result);
+                    PyList_SET_ITEM(later, 1, row);
+                    PyList_SET_ITEM(later, 2, waiting);
+                    failed = PyDict_SetItem(awaited, key, later) < 0;
+                    Py_DECREF(later);
+                }
+            }
+            Py_DECREF(waiting);
+        }
+        Py_XDECREF(key);
+        Py_XDECREF(row);
+        Py_XDECREF(result);
+        Py_XDECREF(entry);
+        if (failed) goto fail;
+    }
+    return evaluated;
+fail:
+    Py_DECREF(evaluated);
+    return NULL;
+}
+
+/* A selection's result for back_up: the (v, u, s) tuple's numbers; 0, or -1 with an exception set. */
+static int read_result(PyObject *result, double *v, double *u, double *s) {
+    if (!PyTuple_Check(result) || PyTuple_GET_SIZE(result) != 3) {
+        PyErr_SetString(PyExc_TypeError, "a leaf's result must be a tuple (v, u, s)");
+        return -1;
+    }
+    *v = PyFloat_AsDouble(PyTuple_GET_ITEM(result, 0));
+    *u = PyFloat_AsDouble(PyTuple_GET_ITEM(result, 1));
+    *s = PyFloat_AsDouble(PyTuple_GET_ITEM(result, 2));
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* One selection of back_up: its leaf's result and ownership, then its backup; 0, or -1 with an exception set. */
+static int back_up_selection(PyObject *pair, PyObject *evaluated, PyObject *awaited, double vl, Py_ssize_t depth) {
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+        PyErr_SetString(PyExc_TypeError, "a selection must be a tuple (leaf, path)");
+        return -1;
+    }
+    NodeObject *leaf = as_node(PyTuple_GET_ITEM(pair, 0));
+    PyObject *path = PyTuple_GET_ITEM(pair, 1);
+    if (leaf == NULL) return -1;
+    if (leaf->terminal)
+        return back_up_one(leaf, path, vl, leaf->net_v, leaf->net_u, leaf->net_s, leaf->ownership, depth);
+    PyObject *key = PyLong_FromVoidPtr(leaf);  /* id(leaf) */
+    if (key == NULL) return -1;
+    PyObject *entry = PyDict_GetItemWithError(evaluated, key);  /* borrowed */
+    int status = -1;
+    double v, u, s;
+    if (entry != NULL) {
+        if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2) {
+            PyErr_SetString(PyExc_TypeError, "an evaluated entry must be a tuple (result, ownership)");
+        } else if (read_result(PyTuple_GET_ITEM(entry, 0), &v, &u, &s) == 0) {
+            status = back_up_one(leaf, path, vl, v, u, s, PyTuple_GET_ITEM(entry, 1), depth);
+        }
+    } else if (!PyErr_Occurred()) {  /* awaited: [result, ownership, selections left] */
+        entry = PyDict_GetItemWithError(awaited, key);
+        if (entry == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetObject(PyExc_KeyError, key);
+        } else if (!PyList_Check(entry) || PyList_GET_SIZE(entry) != 3) {
+            PyErr_SetString(PyExc_TypeError, "an awaited entry must be a list [result, ownership, selections]");
+        } else {
+            Py_INCREF(entry);  /* held while it may leave awaited */
+            Py_ssize_t left = PyLong_AsSsize_t(PyList_GET_ITEM(entry, 2)) - 1;
+            PyObject *count = left == -2 && PyErr_Occurred() ? NULL : PyLong_FromSsize_t(left);
+            if (count != NULL && PyList_SetItem(entry, 2, count) == 0 &&
+                (left != 0 || PyDict_DelItem(awaited, key) == 0) &&
+                read_result(PyList_GET_ITEM(entry, 0), &v, &u, &s) == 0)
+                status = back_up_one(leaf, path, vl, v, u, s, PyList_GET_ITEM(entry, 1), depth);
+            Py_DECREF(entry);
+        }
+    }
+    Py_DECREF(key);
+    return status;
+}
+
+/* back_up(selected, evaluated, awaited, virtual_loss, ownership_depth): see tree_core.back_up. */
+static PyObject *py_back_up(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "back_up(selected, evaluated, awaited, virtual_loss, ownership_depth)");
+        return NULL;
+    }
+    PyObject *selected = args[0], *evaluated = args[1], *awaited = args[2];
+    double vl = PyFloat_AsDouble(args[3]);
+    Py_ssize_t depth = PyLong_AsSsize_t(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    if (!PyList_Check(selected) || !PyDict_Check(evaluated) || !PyDict_Check(awaited)) {
+        PyErr_SetString(PyExc_TypeError, "back_up: selected a list, evaluated and awaited dicts");
+        return NULL;
+    }
+    for (Py_ssize_t n = PyList_GET_SIZE(selected); n > 0; n = PyList_GET_SIZE(selected)) {
+        PyObject *pair = PyList_GET_ITEM(selected, n - 1);
+        Py_INCREF(pair);  /* selected.pop() */
+        if (PyList_SetSlice(selected, n - 1, n, NULL) < 0) { Py_DECREF(pair); return NULL; }
+        int status = back_up_selection(pair, evaluated, awaited, vl, depth);
+        Py_DECREF(pair);
+        if (status < 0) return NULL;
+    }
     Py_RETURN_NONE;
 }
 
@@ -741,6 +986,12 @@ static PyMethodDef methods[] = {
      "expand(leaves, policy, mask, point_of_flat, initial_edges)"},
     {"candidates", (PyCFunction)(void (*)(void))py_candidates, METH_FASTCALL,
      "candidates(states, point_of_flat, out)"},
+    {"gather", (PyCFunction)(void (*)(void))py_gather, METH_FASTCALL,
+     "gather(root, root_state, size, root_selection, params, hooks, in_flight, selected, leaves, states, plies)"},
+    {"take_evaluations", (PyCFunction)(void (*)(void))py_take_evaluations, METH_FASTCALL,
+     "take_evaluations(leaves, value, score, ownership, score_utility, score_scale, in_flight, awaited) -> evaluated"},
+    {"back_up", (PyCFunction)(void (*)(void))py_back_up, METH_FASTCALL,
+     "back_up(selected, evaluated, awaited, virtual_loss, ownership_depth)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -54,6 +54,7 @@ Terms (AlphaGo Zero / KataGo notation):
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -232,6 +233,9 @@ class Tree:
         g = root_state.grid
         self.area = g.area
         self._point_of_flat = np.append(g.point_of, PASS)
+        # What descents call back into; no bound method, so that the tree holds no reference cycle.
+        self._hooks = tree_core.Hooks(Node, functools.partial(_make_terminal, self.score_utility, self.score_scale),
+                                      self._drop_illegal, PLAY_LINE, ILLEGAL_REASON, GameState.copy)
         self.root_prior: np.ndarray | None = None  # replaces the root's priors in selection (noise)
         self.root_excluded: np.ndarray | None = None  # bool per root edge: never select (e.g. pass in cleanup)
         self.root_forced_k = 0.0  # forced playouts at the root (self-play): k of sqrt(k * P * sum N), 0 none
@@ -293,21 +297,12 @@ class Tree:
             pending.states.append(self.root_state)
             pending.root_mask = self._filter(self.root_state, self.root_state.legal_mask(), 1)
             return pending
-        mine: set[int] = set()  # id() of this batch's new leaves
         in_flight = self._in_flight
+        root_selection = (self.root_prior, self.root_excluded, float(self.root_forced_k),
+                          float(self.config.root_fpu_reduction))  # select_root()'s
         try:
-            for _ in range(size):
-                leaf, path, state = self._descend()
-                key = id(leaf)
-                if not leaf.terminal and key not in mine:
-                    if key in in_flight:  # pending in an earlier batch: await its result
-                        in_flight[key] += 1
-                    else:
-                        mine.add(key)
-                        pending.leaves.append(leaf)
-                        pending.states.append(state)
-                        pending.plies.append(len(path) // 2 + 1)
-                pending.selected.append((leaf, path))
+            self._core.gather(self.root, self.root_state, size, root_selection, self._params, self._hooks, in_flight,
+                              pending.selected, pending.leaves, pending.states, pending.plies)
         except BaseException:
             self.abandon(pending)
             raise
@@ -323,40 +318,17 @@ class Tree:
             self._expand_root(pending.root_mask, batch)
             return 1
         selected, leaves, states = pending.selected, pending.leaves, pending.states
-        try:
-            results = self._expand_leaves(leaves, states, self._candidates(states, pending.plies), batch) if states \
-                else []
-        except BaseException:
-            self.abandon(pending)
-            raise
+        evaluated = {}  # id(leaf) -> ((v, u, s), ownership) for this batch's leaves
+        if states:
+            try:
+                self._expand_leaves(leaves, self._candidates(states, pending.plies), batch)
+            except BaseException:
+                self.abandon(pending)
+                raise
+            evaluated = self._take_evaluations(leaves, states, batch, self._in_flight)
         count = len(selected)
-        evaluated = {}  # id(leaf) -> (result, ownership) for this batch's leaves
-        if states:  # Black's view, float64 as the sums
-            signs = np.array([1.0 if state.to_play == BLACK else -1.0 for state in states])
-            in_flight, awaited = self._in_flight, self._awaited
-            for leaf, result, ownership in zip(leaves, results, signs[:, None] * batch.ownership):
-                key = id(leaf)
-                evaluated[key] = result, ownership
-                waiting = in_flight.pop(key)
-                if waiting:
-                    awaited[key] = [result, ownership, waiting]
-        backup, virtual_loss = self._core.backup, self.virtual_loss
-        while selected:
-            leaf, path = selected.pop()
-            if leaf.terminal:
-                (v, u, s), ownership = (leaf.net_v, leaf.net_u, leaf.net_s), leaf.ownership
-            else:
-                (v, u, s), ownership = evaluated.get(id(leaf)) or self._take_awaited(leaf)
-            backup(leaf, path, virtual_loss, v, u, s, ownership, OWNERSHIP_DEPTH)
+        self._core.back_up(selected, evaluated, self._awaited, self.virtual_loss, OWNERSHIP_DEPTH)
         return count
-
-    def _take_awaited(self, leaf: Node) -> tuple[tuple[float, float, float], np.ndarray]:
-        """The result an earlier batch brought for `leaf`, for one selection that awaited it."""
-        entry = self._awaited[id(leaf)]
-        entry[2] -= 1
-        if not entry[2]:
-            del self._awaited[id(leaf)]
-        return entry[0], entry[1]
 
     def abandon(self, pending: PendingBatch) -> None:
         """Undoes a gathered batch whose evaluation failed: reverts its virtual loss and drops its new leaves.
@@ -372,19 +344,12 @@ class Tree:
         pending.selected = []
 
     def _expand_root(self, mask: np.ndarray, batch: EvaluationBatch) -> None:
-        state = self.root_state
-        (v, u, s), = self._expand_leaves([self.root], [state], mask[None], batch)
-        self.root.try_all()
-        self.root.visits = 1
-        sign = 1.0 if state.to_play == BLACK else -1.0
-        self.root.add_ownership(sign * batch.ownership[0].astype(np.float64))
-
-    def _descend(self) -> tuple[Node, list, GameState]:
-        """From the root to a leaf (new, pending or terminal), applying virtual loss on the way (tree_core.descend)."""
-        state = self.root_state.copy()
-        leaf, path = self._core.descend(self.root, state, self.select_root(), self._params, Node,
-                                        self._make_terminal, self._drop_illegal, PLAY_LINE, ILLEGAL_REASON)
-        return leaf, path, state
+        root = self.root
+        self._expand_leaves([root], mask[None], batch)
+        (_, ownership), = self._take_evaluations([root], [self.root_state], batch, {id(root): 0}).values()
+        root.try_all()
+        root.visits = 1
+        root.add_ownership(ownership)
 
     @staticmethod
     def _drop_illegal(node: Node, edge: int) -> None:
@@ -421,32 +386,26 @@ class Tree:
             return kept
         return mask
 
-    def _make_terminal(self, node: Node, state: GameState) -> None:
-        score = state.area_score()  # Black's view
-        s = score if state.to_play == BLACK else -score
-        v = 1.0 if s > 0 else -1.0 if s < 0 else 0.0
-        node.terminal = True
-        node.net_v, node.net_s, node.net_u = v, s, self.utility(v, s)
-        node.ownership = state.area_ownership().astype(np.float64)
-
     def utility(self, v: float, s: float) -> float:
-        return v + self.score_utility * math.tanh(s / self.score_scale)
+        return _utility(v, s, self.score_utility, self.score_scale)
 
-    def _expand_leaves(self, leaves: list[Node], states: list[GameState], mask: np.ndarray,
-                       batch) -> list[tuple[float, float, float]]:
-        """Expands each leaf from its evaluation; returns (v, u, s) per leaf, side to move's view."""
-        policy, values, scores = batch.policy, batch.value, batch.score
-        if policy.shape != (len(leaves), self.area + 1) or len(values) != len(leaves):
-            raise ValueError(f"evaluator returned policy {policy.shape} for {len(leaves)} positions of area {self.area}")
-        policy = np.ascontiguousarray(policy, np.float32)
-        self._core.expand(leaves, policy, mask, self._point_of_flat, _INITIAL_EDGES)
-        results = []
-        weight, scale, tanh = self.score_utility, self.score_scale, math.tanh
-        for leaf, v, s in zip(leaves, values.tolist(), scores.tolist()):
-            u = v + weight * tanh(s / scale)  # utility(v, s)
-            leaf.net_v, leaf.net_s, leaf.net_u = v, s, u
-            results.append((v, u, s))
-        return results
+    def _expand_leaves(self, leaves: list[Node], mask: np.ndarray, batch: EvaluationBatch) -> None:
+        """Gives each leaf its edges from its evaluation (a batch that does not fit is a ValueError)."""
+        policy, n = batch.policy, len(leaves)
+        if (policy.shape != (n, self.area + 1) or batch.value.shape != (n,) or batch.score.shape != (n,)
+                or batch.ownership.shape != (n, self.area)):
+            raise ValueError(f"evaluator returned policy {policy.shape}, value {batch.value.shape}, score "
+                             f"{batch.score.shape}, ownership {batch.ownership.shape} for {n} positions of area "
+                             f"{self.area}")
+        self._core.expand(leaves, np.ascontiguousarray(policy, np.float32), mask, self._point_of_flat, _INITIAL_EDGES)
+
+    def _take_evaluations(self, leaves: list[Node], states: list[GameState], batch: EvaluationBatch,
+                          in_flight: dict) -> dict:
+        """tree_core.take_evaluations for expanded leaves: ownership turned to Black's view, float64 as the sums."""
+        signs = np.array([1.0 if state.to_play == BLACK else -1.0 for state in states])
+        return self._core.take_evaluations(leaves, np.asarray(batch.value, np.float64),
+                                           np.asarray(batch.score, np.float64), signs[:, None] * batch.ownership,
+                                           self.score_utility, self.score_scale, in_flight, self._awaited)
 
     def _revert(self, selected: Sequence[tuple[Node, list]], dropped: set[int]) -> None:
         """Undoes the virtual loss of every path, drops the leaves in `dropped` (ids: the batch's own, which nobody
@@ -524,3 +483,17 @@ class Tree:
         if child is None or not child.ownership_count:
             return None
         return child.ownership_sum / child.ownership_count
+
+
+def _utility(v: float, s: float, score_utility: float, score_scale: float) -> float:
+    return v + score_utility * math.tanh(s / score_scale)
+
+
+def _make_terminal(score_utility: float, score_scale: float, node: Node, state: GameState) -> None:
+    """Makes `node`, reached after two passes in `state`, terminal: scored exactly by area counting."""
+    score = state.area_score()  # Black's view
+    s = score if state.to_play == BLACK else -score
+    v = 1.0 if s > 0 else -1.0 if s < 0 else 0.0
+    node.terminal = True
+    node.net_v, node.net_s, node.net_u = v, s, _utility(v, s, score_utility, score_scale)
+    node.ownership = state.area_ownership().astype(np.float64)

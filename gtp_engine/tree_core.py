@@ -1,5 +1,5 @@
 """The tree search's inner loop: select an edge, descend to a leaf, list its candidate moves and expand it, back a
-result up (mcts.py defines the terms), and the fields of a tree node.
+result up (mcts.py defines the terms), the same for a whole batch (gather, back_up), and the fields of a tree node.
 
 These steps run a dozen times per playout and were most of the search's own cost in Python, so they have a
 compiled twin, gtp_engine/_tree_core.c, built with the package when a C compiler is present. This module is the
@@ -16,7 +16,10 @@ arithmetic in the same order, and tests/unit/test_tree_core.py holds them to gro
   (fpu_reduction below the root; select_root is given the root's).
 - visited prior: the sum of the priors of the edges with N > 0, added in edge order (np.cumsum), as the compiled
   code adds it; numpy's sum and dot add in another order and could round differently. expand's sums likewise.
-- core: the six functions as one Core. PYTHON is the reference, COMPILED the compiled twin (None when the
+- batch: gather runs a batch's descents, take_evaluations hands its leaves their evaluations, back_up its
+  backups, so that the loops over a batch's selections run in C too, with no Python call per selection but the
+  position's copy.
+- core: the nine functions as one Core. PYTHON is the reference, COMPILED the compiled twin (None when the
   extension was not built, or GTP_ENGINE_PURE_PYTHON=1 is in the environment: native.py), DEFAULT what new trees
   use: COMPILED when there is one.
 """
@@ -196,6 +199,82 @@ def descend(root, state, edge: int, params: Params, node_type: type, make_termin
                 edge = select(node, params)
 
 
+class Hooks(NamedTuple):
+    """What gather's descents call back into (see descend): a tree's own, fixed for its life."""
+
+    node_type: type
+    make_terminal: Callable
+    drop_edge: Callable
+    play_line: Callable
+    illegal_reason: Callable
+    copy_state: Callable  # copy_state(state) -> a copy for one descent to play its line on
+
+
+def gather(root, root_state, size: int, root_selection: tuple, params: Params, hooks: Hooks, in_flight: dict,
+           selected: list, leaves: list, states: list, plies: list) -> None:
+    """Selects `size` leaves for one batch (mcts.Tree.gather): per selection, the root's edge by select_root(root,
+    *root_selection, params), root_selection being (prior, excluded, forced_k, fpu_reduction), and a descent by
+    descend from a copy of root_state. Appends (leaf, path) to `selected` per selection; a new leaf that is not
+    terminal, not already in `leaves` and not in flight (a key id(leaf) of in_flight, pending in an earlier
+    batch) to `leaves`, with its position to `states` and its ply below the root to `plies`; counts a selection of
+    a leaf in flight in in_flight. The lists grow as it goes, so that a failure leaves what to undo (Tree.abandon)."""
+    mine: set[int] = set()  # id() of this batch's new leaves
+    for _ in range(size):
+        state = hooks.copy_state(root_state)
+        leaf, path = descend(root, state, select_root(root, *root_selection, params), params, hooks.node_type,
+                             hooks.make_terminal, hooks.drop_edge, hooks.play_line, hooks.illegal_reason)
+        key = id(leaf)
+        if not leaf.terminal and key not in mine:
+            if key in in_flight:
+                in_flight[key] += 1
+            else:
+                mine.add(key)
+                leaves.append(leaf)
+                states.append(state)
+                plies.append(len(path) // 2 + 1)
+        selected.append((leaf, path))
+
+
+def take_evaluations(leaves: list, value: np.ndarray, score: np.ndarray, ownership: np.ndarray,
+                     score_utility: float, score_scale: float, in_flight: dict, awaited: dict) -> dict:
+    """Gives each expanded leaves[i] its evaluation: net_v = value[i], net_s = score[i] (float64 [B], the side to
+    move's view) and net_u = v + score_utility * tanh(s / score_scale), the utility. Returns evaluated for
+    back_up: id(leaf) -> ((v, u, s), ownership[i]), ownership float64 [B, area] in Black's view. Each leaf leaves
+    in_flight (id(leaf) -> selections of later batches awaiting it); where any await it, it goes into awaited:
+    id(leaf) -> [(v, u, s), ownership[i], that count]."""
+    evaluated = {}
+    for leaf, v, s, owned in zip(leaves, value.tolist(), score.tolist(), ownership):
+        u = v + score_utility * math.tanh(s / score_scale)
+        leaf.net_v, leaf.net_s, leaf.net_u = v, s, u
+        key = id(leaf)
+        evaluated[key] = (v, u, s), owned
+        waiting = in_flight.pop(key)
+        if waiting:
+            awaited[key] = [(v, u, s), owned, waiting]
+    return evaluated
+
+
+def back_up(selected: list, evaluated: dict, awaited: dict, virtual_loss: float, ownership_depth: int) -> None:
+    """Backs every selection of a batch up (mcts.Tree.finish), the last first, emptying `selected`: a terminal
+    leaf's exact result, else the evaluation of the leaf in `evaluated` (id(leaf) -> ((v, u, s), ownership), this
+    batch's), else the one an earlier batch brought, from `awaited` (id(leaf) -> [(v, u, s), ownership, selections
+    left]), whose entry goes once its last selection took it."""
+    while selected:
+        leaf, path = selected.pop()
+        if leaf.terminal:
+            (v, u, s), ownership = (leaf.net_v, leaf.net_u, leaf.net_s), leaf.ownership
+        else:
+            key = id(leaf)
+            entry = evaluated.get(key)
+            if entry is None:
+                entry = awaited[key]
+                entry[2] -= 1
+                if not entry[2]:
+                    del awaited[key]
+            (v, u, s), ownership = entry[0], entry[1]
+        backup(leaf, path, virtual_loss, v, u, s, ownership, ownership_depth)
+
+
 def backup(leaf, path: list, virtual_loss: float, v: float, u: float, s: float, ownership: np.ndarray,
            ownership_depth: int) -> None:
     """Adds one playout's result (v, u, s from the leaf's view) along path, replacing the path's virtual loss, and
@@ -254,13 +333,17 @@ class Core(NamedTuple):
     backup: Callable
     expand: Callable
     candidates: Callable
+    gather: Callable
+    take_evaluations: Callable
+    back_up: Callable
 
 
-PYTHON = Core(select, select_root, descend, backup, expand, candidates)
+PYTHON = Core(select, select_root, descend, backup, expand, candidates, gather, take_evaluations, back_up)
 
 
 _compiled = native.load("_tree_core")
 COMPILED = None if _compiled is None else Core(_compiled.select, _compiled.select_root, _compiled.descend,
-                                               _compiled.backup, _compiled.expand, _compiled.candidates)
+                                               _compiled.backup, _compiled.expand, _compiled.candidates,
+                                               _compiled.gather, _compiled.take_evaluations, _compiled.back_up)
 DEFAULT = PYTHON if COMPILED is None else COMPILED
 NODE_FIELDS: type = NodeFields if _compiled is None else _compiled.NodeFields
