@@ -6,6 +6,7 @@
  *   game_play(state, point[, color])                     GameState.play_unchecked
  *   game_play_line(state, points)                        GameState.play_unchecked of each point, in turn
  *   game_illegal_reason(state, point[, color])           GameState.illegal_reason
+ *   game_copy(state)                                     GameState.copy (the board's slots read at their offsets)
  *
  * Each does exactly what its Python twin does, in the same order (which chain heads a merge keeps, which point a
  * ko bans), so that both leave the same board behind, array for array (tests/unit/test_rules_core.py). A board's
@@ -16,6 +17,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <structmember.h>
 #include <string.h>
 
 enum { EMPTY, BLACK, WHITE, EDGE };
@@ -24,7 +26,7 @@ enum { EMPTY, BLACK, WHITE, EDGE };
 static PyObject *s_colors, *s_chain_head, *s_chain_next, *s_chain_size, *s_chain_libs, *s_zobrist, *s_grid,
     *s_stride, *s_hash, *s_ko_point, *s_ko_color, *s_captures, *s_stone_count, *s_board, *s_to_play, *s_moves,
     *s_consecutive_passes, *s_max_stones, *s_history, *s_white_key, *s_rules, *s_ko, *s_suicide_allowed,
-    *s_occupied, *s_suicide, *s_superko, *s_ko_reason;
+    *s_occupied, *s_suicide, *s_superko, *s_ko_reason, *s_setup;
 
 /* One board's arrays, borrowed through the buffer protocol for the length of one call. */
 typedef struct {
@@ -652,6 +654,90 @@ done:
     return reason;
 }
 
+/* The board's slots that copy_board copies (the others, the grid and the Zobrist keys among them, are shared):
+ * Board.copy's list. Their offsets in a board of type board_type, found once in the type's slot members. */
+static const char *const COPIED_SLOTS[] = {"colors", "chain_head", "chain_next", "chain_size", "chain_libs",
+                                           "captures", "stone_count"};
+enum { MAX_SLOTS = 32 };
+static PyTypeObject *board_type;
+static Py_ssize_t slot_offsets[MAX_SLOTS], slot_count;
+static char slot_copied[MAX_SLOTS];
+
+static int find_slots(PyTypeObject *type) {
+    PyMemberDef *members = type->tp_members;
+    slot_count = 0;
+    for (PyMemberDef *m = members; m != NULL && m->name != NULL; m++) {
+        if (m->type != T_OBJECT_EX || slot_count == MAX_SLOTS || type->tp_dictoffset != 0) {
+            PyErr_SetString(PyExc_TypeError, "game_copy: the board must be a Board with its __slots__ only");
+            return -1;
+        }
+        slot_offsets[slot_count] = m->offset;
+        slot_copied[slot_count] = 0;
+        for (size_t k = 0; k < sizeof COPIED_SLOTS / sizeof COPIED_SLOTS[0]; k++)
+            if (strcmp(m->name, COPIED_SLOTS[k]) == 0) slot_copied[slot_count] = 1;
+        slot_count++;
+    }
+    board_type = type;
+    return 0;
+}
+
+/* Board.copy, slot by slot. */
+static PyObject *copy_board(PyObject *board) {
+    PyTypeObject *type = Py_TYPE(board);
+    if (type != board_type && find_slots(type) < 0) return NULL;
+    PyObject *other = type->tp_alloc(type, 0);
+    if (other == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < slot_count; i++) {
+        PyObject *value = *(PyObject **)((char *)board + slot_offsets[i]);
+        if (value == NULL) continue;  /* an unset slot stays unset */
+        if (slot_copied[i]) {
+            value = PySequence_GetSlice(value, 0, PY_SSIZE_T_MAX);
+            if (value == NULL) { Py_DECREF(other); return NULL; }
+        } else {
+            Py_INCREF(value);
+        }
+        *(PyObject **)((char *)other + slot_offsets[i]) = value;
+    }
+    return other;
+}
+
+static PyObject *empty_args;
+
+/* game_copy(state): GameState.copy. */
+static PyObject *py_game_copy(PyObject *Py_UNUSED(module), PyObject *state) {
+    PyTypeObject *type = Py_TYPE(state);
+    PyObject *own = PyObject_GenericGetDict(state, NULL);
+    PyObject *fields = own ? PyDict_Copy(own) : NULL, *other = NULL;
+    Py_XDECREF(own);
+    if (fields == NULL) return NULL;
+    PyObject *const lists[] = {s_moves, s_setup, s_history, s_max_stones};
+    for (size_t k = 0; k < sizeof lists / sizeof lists[0]; k++) {
+        PyObject *list = PyDict_GetItemWithError(fields, lists[k]);  /* borrowed */
+        if (list == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetObject(PyExc_AttributeError, lists[k]);
+            goto done;
+        }
+        PyObject *copy = PySequence_GetSlice(list, 0, PY_SSIZE_T_MAX);
+        int stored = copy == NULL ? -1 : PyDict_SetItem(fields, lists[k], copy);
+        Py_XDECREF(copy);
+        if (stored < 0) goto done;
+    }
+    PyObject *board = PyDict_GetItemWithError(fields, s_board);  /* borrowed */
+    if (board == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetObject(PyExc_AttributeError, s_board);
+        goto done;
+    }
+    PyObject *board_copy = copy_board(board);
+    int stored = board_copy == NULL ? -1 : PyDict_SetItem(fields, s_board, board_copy);
+    Py_XDECREF(board_copy);
+    if (stored < 0) goto done;
+    other = type->tp_new(type, empty_args, NULL);
+    if (other != NULL && PyObject_GenericSetDict(other, fields, NULL) < 0) Py_CLEAR(other);
+done:
+    Py_DECREF(fields);
+    return other;
+}
+
 static PyMethodDef methods[] = {
     {"board_play", (PyCFunction)(void (*)(void))py_board_play, METH_FASTCALL,
      "board_play(board, point, color): Board.play_unchecked"},
@@ -665,6 +751,7 @@ static PyMethodDef methods[] = {
      "game_play_line(state, points): GameState.play_unchecked of each point in turn"},
     {"game_illegal_reason", (PyCFunction)(void (*)(void))py_game_illegal_reason, METH_FASTCALL,
      "game_illegal_reason(state, point[, color]): GameState.illegal_reason"},
+    {"game_copy", (PyCFunction)py_game_copy, METH_O, "game_copy(state): GameState.copy"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -679,11 +766,12 @@ PyMODINIT_FUNC PyInit__rules_core(void) {
         {&s_moves, "moves"}, {&s_consecutive_passes, "consecutive_passes"}, {&s_max_stones, "_max_stones"},
         {&s_history, "_history"}, {&s_white_key, "_white_key"}, {&s_rules, "_rules"}, {&s_ko, "ko"},
         {&s_suicide_allowed, "suicide_allowed"}, {&s_occupied, "occupied"}, {&s_suicide, "suicide"},
-        {&s_superko, "superko"}, {&s_ko_reason, "ko"},
+        {&s_superko, "superko"}, {&s_ko_reason, "ko"}, {&s_setup, "setup"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         *names[i].slot = PyUnicode_InternFromString(names[i].name);
         if (*names[i].slot == NULL) return NULL;
     }
+    if ((empty_args = PyTuple_New(0)) == NULL) return NULL;
     return PyModule_Create(&module);
 }

@@ -475,13 +475,14 @@ def _play_line_python(state: GameState, points: Sequence[int]) -> None:
         state._play_unchecked_python(point)
 
 
-# GameState.play_unchecked and .illegal_reason as plain functions of (state, point[, color]), and PLAY_LINE(state,
-# points), play_unchecked of each point in turn: what the search's descent calls without a method's frame. The
-# compiled twins (_rules_core.c, see native.py) where built.
+# GameState.play_unchecked and .illegal_reason as plain functions of (state, point[, color]), PLAY_LINE(state,
+# points), play_unchecked of each point in turn, and COPY(state), GameState.copy: what the search's descent calls
+# without a method's frame. The compiled twins (_rules_core.c, see native.py) where built.
 _compiled = native.load("_rules_core")
 PLAY_UNCHECKED = _compiled.game_play if _compiled else GameState._play_unchecked_python
 PLAY_LINE = _compiled.game_play_line if _compiled else _play_line_python
 ILLEGAL_REASON = _compiled.game_illegal_reason if _compiled else GameState._illegal_reason_python
+COPY = _compiled.game_copy if _compiled else GameState.copy
 
 _zobrist_flat_cache: dict[tuple[Grid, int], np.ndarray] = {}
 

@@ -65,7 +65,7 @@ from gtp_engine import tree_core
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS, Grid
 from gtp_engine.evaluator import EvaluationBatch, Evaluator
-from gtp_engine.game import ILLEGAL_REASON, PLAY_LINE, GameState
+from gtp_engine.game import COPY, ILLEGAL_REASON, PLAY_LINE, GameState
 
 _INITIAL_EDGES = 4  # edge statistics arrays start this long and double as more edges get tried
 _STATS = 6  # rows of Node.stats: N, W, W2, V, S, S2
@@ -235,7 +235,7 @@ class Tree:
         self._point_of_flat = np.append(g.point_of, PASS)
         # What descents call back into; no bound method, so that the tree holds no reference cycle.
         self._hooks = tree_core.Hooks(Node, functools.partial(_make_terminal, self.score_utility, self.score_scale),
-                                      self._drop_illegal, PLAY_LINE, ILLEGAL_REASON, GameState.copy)
+                                      self._drop_illegal, PLAY_LINE, ILLEGAL_REASON, COPY)
         self.root_prior: np.ndarray | None = None  # replaces the root's priors in selection (noise)
         self.root_excluded: np.ndarray | None = None  # bool per root edge: never select (e.g. pass in cleanup)
         self.root_forced_k = 0.0  # forced playouts at the root (self-play): k of sqrt(k * P * sum N), 0 none

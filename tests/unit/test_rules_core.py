@@ -158,3 +158,33 @@ def test_bad_input_gets_an_error_not_a_crash():
         compiled.game_play_line(state, [state.grid.point(0, 0), state.grid.point(1, 1), state.grid.point(0, 0)])
     assert [point for _, point in state.moves] == [state.grid.point(0, 0), state.grid.point(1, 1)]
     assert state.board.stone_count == [0, 1, 1] and len(state._history) == 3 and state.to_play == BLACK
+
+
+def test_compiled_copy_is_the_references_copy_and_independent_of_its_source():
+    """game_copy (the search's copy of the root position for each descent) gives what GameState.copy gives: the same
+    fields, its own board arrays and move lists, the board's grid and Zobrist keys shared; playing on either copy
+    leaves the other and the source as they were."""
+    rng = random.Random(5)
+    state = GameState(7, rules=Rules(ko="positional"))
+    for _ in range(40):
+        legal = [p for p in state.grid.points if state.is_legal(p)]
+        state.play(rng.choice(legal) if legal else PASS)
+    twin, reference = compiled.game_copy(state), state.copy()
+    assert type(twin) is GameState and twin.__dict__.keys() == reference.__dict__.keys()
+    for name, value in reference.__dict__.items():
+        if name == "board":
+            assert board_state(twin.board) == board_state(value) and twin.board.grid is state.board.grid
+            assert twin.board._zobrist is state.board._zobrist
+            assert all(getattr(twin.board, n) is not getattr(state.board, n) for n in
+                       ("colors", "chain_head", "chain_next", "chain_size", "chain_libs", "captures", "stone_count"))
+        else:
+            assert getattr(twin, name) == value, name
+    source = (board_state(state.board), list(state.moves), list(state._history))
+    point = next(p for p in state.grid.points if twin.is_legal(p))
+    twin.play(point)
+    reference.play(point)
+    assert board_state(twin.board) == board_state(reference.board) and twin.moves == reference.moves
+    assert twin._history == reference._history and twin._max_stones == reference._max_stones
+    assert (board_state(state.board), list(state.moves), list(state._history)) == source
+    with pytest.raises(AttributeError, match="no __dict__"):
+        compiled.game_copy(object())
