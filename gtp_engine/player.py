@@ -28,9 +28,9 @@ Terms:
   move there, seen from our side). That search runs only when a pass is in question, inside the move's time: the
   move's search leaves it PASS_CHECK_SHARE of the time after the opponent's pass (rule 1) and where rule 2's
   raw count holds (about 2 of our moves a game on 9x9), and goes on with that time, its tree kept, where no
-  rule then searches again (rule 1 neither passes nor has to search without pass, rule 2 finds no pass in
-  question; a move then plays on, unchecked passes being what lost games); it stops at the move's hard
-  deadline, the network's own
+  rule will search again (after the opponent's pass the search chose a move and we are behind by the count or
+  have a chain to rescue; otherwise rule 2 finds no pass in question; a move then plays on, unchecked passes
+  being what lost games); it stops at the move's hard deadline, the network's own
   evaluation of the position when no time is left. For rule 1 it is ownership_playouts playouts (4-17 ms on 9x9
   with the int8 network, 100-300 ms on 19x19 on 2 busy cores), leaving the rest to the search without pass; for
   rule 2, which decides the move, all the time left (with none reserved, it had one network evaluation, whose
@@ -182,8 +182,7 @@ class Player:
 
         result = search(stop)
         time_to_check = True
-        if stop != move_stop and not self._pass_in_question(state, result, cleanup, dead_opponent, move_filter,
-                                                             hard_deadline):
+        if stop != move_stop and not self._pass_in_question(state, result, cleanup, dead_opponent, move_filter):
             # No pass rule will search again: the move's search gets its time back, its tree kept. Should it come
             # to prefer pass, no time is left to check a pass: that waits for the next move.
             result = search(_the_rest(move_stop, result))
@@ -352,7 +351,8 @@ class Player:
             rescue = (self._rescue(state, ownership) if opponent_passed or chosen == PASS or territory[flat(chosen)]
                       else None)
             if opponent_passed:
-                if time_to_check and self._rule_1_passes(state, ownership, deadline):
+                if (time_to_check and self._rule_1_may_pass(state, ownership)
+                        and self._after_passing(state, deadline)[0] > 0):
                     return PASS, result
                 if rescue is None and chosen == PASS and search_without_pass is not None and time_to_check:
                     # Our territory stays the first search's: without pass among its moves, the second finds
@@ -390,23 +390,23 @@ class Player:
         return territory
 
     def _pass_in_question(self, state: GameState, result: SearchResult, cleanup: bool, dead_opponent: bool,
-                          move_filter: MoveFilter, deadline: float | None) -> bool:
-        """Whether the pass rules will want the time kept for their searches, for this result: after the
-        opponent's pass, where the search chose pass (rule 1's second search) or rule 1 passes (deadline: for its
-        count after passing); otherwise where rule 2 searches after our pass (the search prefers pass, in a
-        decided and settled game)."""
+                          move_filter: MoveFilter) -> bool:
+        """Whether the pass rules will search again for this result, in the time kept for them: after the
+        opponent's pass, where the search chose pass (rule 1's search without pass) or rule 1 may pass (its count
+        after passing); otherwise where rule 2 searches after our pass (the search prefers pass, in a decided and
+        settled game). It searches nothing itself: the searcher's tree stays the move's, to go on with."""
         me, chosen, ownership = state.to_play, result.choice.point, result.snapshot.ownership
         if not self._may_pass(move_filter, me, cleanup, dead_opponent):
             return False
         if state.moves[-1:] == [(opponent(me), PASS)]:
-            return chosen == PASS or self._rule_1_passes(state, ownership, deadline)
+            return chosen == PASS or self._rule_1_may_pass(state, ownership)
         return ((chosen == PASS or self._territory_of_the_choice(state, result)[state.grid.flat(chosen)])
                 and self._decided_and_settled(state, ownership))
 
-    def _rule_1_passes(self, state: GameState, ownership: np.ndarray, deadline: float | None) -> bool:
-        """After the opponent's pass: no chain of ours to rescue, and the count and the count after passing win."""
-        return (self._rescue(state, ownership) is None and self._margin(state, ownership) > 0
-                and self._after_passing(state, deadline)[0] > 0)
+    def _rule_1_may_pass(self, state: GameState, ownership: np.ndarray) -> bool:
+        """After the opponent's pass, what rule 1 asks before its count after passing: no chain of ours to rescue,
+        and the count wins."""
+        return self._rescue(state, ownership) is None and self._margin(state, ownership) > 0
 
     @staticmethod
     def _is_needed_filling(state: GameState, point: int, result: SearchResult, territory: np.ndarray) -> bool:

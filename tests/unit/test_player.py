@@ -629,6 +629,8 @@ def test_the_time_kept_for_rule_1_goes_back_to_the_move_where_it_neither_passes_
     stop = StopCondition.for_budget(start, 1.0, 1.0, 1.0)
     assert player.genmove(after_white_pass(SPLIT, komi=7.5), BLACK, stop).point != PASS
     assert start + 0.98 <= clock() <= start + 1.0 + 0.01
+    tree = player.searcher.tree  # the move's own tree, grown on through the whole second (two thirds: 530 visits)
+    assert tree.root_state.moves[-1:] == [(WHITE, PASS)] and tree.root.visits > 700
 
 
 def test_a_pass_first_without_time_left_to_check_it_waits_for_the_next_move():
