@@ -519,7 +519,7 @@ def _the_rest(stop: StopCondition, searched: SearchResult) -> StopCondition:
     """`stop` for a search that goes on from `searched`, a search of the same position: its playouts count."""
     if stop.playouts is None:
         return stop
-    return replace(stop, playouts=max(1, stop.playouts - searched.snapshot.playouts))
+    return replace(stop, playouts=max(0, stop.playouts - searched.snapshot.playouts))
 
 
 def _decided_by_the_raw_count(state: GameState, neutral: np.ndarray | None = None) -> bool:

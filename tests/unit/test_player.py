@@ -618,6 +618,13 @@ def test_the_time_kept_for_a_first_pass_goes_back_to_the_move_where_no_pass_is_i
     assert start + 0.98 <= clock() <= start + 1.0 + 0.01
     assert player.searcher.tree.root_state.moves == []  # the move's own tree, grown on: no search after a pass
 
+    # Playouts and a deadline both bound the move: the playouts are the move's, not each search's.
+    player = Player(TimedEvaluator(ScriptedEvaluator(favour=[G.point(2, 3)], value=dame_matter,
+                                                     ownership=split_ownership), clock),
+                    player_config(seed=0, resign_threshold=None, stop=StopConfig(early_stop=False)), clock=clock)
+    player.genmove(position(DAME, BLACK, komi=0.5), BLACK, StopCondition(playouts=300, deadline=clock() + 100.0))
+    assert player.searcher.tree.root.visits <= 300 + 1 + 8  # the root's own evaluation, and the last batch
+
 
 def test_the_time_kept_for_rule_1_goes_back_to_the_move_where_it_neither_passes_nor_searches_again():
     # After the opponent's pass, behind by the count: rule 1 does not pass, the search chose a move, and the time
