@@ -354,48 +354,67 @@ done:
     return result;
 }
 
-/* position_key(state): features.position_key, the same tuple. */
+/* Writes `value`'s low `bytes` bytes at *at, little-endian first, and moves *at past them (struct's "<" codes). */
+static void put(unsigned char **at, unsigned long long value, int bytes) {
+    for (int i = 0; i < bytes; i++) *(*at)++ = (unsigned char)(value >> (8 * i));
+}
+
+enum { KEY_FIXED = 2 + 2 + 8 + 1 + 4 + 1 + 4 * HISTORY + 8 + 1 + 8 + 1 };  /* features._KEY.size */
+
+/* position_key(state): features.position_key, the same bytes. */
 static PyObject *py_position_key(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 1) { PyErr_SetString(PyExc_TypeError, "position_key(state)"); return NULL; }
-    PyObject *state = args[0], *board = NULL, *grid = NULL, *moves = NULL, *recent = NULL, *result = NULL;
-    long to_play;
+    PyObject *state = args[0], *board = NULL, *grid = NULL, *moves = NULL, *result = NULL;
+    long to_play, width, height;
     StateRules r = {0};
     if (get_long(state, s_to_play, &to_play) < 0 || read_rules(state, to_play, &r) < 0) return NULL;
     if ((board = PyObject_GetAttr(state, s_board)) == NULL || (grid = PyObject_GetAttr(board, s_grid)) == NULL ||
-        (moves = PyObject_GetAttr(state, s_moves)) == NULL)
+        (moves = PyObject_GetAttr(state, s_moves)) == NULL || get_long(grid, s_width, &width) < 0 ||
+        get_long(grid, s_height, &height) < 0)
         goto done;
     if (!PyList_Check(moves)) { PyErr_SetString(PyExc_TypeError, "state.moves must be a list"); goto done; }
+    PyObject *hash_obj = PyObject_GetAttr(board, s_hash);
+    unsigned long long hash = hash_obj ? PyLong_AsUnsignedLongLong(hash_obj) : 0;
+    Py_XDECREF(hash_obj);
+    if (hash_obj == NULL || PyErr_Occurred()) goto done;
+    Py_ssize_t ko_length;
+    const char *ko = PyUnicode_AsUTF8AndSize(r.ko, &ko_length);
+    if (ko == NULL) goto done;
+    unsigned char key[KEY_FIXED + 64], *at = key;
+    if (ko_length > 64) { PyErr_SetString(PyExc_ValueError, "rules.ko is too long"); goto done; }
+    put(&at, (unsigned long long)width, 2);
+    put(&at, (unsigned long long)height, 2);
+    put(&at, hash, 8);
+    put(&at, (unsigned long long)to_play, 1);
+    put(&at, (unsigned long long)(long long)r.ko_ban, 4);
     Py_ssize_t count = PyList_GET_SIZE(moves), first = count > HISTORY ? count - HISTORY : 0;
-    if ((recent = PyTuple_New(count - first)) == NULL) goto done;
-    for (Py_ssize_t k = first; k < count; k++) {
-        PyObject *move = PyList_GET_ITEM(moves, k);
-        if (!PyTuple_Check(move) || PyTuple_GET_SIZE(move) != 2) {
-            PyErr_SetString(PyExc_ValueError, "state.moves must hold (color, point) pairs");
-            goto done;
+    put(&at, (unsigned long long)(count - first), 1);
+    for (Py_ssize_t k = 0; k < HISTORY; k++) {
+        long point = 0;  /* padding past the recent moves */
+        if (first + k < count) {
+            PyObject *move = PyList_GET_ITEM(moves, first + k);
+            if (!PyTuple_Check(move) || PyTuple_GET_SIZE(move) != 2) {
+                PyErr_SetString(PyExc_ValueError, "state.moves must hold (color, point) pairs");
+                goto done;
+            }
+            point = PyLong_AsLong(PyTuple_GET_ITEM(move, 1));
+            if (point == -1 && PyErr_Occurred()) goto done;
         }
-        Py_INCREF(PyTuple_GET_ITEM(move, 1));
-        PyTuple_SET_ITEM(recent, k - first, PyTuple_GET_ITEM(move, 1));
+        put(&at, (unsigned long long)(long long)point, 4);
     }
-    PyObject *width = PyObject_GetAttr(grid, s_width), *height = PyObject_GetAttr(grid, s_height),
-             *hash = PyObject_GetAttr(board, s_hash);
-    if (width && height && hash)
-        result = Py_BuildValue("(OOOllOdOlOO)", width, height, hash, to_play, r.ko_ban, recent, r.compensation,
-                               r.territory ? Py_True : Py_False, r.territory ? r.prisoner_balance : 0L, r.ko,
-                               r.suicide ? Py_True : Py_False);
-    if (result != NULL) {  /* numbers and a string only: nothing for the collector, whose passes over the cache's keys
-                            * (held for long, so watched) cost a 9x9 search about a microsecond a visit */
-        PyObject_GC_UnTrack(recent);
-        PyObject_GC_UnTrack(result);
-    }
-    Py_XDECREF(width);
-    Py_XDECREF(height);
-    Py_XDECREF(hash);
+    unsigned long long compensation;
+    memcpy(&compensation, &r.compensation, 8);
+    put(&at, compensation, 8);
+    put(&at, (unsigned long long)r.territory, 1);
+    put(&at, (unsigned long long)(long long)(r.territory ? r.prisoner_balance : 0L), 8);
+    put(&at, (unsigned long long)r.suicide, 1);
+    memcpy(at, ko, (size_t)ko_length);
+    result = PyBytes_FromStringAndSize((const char *)key, (Py_ssize_t)(at - key) + ko_length);
 done:
     Py_XDECREF(r.ko);
     Py_XDECREF(board);
     Py_XDECREF(grid);
     Py_XDECREF(moves);
-    Py_XDECREF(recent);
     return result;
 }
 

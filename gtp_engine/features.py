@@ -12,7 +12,8 @@ Terms:
 - global values: float32 [B, G], named in GLOBAL. Compensation is komi plus the handicap bonus white gets
   under area scoring, from the side to move's view (positive when the side to move receives it), in units
   of 20 points; the prisoner balance counts only under territory scoring.
-- position key: a hashable value holding everything the features read, so equal keys give equal inputs.
+- position key: bytes holding everything the features read, so equal keys give equal inputs; bytes, because a
+  cache hashes each key several times and bytes keep their hash (an 11-field tuple hashed anew each time, 85 ns).
 - symmetries: encode can apply a symmetry per position (symmetry.py); it permutes the board before the planes
   are built, which costs less than transforming the finished planes.
 - decode: policy logits [B, A + 1] and (win, loss, draw) logits [B, 3] become probabilities and a value (win -
@@ -29,6 +30,7 @@ were trained with and the engine refuses a mismatch.
 
 from __future__ import annotations
 
+import struct
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
@@ -77,25 +79,22 @@ _INVERSE = np.array(symmetry.INVERSE)
 _compiled = native.load("_features_core")  # the twin of the planes, global inputs and key (_features_core.c)
 
 
-def position_key_python(state: GameState) -> tuple:
-    """Everything encode() reads from `state`, as a hashable tuple (position_key: the compiled twin where built)."""
+# The position key's fixed part: width, height, board hash, side to move, ko ban, number of recent moves, the
+# recent moves' points (padded with 0), compensation, territory scoring, prisoner balance, suicide allowed. The ko
+# rule's name (UTF-8) follows.
+_KEY = struct.Struct(f"<HHQBiB{HISTORY}idBqB")
+
+
+def position_key_python(state: GameState) -> bytes:
+    """Everything encode() reads from `state`, as bytes (position_key: the compiled twin where built)."""
     board = state.board
     g = board.grid
     rules = state.rules
     territory = rules.scoring == "territory"
-    return (
-        g.width,
-        g.height,
-        board.hash,
-        state.to_play,
-        _ko_ban(state),
-        tuple([point for _, point in state.moves[-HISTORY:]]),
-        _compensation(state),
-        territory,
-        _prisoner_balance(state) if territory else 0,
-        rules.ko,
-        rules.suicide_allowed,
-    )
+    recent = [point for _, point in state.moves[-HISTORY:]]
+    return _KEY.pack(g.width, g.height, board.hash, state.to_play, _ko_ban(state), len(recent),
+                     *recent, *[0] * (HISTORY - len(recent)), _compensation(state), territory,
+                     _prisoner_balance(state) if territory else 0, rules.suicide_allowed) + rules.ko.encode()
 
 
 position_key = _compiled.position_key if _compiled else position_key_python

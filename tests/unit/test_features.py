@@ -274,7 +274,7 @@ def test_compiled_planes_refuse_what_they_cannot_encode():
 @pytest.mark.parametrize("rules", ["chinese", "japanese", "aga", "new-zealand", "tromp-taylor"])
 def test_compiled_global_inputs_and_key_equal_the_reference(random_states, rules):
     """Komi, handicap bonus (area scoring only), prisoners (territory scoring only), ko and suicide rules, passes:
-    the same float32 rows and the same key tuples, equal and of equal hash."""
+    the same float32 rows and the same keys, equal and of equal hash."""
     states = random_states(7, 30, seed=9, max_fill=2.0, komi=6.5, rules=Rules.named(rules))
     handicap = GameState(9, komi=0.5, rules=Rules.named(rules))
     handicap.place_handicap(handicap.grid.points[:3])
@@ -284,7 +284,7 @@ def test_compiled_global_inputs_and_key_equal_the_reference(random_states, rules
     for state in states:
         key = features.position_key(state)
         assert key == features.position_key_python(state) and hash(key) == hash(features.position_key_python(state))
-        assert [type(v) for v in key] == [type(v) for v in features.position_key_python(state)]
+        assert type(key) is bytes
 
 
 @pytest.mark.parametrize("width, height", [(9, 9), (19, 19), (7, 5), (1, 4)])
