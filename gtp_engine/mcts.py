@@ -267,8 +267,11 @@ class Tree:
 
         Every root edge has statistics (try_all), so any edge can be chosen, not only the next by prior.
         """
-        return self._core.select_root(self.root, self.root_prior, self.root_excluded, float(self.root_forced_k),
-                                      float(self.config.root_fpu_reduction), self._params)
+        return self._core.select_root(self.root, *self._root_selection(), self._params)
+
+    def _root_selection(self) -> tuple:
+        """select_root's arguments between the root and the params: (prior, excluded, forced_k, fpu_reduction)."""
+        return self.root_prior, self.root_excluded, float(self.root_forced_k), float(self.config.root_fpu_reduction)
 
     # ---- one batch ------------------------------------------------------------------------------------
 
@@ -298,11 +301,9 @@ class Tree:
             pending.root_mask = self._filter(self.root_state, self.root_state.legal_mask(), 1)
             return pending
         in_flight = self._in_flight
-        root_selection = (self.root_prior, self.root_excluded, float(self.root_forced_k),
-                          float(self.config.root_fpu_reduction))  # select_root()'s
         try:
-            self._core.gather(self.root, self.root_state, size, root_selection, self._params, self._hooks, in_flight,
-                              pending.selected, pending.leaves, pending.states, pending.plies)
+            self._core.gather(self.root, self.root_state, size, self._root_selection(), self._params, self._hooks,
+                              in_flight, pending.selected, pending.leaves, pending.states, pending.plies)
         except BaseException:
             self.abandon(pending)
             raise
