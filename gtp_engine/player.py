@@ -351,7 +351,7 @@ class Player:
             rescue = (self._rescue(state, ownership) if opponent_passed or chosen == PASS or territory[flat(chosen)]
                       else None)
             if opponent_passed:
-                if (time_to_check and self._rule_1_may_pass(state, ownership)
+                if (time_to_check and self._rule_1_may_pass(state, ownership, rescue)
                         and self._after_passing(state, deadline)[0] > 0):
                     return PASS, result
                 if rescue is None and chosen == PASS and search_without_pass is not None and time_to_check:
@@ -359,7 +359,7 @@ class Player:
                     # fillings of it better than the rest where every move loses, and filled our eyes one by one.
                     result = search_without_pass()
                     chosen = result.choice.point
-            elif (chosen == PASS or territory[flat(chosen)]) and self._decided_and_settled(state, ownership):
+            elif self._passing_first_in_question(state, result, territory):
                 if time_to_check:
                     lead, winrate = self._after_passing(state, _earliest(move_deadline, deadline),
                                                         to_the_deadline=True)
@@ -399,14 +399,20 @@ class Player:
         if not self._may_pass(move_filter, me, cleanup, dead_opponent):
             return False
         if state.moves[-1:] == [(opponent(me), PASS)]:
-            return chosen == PASS or self._rule_1_may_pass(state, ownership)
-        return ((chosen == PASS or self._territory_of_the_choice(state, result)[state.grid.flat(chosen)])
-                and self._decided_and_settled(state, ownership))
+            return chosen == PASS or self._rule_1_may_pass(state, ownership, self._rescue(state, ownership))
+        return self._passing_first_in_question(state, result, self._territory_of_the_choice(state, result))
 
-    def _rule_1_may_pass(self, state: GameState, ownership: np.ndarray) -> bool:
-        """After the opponent's pass, what rule 1 asks before its count after passing: no chain of ours to rescue,
-        and the count wins."""
-        return self._rescue(state, ownership) is None and self._margin(state, ownership) > 0
+    def _rule_1_may_pass(self, state: GameState, ownership: np.ndarray, rescue: int | None) -> bool:
+        """After the opponent's pass, what rule 1 asks before its count after passing: no chain of ours to rescue
+        (`rescue`, _rescue's answer), and the count wins."""
+        return rescue is None and self._margin(state, ownership) > 0
+
+    def _passing_first_in_question(self, state: GameState, result: SearchResult, territory: np.ndarray) -> bool:
+        """Rule 2's question before its search after our pass: the search prefers pass (it chose pass, or a move in
+        our own `territory`, _territory_of_the_choice's), in a decided and settled game."""
+        chosen = result.choice.point
+        return ((chosen == PASS or bool(territory[state.grid.flat(chosen)]))
+                and self._decided_and_settled(state, result.snapshot.ownership))
 
     @staticmethod
     def _is_needed_filling(state: GameState, point: int, result: SearchResult, territory: np.ndarray) -> bool:
