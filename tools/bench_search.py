@@ -22,7 +22,9 @@ turns of b10c128 ranged 254-331 positions/s, median 271, against 281-309 for 1.3
 ratio of neighbouring turns.
 
 Columns: session pos/s (InferenceSession.run alone), search visits/s, search/session (the share of the network's
-throughput the search keeps), and for int8 rows int8/fp32 (session speed-up).
+throughput the search keeps), its 95% interval over the rounds (each round's search against its own session turns;
+with --rounds 2 or more: on a machine whose speed wanders a few percent, one ratio near a target settles little),
+and for int8 rows int8/fp32 (session speed-up).
 
 Targets on 2 CPU cores: search >= 0.90 of the session's throughput on 9x9 and 19x19; int8 session >= 1.8x
 fp32; on 19x19 at least 2.5x Leela Zero's visits per second at equal nominal size.
@@ -72,6 +74,20 @@ INT8_TARGET = 1.8
 LEELA_FACTOR = 2.5
 LEELA_PATHS = ("leelaz", "/usr/lib/leelaz/bin/leelaz", "leela-zero")
 LEELA_DEFAULT_SHAPE = (6, 64)  # blocks, channels: Leela Zero's network where ours names no bNcM preset
+T_975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23, 12: 2.18,
+         15: 2.13, 20: 2.09, 30: 2.04}  # Student's t, two-sided 95%, by degrees of freedom (1.96 beyond 30)
+
+
+def mean_interval(samples: list[float]) -> tuple[float, float] | None:
+    """The 95% interval of the mean of independent samples (Student's t; a table's next lower degrees of freedom,
+    so never narrower than exact), or None for fewer than two samples."""
+    if len(samples) < 2:
+        return None
+    df = len(samples) - 1
+    t = T_975[max(k for k in T_975 if k <= df)] if df <= 30 else 1.96
+    half = t * float(np.std(samples, ddof=1)) / len(samples) ** 0.5
+    mean = float(np.mean(samples))
+    return mean - half, mean + half
 
 
 def preset_shape(preset: str) -> tuple[int, int] | None:
@@ -264,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     failures, ours_19, shape_19 = 0, {}, LEELA_DEFAULT_SHAPE
     shared_won = rounds_compared = 0  # of the rounds compared (each network's), those the search's way of calling won
     print(f"{'network':22} {'size':>5} {'batch':>5} {'session pos/s':>13} {'search visits/s':>15} "
-          f"{'search/session':>14} {'int8/fp32':>9}  targets")
+          f"{'search/session':>14} {'95% interval':>12} {'int8/fp32':>9}  targets")
     with tempfile.TemporaryDirectory() as folder:
         for size in args.sizes:
             files = networks(args, size, Path(folder))
@@ -299,9 +315,12 @@ def main(argv: list[str] | None = None) -> int:
             session = {name: float(np.mean([b for _, b in rates])) for name, rates in rounds.items()}
             for name, network in nets.items():
                 kept = search[name] / session[name]
+                interval = mean_interval([s / b for s, b in rounds[name]])
+                shown = f"{interval[0]:.2f}..{interval[1]:.2f}" if interval else ""
                 # int8/fp32: the median of the ratios of neighbouring turns, robust to load that comes and goes
                 speedup = float(np.median(np.array(slices[name]) / np.array(slices["fp32"]))) \
                     if name != "fp32" else None
+                gain = "" if speedup is None else f"{speedup:.2f}"
                 verdicts = [("search", kept >= SEARCH_TARGET)]
                 if speedup is not None:
                     verdicts.append(("int8", speedup >= INT8_TARGET))
@@ -310,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
                     ours_19[name] = search[name]
                     shape_19 = preset_shape(network.info.preset) or LEELA_DEFAULT_SHAPE
                 print(f"{Path(network.info.path).name:22} {size:>3}x{size:<2}{args.batch:>5} {session[name]:>13.0f} "
-                      f"{search[name]:>15.0f} {kept:>14.2f} {'' if speedup is None else f'{speedup:.2f}':>9}  "
+                      f"{search[name]:>15.0f} {kept:>14.2f} {shown:>12} {gain:>9}  "
                       + ", ".join(f"{what} {'ok' if ok else 'BELOW'}" for what, ok in verdicts), flush=True)
         runner = (f"onnxruntime cpu: the search's calls on {threads or 'its own thread count'} threads each; the "
                   f"bare session the better, round by round, of one call at a time on onnxruntime's own thread count "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("torch")
@@ -46,3 +47,16 @@ def test_leela_zero_is_compared_at_the_blocks_and_channels_of_our_preset():
     assert bench_search.preset_shape("b10c128") == (10, 128)
     assert bench_search.preset_shape("b6c64") == (6, 64)
     assert bench_search.preset_shape("tiny") is None and bench_search.preset_shape("?") is None
+
+
+def test_the_ratio_interval_is_students_t_over_the_rounds():
+    assert bench_search.mean_interval([0.9]) is None
+    low, high = bench_search.mean_interval([0.88, 0.92])  # mean 0.90, sd 0.0283, t(1) 12.71
+    assert (low + high) / 2 == pytest.approx(0.90)
+    assert high - low == pytest.approx(2 * 12.71 * 0.02828427 / 2 ** 0.5, rel=1e-4)
+    low, high = bench_search.mean_interval([0.9, 0.9, 0.9, 0.9, 0.94])
+    assert low < 0.908 < high  # the mean, t(4) 2.78
+    assert high - low == pytest.approx(2 * 2.78 * 0.017889 / 5 ** 0.5, rel=1e-3)
+    many = [0.9 + 0.01 * (i % 3) for i in range(40)]
+    assert bench_search.mean_interval(many)[1] - bench_search.mean_interval(many)[0] == pytest.approx(
+        2 * 1.96 * float(np.std(many, ddof=1)) / 40 ** 0.5)
