@@ -74,8 +74,9 @@ INT8_TARGET = 1.8
 LEELA_FACTOR = 2.5
 LEELA_PATHS = ("leelaz", "/usr/lib/leelaz/bin/leelaz", "leela-zero")
 LEELA_DEFAULT_SHAPE = (6, 64)  # blocks, channels: Leela Zero's network where ours names no bNcM preset
+# Student's t, two-sided 95%, by degrees of freedom
 T_975 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23, 12: 2.18,
-         15: 2.13, 20: 2.09, 30: 2.04}  # Student's t, two-sided 95%, by degrees of freedom (1.96 beyond 30)
+         15: 2.13, 20: 2.09, 30: 2.04, 40: 2.02, 60: 2.00, 120: 1.98}
 
 
 def mean_interval(samples: list[float]) -> tuple[float, float] | None:
@@ -84,7 +85,7 @@ def mean_interval(samples: list[float]) -> tuple[float, float] | None:
     if len(samples) < 2:
         return None
     df = len(samples) - 1
-    t = T_975[max(k for k in T_975 if k <= df)] if df <= 30 else 1.96
+    t = T_975[max(k for k in T_975 if k <= df)]
     half = t * float(np.std(samples, ddof=1)) / len(samples) ** 0.5
     mean = float(np.mean(samples))
     return mean - half, mean + half
