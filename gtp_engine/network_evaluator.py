@@ -51,6 +51,9 @@ class ModelLoadError(Exception):
         self.path = str(path)
         self.reason = reason
 
+    def __reduce__(self):  # pickled from a process that opened the file (a gate's parts) to the one that reports it
+        return ModelLoadError, (self.path, self.reason)
+
 
 def is_int8_name(path: str | os.PathLike) -> bool:
     return str(path).endswith(INT8_SUFFIX)

@@ -156,6 +156,8 @@ _HELP = {
     "fixed_games": "undecided at max-games: A wins only with at least this many games ...",
     "fixed_score": "... and at least this score",
     "opening_moves": "first moves of each game drawn in proportion to the visits (variety)",
+    "processes": "processes playing the match, each a block of its games with its own networks (a machine of many "
+                 "cores, or one GPU shared); more than 1: the match plays all max-games games",
     "chunk": "positions per forward/backward pass of an update",
     "batch": "games played together",
     "max_ply": "the kept position follows a random move at ply U ~ uniform 1..max_ply (0: the board's area)",

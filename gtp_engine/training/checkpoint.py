@@ -34,6 +34,9 @@ class CheckpointError(Exception):
         self.path = str(path)
         self.reason = reason
 
+    def __reduce__(self):  # pickled from a worker process (Ray, a gate's parts) to the one that reports it
+        return CheckpointError, (self.path, self.reason)
+
 
 @dataclass
 class Checkpoint:

@@ -25,17 +25,26 @@ Terms:
   draws), so a loop that improves slowly needs a longer cap or a higher fixed_score to keep its curve honest.
 - match folder: games.jsonl (one line per finished game, written as it ends, so an interrupted match resumes
   with the games it has), sgf/game-N.sgf, and result.json, written last: a match is complete when it exists.
+- parts (processes > 1): the match's games split into consecutive blocks, one per process, each played to its end
+  in its own match folder out/part-KK (the games are the ones a single process plays: a game's openings and
+  colours follow from its index); result.json in out pools them. Such a match is of fixed length: the SPRT and
+  the fixed rule judge all max_games games together. Processes are what use a machine of many cores and one GPU
+  (each has its own evaluators, so its own network calls); one process leaves most of such a machine idle.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
+import multiprocessing
 import sys
 import time
+from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from tqdm import tqdm
@@ -52,6 +61,7 @@ log = logging.getLogger(__name__)
 
 GAMES = "games.jsonl"
 RESULT = "result.json"
+PART = "part-{:02d}"
 _TREE = TreeConfig()  # tree parameters: the engine's defaults, as in self-play
 
 
@@ -78,10 +88,11 @@ class GateConfig:
     resign_consecutive: int = 3
     max_moves: int = 0  # 0: twice the board's area
     seed: int = 0
+    processes: int = 1  # processes playing the match, each its part (see the module docstring); > 1: fixed length
 
     def __post_init__(self) -> None:
-        if min(self.visits, self.max_games, self.parallel_games, self.leaves_per_game) < 1:
-            raise ValueError("visits, max_games, parallel_games and leaves_per_game must be positive")
+        if min(self.visits, self.max_games, self.parallel_games, self.leaves_per_game, self.processes) < 1:
+            raise ValueError("visits, max_games, parallel_games, leaves_per_game and processes must be positive")
         if self.candidate_visits < 0:
             raise ValueError("candidate_visits must not be negative")
         if self.evaluation_threads < 0:
@@ -232,8 +243,9 @@ class _Game:
 
 
 def play_match(candidate: Evaluator, best: Evaluator, config: GateConfig, out: str | Path, *,
-               progress: bool = True) -> GateResult:
-    """Plays (or resumes) the gate match in `out` until the verdict; writes and returns its result."""
+               progress: bool = True, first_game: int = 0) -> GateResult:
+    """Plays (or resumes) the gate match in `out` until the verdict; writes and returns its result. Its games are
+    numbered from first_game (a part of a match played in processes: play_parts)."""
     out = Path(out)
     done = read_result(out)
     if done is not None:
@@ -245,7 +257,7 @@ def play_match(candidate: Evaluator, best: Evaluator, config: GateConfig, out: s
     results = [r["score_for_candidate"] for r in records]
     seconds = sum(r["seconds"] for r in records)
     finished = {r["index"] for r in records}
-    upcoming = (i for i in range(10 * config.max_games) if i not in finished)
+    upcoming = (i for i in range(first_game, first_game + config.max_games) if i not in finished)
     promoted = verdict(results, config)[0]
     bar = tqdm(total=config.max_games, initial=len(results), unit="game", desc="gate", file=sys.stderr,
                disable=not progress, dynamic_ncols=True)
@@ -298,6 +310,76 @@ def play_match(candidate: Evaluator, best: Evaluator, config: GateConfig, out: s
     with replacing(out / RESULT) as tmp:
         tmp.write_text(json.dumps(result.to_dict(), indent=1))
     log.info("gate: %s", result.describe())
+    return result
+
+
+def part_plan(config: GateConfig) -> list[tuple[int, GateConfig]]:
+    """(first game, the part's config) of each process's part: consecutive blocks of the match's games, as even as
+    max_games allows, each played to its end (its SPRT waits for its last game) by one process."""
+    share, extra = divmod(config.max_games, config.processes)
+    plan, first = [], 0
+    for part in range(config.processes):
+        games = share + (part < extra)
+        if games:
+            plan.append((first, dataclasses.replace(config, max_games=games, sprt_min_games=games, processes=1)))
+        first += games
+    return plan
+
+
+def _play_part(open_networks: Callable[[], tuple[Evaluator, Evaluator]], config: GateConfig, out: Path,
+               first_game: int) -> GateResult:
+    candidate, best = open_networks()
+    return play_match(candidate, best, config, out, progress=False, first_game=first_game)
+
+
+def _logging_setup() -> tuple[dict[str, int], str | None]:
+    """(levels of the root and gtp_engine loggers, the root handler's format) of this process."""
+    root = logging.getLogger()
+    formatter = root.handlers[0].formatter if root.handlers else None
+    levels = {name: logging.getLogger(name).level for name in ("", "gtp_engine")}
+    return levels, formatter._fmt if formatter else None
+
+
+def _log_as(levels: dict[str, int], fmt: str | None) -> None:
+    """A part's process logs to stderr as its parent does (a spawned process starts with logging unconfigured)."""
+    logging.basicConfig(stream=sys.stderr, format=fmt or logging.BASIC_FORMAT)
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+
+
+def play_parts(open_networks: Callable[[], tuple[Evaluator, Evaluator]], config: GateConfig, out: str | Path, *,
+               progress: bool = True) -> GateResult:
+    """Plays (or resumes) the match in `out` in config.processes processes (the module docstring's parts), each
+    opening its own (candidate, best) with open_networks (picklable: it runs in the new process); pools the parts'
+    games into out's result.json and returns it. A part that fails stops the match with its error; the parts'
+    finished games stay, and the same call resumes them."""
+    out = Path(out)
+    done = read_result(out)
+    if done is not None:
+        return done
+    plan = part_plan(config)
+    folders = [out / PART.format(k) for k in range(len(plan))]
+    bar = tqdm(total=config.max_games, unit="game", desc="gate", file=sys.stderr, disable=not progress,
+               dynamic_ncols=True)
+    # spawn, not fork: a forked process cannot use the CUDA its parent initialised, nor safely inherit threads.
+    with ProcessPoolExecutor(len(plan), mp_context=multiprocessing.get_context("spawn"), initializer=_log_as,
+                             initargs=_logging_setup()) as pool:
+        running = [pool.submit(_play_part, open_networks, part, folder, first)
+                   for (first, part), folder in zip(plan, folders)]
+        while True:
+            finished, pending = wait(running, timeout=5.0, return_when=FIRST_EXCEPTION)
+            bar.n = sum(len(_read_games(folder / GAMES)) for folder in folders)
+            bar.refresh()
+            if not pending or any(f.exception() for f in finished):
+                break
+        parts = [f.result() for f in running]  # a part's error is raised here
+    bar.close()
+    records = sorted((r for folder in folders for r in _read_games(folder / GAMES)), key=lambda r: r["index"])
+    pooled = dataclasses.replace(config, sprt_min_games=config.max_games)
+    result = summarize([r["score_for_candidate"] for r in records], pooled, max(p.seconds for p in parts))
+    with replacing(out / RESULT) as tmp:
+        tmp.write_text(json.dumps(result.to_dict(), indent=1))
+    log.info("gate (%d processes): %s", len(plan), result.describe())
     return result
 
 

@@ -60,9 +60,11 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import json
 import logging
 import math
+import os
 import shlex
 import shutil
 import sys
@@ -70,7 +72,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+import torch
+
 from gtp_engine import match, match_stats
+from gtp_engine.evaluator import Evaluator
 from gtp_engine.game import KOMI
 from gtp_engine.training import checkpoint as checkpoint_lib
 from gtp_engine.training import averaging, dataset, export_onnx, gating, import_onnx, quantize, runs, selfplay, train
@@ -96,7 +101,7 @@ INT8_FP32_CONVS = (0, 1, 2)  # int8 precision: leading block convolutions kept i
 TRAIN_CHECKPOINT_STEPS = 500  # a candidate's training validates and checkpoints this often: what a kill can lose
 # Settings a rerun may change: how far to go, where to promote, and how the work is executed (dotted: nested).
 RESUMABLE_CHANGES = ("generations", "promote_to", "backend", "device", "precision", "train.device", "gnugo_every",
-                     "gnugo_games", "gnugo_level", "average_generations")
+                     "gnugo_games", "gnugo_level", "average_generations", "gate.processes")
 # The fields of the nested configs that the loop sets itself for each job: the loop's board, komi and rules, a
 # seed per job, and the candidate's data, start, preset and checkpoint interval.
 LOOP_SETS = {"selfplay": ("size", "komi", "rules", "seed"), "gate": ("size", "komi", "rules", "seed"),
@@ -279,10 +284,26 @@ def run_selfplay(job: SelfPlayJob, progress: bool = True) -> dict:
 
 
 def run_gate(job: GateJob, progress: bool = True) -> gating.GateResult:
+    """Plays the job's match: in this process, or with config.processes > 1 in that many (gating.play_parts), each
+    on its share of this machine's cores (the job's thread count is per call of one process: not used then)."""
+    if job.config.processes > 1:
+        cores = max(1, (os.cpu_count() or 1) // job.config.processes)
+        part = with_threads(job, job_threads(job.config, cores))
+        return gating.play_parts(functools.partial(_part_networks, part), job.config, job.out, progress=progress)
+    return gating.play_match(*_gate_networks(job), job.config, job.out, progress=progress)
+
+
+def _gate_networks(job: GateJob) -> tuple[Evaluator, Evaluator]:
+    """The job's (candidate, best), opened where the match is played."""
     engine = _opened_engine(job)
-    candidate = engine.open(job.candidate, job.config.seed)
-    best = engine.open(job.best, job.config.seed + 1)
-    return gating.play_match(candidate, best, job.config, job.out, progress=progress)
+    return engine.open(job.candidate, job.config.seed), engine.open(job.best, job.config.seed + 1)
+
+
+def _part_networks(job: GateJob) -> tuple[Evaluator, Evaluator]:
+    """_gate_networks in a part's own process, with torch's CPU threads (all cores, unless told) limited to the
+    part's share, so that the parts do not contend for every core."""
+    torch.set_num_threads(job.engine.threads)
+    return _gate_networks(job)
 
 
 def run_train(config: train.TrainConfig, run_dir: str, progress: bool = True) -> dict:

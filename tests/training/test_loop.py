@@ -4,6 +4,7 @@ exception in training (no promotion) and after a kill, a rerun with other settin
 against GNU Go, and the Ray path on a local cluster when ray is installed."""
 
 import dataclasses
+import functools
 import json
 import shutil
 import signal
@@ -20,6 +21,7 @@ torch = pytest.importorskip("torch")
 from gtp_engine import sgf_io  # noqa: E402
 from gtp_engine.board import BLACK, WHITE  # noqa: E402
 from gtp_engine.evaluator import UniformEvaluator  # noqa: E402
+from gtp_engine.network_evaluator import ModelLoadError  # noqa: E402
 from gtp_engine.onnx_evaluator import OnnxEvaluator  # noqa: E402
 from gtp_engine.training import checkpoint as checkpoint_lib  # noqa: E402
 from gtp_engine.training import dataset, gating, loop, quantize, selfplay, sgf_ingest, train  # noqa: E402
@@ -123,15 +125,21 @@ def test_a_gate_match_alternates_colours_saves_games_and_resumes(tiny_onnx_model
     assert records[:3] == [json.loads(line) for line in lines[:3]] and again.games == 6
 
 
+class Leaning(UniformEvaluator):
+    """Deterministic, with a value that depends on the position, so games differ from one another."""
+
+    def evaluate(self, states):
+        batch = super().evaluate(states)
+        batch.value[:] = [np.tanh(0.3 * (len(s.board.stones(BLACK)) - len(s.board.stones(WHITE)))) for s in states]
+        return batch
+
+
+def leaning_against_uniform():
+    """A gate's (candidate, best), opened in a part's own process (module level: the process imports it)."""
+    return Leaning(), UniformEvaluator()
+
+
 def test_a_pipelined_gate_plays_the_games_an_unpipelined_one_plays(tmp_path):
-    class Leaning(UniformEvaluator):
-        """Deterministic, with a value that depends on the position, so games differ from one another."""
-
-        def evaluate(self, states):
-            batch = super().evaluate(states)
-            batch.value[:] = [np.tanh(0.3 * (len(s.board.stones(BLACK)) - len(s.board.stones(WHITE)))) for s in states]
-            return batch
-
     games = {}
     for threads in (0, 1):
         config = GateConfig(size=SIZE, komi=2.0, visits=8, max_games=8, sprt_min_games=8, parallel_games=4,
@@ -140,6 +148,49 @@ def test_a_pipelined_gate_plays_the_games_an_unpipelined_one_plays(tmp_path):
         games[threads] = {n: (tmp_path / str(threads) / "sgf" / f"game-{n}.sgf").read_text() for n in range(8)}
     assert games[0] == games[1]
     assert len(set(games[0].values())) > 1
+
+
+def test_the_parts_of_a_match_are_consecutive_blocks_as_even_as_the_games_allow():
+    plan = gating.part_plan(GateConfig(max_games=11, processes=4, sprt_min_games=3))
+    assert [(first, part.max_games) for first, part in plan] == [(0, 3), (3, 3), (6, 3), (9, 2)]
+    assert all(part.processes == 1 and part.sprt_min_games == part.max_games for _, part in plan)
+    assert [first for first, _ in gating.part_plan(GateConfig(max_games=2, processes=3))] == [0, 1]  # none empty
+
+
+def test_a_match_in_processes_plays_the_games_one_process_plays_and_resumes(tmp_path):
+    config = GateConfig(size=SIZE, komi=2.0, visits=8, max_games=7, parallel_games=2, leaves_per_game=3,
+                        evaluation_threads=0)
+    alone = gating.play_match(*leaning_against_uniform(), dataclasses.replace(config, sprt_min_games=7),
+                              tmp_path / "alone", progress=False)
+    pooled = gating.play_parts(leaning_against_uniform, dataclasses.replace(config, processes=3), tmp_path / "parts",
+                               progress=False)
+    parts = sorted((tmp_path / "parts").glob("part-*"))
+    assert [p.name for p in parts] == ["part-00", "part-01", "part-02"]
+    played = {int(f.stem.split("-")[1]): f.read_text() for part in parts for f in (part / "sgf").glob("*.sgf")}
+    assert played == {n: (tmp_path / "alone" / "sgf" / f"game-{n}.sgf").read_text() for n in range(7)}
+    assert (pooled.games, pooled.wins, pooled.draws, pooled.losses, pooled.score, pooled.llr, pooled.reason) == \
+        (alone.games, alone.wins, alone.draws, alone.losses, alone.score, alone.llr, alone.reason)
+    assert gating.read_result(tmp_path / "parts") == pooled
+
+    # Cut short in one part (its last game lost, the pooled result not written): the rerun plays that game only.
+    journal = parts[1] / gating.GAMES
+    kept = journal.read_text().splitlines()[:-1]
+    journal.write_text("\n".join(kept) + "\n")
+    for path in (parts[1] / gating.RESULT, tmp_path / "parts" / gating.RESULT):
+        path.unlink()
+    again = gating.play_parts(leaning_against_uniform, dataclasses.replace(config, processes=3), tmp_path / "parts",
+                              progress=False)
+    assert journal.read_text().splitlines()[:-1] == kept
+    assert (again.games, again.score) == (pooled.games, pooled.score)
+
+
+def test_a_part_that_fails_stops_the_match_with_its_error(tmp_path):
+    config = GateConfig(size=SIZE, komi=2.0, visits=8, max_games=4, processes=2)
+    with pytest.raises(ModelLoadError, match="missing.onnx: no such file"):
+        gating.play_parts(functools.partial(loop._part_networks, loop.GateJob(
+            str(tmp_path / "missing.onnx"), str(tmp_path / "missing.onnx"), config, str(tmp_path / "match"),
+            loop.Engine("onnx", "cpu", 1))), config, tmp_path / "match", progress=False)
+    assert gating.read_result(tmp_path / "match") is None
 
 
 def test_a_candidate_given_its_own_visits_searches_that_many_a_move(tmp_path):
@@ -492,6 +543,20 @@ def test_the_gate_command_plays_a_match_of_fixed_length(tiny_onnx_model, tmp_pat
     result = gating.read_result(tmp_path)
     assert result.games == 4 and json.loads(done.stderr[done.stderr.index("{"):])["games"] == 4
     assert len((tmp_path / gating.GAMES).read_text().splitlines()) == 4
+
+
+def test_the_gate_command_plays_in_processes_with_torch(tiny_onnx_model, tmp_path):
+    command = [sys.executable, "-m", "gtp_engine.training", "gate", str(tiny_onnx_model), str(tiny_onnx_model),
+               "--out", str(tmp_path), "--size", str(SIZE), "--komi", "2", "--visits", "4", "--max-games", "4",
+               "--parallel-games", "2", "--processes", "2", "--backend", "torch", "--device", "cpu", "--no-progress"]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == ""
+    result = gating.read_result(tmp_path)
+    assert result.games == 4 and json.loads(done.stderr[done.stderr.index("{"):])["games"] == 4
+    assert sorted(int(json.loads(line)["index"]) for part in ("part-00", "part-01")
+                  for line in (tmp_path / part / gating.GAMES).read_text().splitlines()) == [0, 1, 2, 3]
+    assert "runs on torch-cpu" in done.stderr
 
 
 def test_the_best_can_play_gnu_go(tiny_onnx_model, tmp_path):
