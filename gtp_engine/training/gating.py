@@ -27,9 +27,10 @@ Terms:
   with the games it has), sgf/game-N.sgf, and result.json, written last: a match is complete when it exists.
 - parts (processes > 1): the match's games split into consecutive blocks, one per process, each played to its end
   in its own match folder out/part-KK (the games are the ones a single process plays: a game's openings and
-  colours follow from its index); result.json in out pools them. Such a match is of fixed length: the SPRT and
-  the fixed rule judge all max_games games together. Processes are what use a machine of many cores and one GPU
-  (each has its own evaluators, so its own network calls); one process leaves most of such a machine idle.
+  colours follow from its index); out/parts.json lists the blocks, and result.json in out pools them. Such a
+  match is of fixed length: the SPRT and the fixed rule judge all max_games games together. Processes are what
+  use a machine of many cores and one GPU (each has its own evaluators, so its own network calls); one process
+  leaves most of such a machine idle.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ log = logging.getLogger(__name__)
 GAMES = "games.jsonl"
 RESULT = "result.json"
 PART = "part-{:02d}"
+PARTS = "parts.json"  # a match in processes: the (first game, games) of each part
 _TREE = TreeConfig()  # tree parameters: the engine's defaults, as in self-play
 
 
@@ -250,6 +252,9 @@ def play_match(candidate: Evaluator, best: Evaluator, config: GateConfig, out: s
     done = read_result(out)
     if done is not None:
         return done
+    if (out / PARTS).exists():
+        raise ValueError(f"{out} holds a match begun in processes ({PARTS}); resume it with the same processes, or "
+                         f"use another folder")
     (out / "sgf").mkdir(parents=True, exist_ok=True)
     records = _read_games(out / GAMES)
     with replacing(out / GAMES) as tmp:  # drops a line a kill cut short, so appending starts on a fresh line
@@ -351,13 +356,15 @@ def play_parts(open_networks: Callable[[], tuple[Evaluator, Evaluator]], config:
                progress: bool = True) -> GateResult:
     """Plays (or resumes) the match in `out` in config.processes processes (the module docstring's parts), each
     opening its own (candidate, best) with open_networks (picklable: it runs in the new process); pools the parts'
-    games into out's result.json and returns it. A part that fails stops the match with its error; the parts'
-    finished games stay, and the same call resumes them."""
+    games into out's result.json and returns it. A part that fails ends the match with its error once the other
+    parts have played their blocks; every finished game stays, and the same call resumes the match. A folder begun
+    with another split of the games (or by one process) is refused: its blocks would not line up."""
     out = Path(out)
     done = read_result(out)
     if done is not None:
         return done
     plan = part_plan(config)
+    _check_plan(out, [(first, part.max_games) for first, part in plan])
     folders = [out / PART.format(k) for k in range(len(plan))]
     bar = tqdm(total=config.max_games, unit="game", desc="gate", file=sys.stderr, disable=not progress,
                dynamic_ncols=True)
@@ -368,11 +375,14 @@ def play_parts(open_networks: Callable[[], tuple[Evaluator, Evaluator]], config:
                    for (first, part), folder in zip(plan, folders)]
         while True:
             finished, pending = wait(running, timeout=5.0, return_when=FIRST_EXCEPTION)
-            bar.n = sum(len(_read_games(folder / GAMES)) for folder in folders)
+            bar.n = sum(_lines(folder / GAMES) for folder in folders)
             bar.refresh()
-            if not pending or any(f.exception() for f in finished):
+            failed = [f.exception() for f in finished if f.exception() is not None]
+            if failed:
+                raise failed[0]
+            if not pending:
                 break
-        parts = [f.result() for f in running]  # a part's error is raised here
+        parts = [f.result() for f in running]
     bar.close()
     records = sorted((r for folder in folders for r in _read_games(folder / GAMES)), key=lambda r: r["index"])
     pooled = dataclasses.replace(config, sprt_min_games=config.max_games)
@@ -381,6 +391,29 @@ def play_parts(open_networks: Callable[[], tuple[Evaluator, Evaluator]], config:
         tmp.write_text(json.dumps(result.to_dict(), indent=1))
     log.info("gate (%d processes): %s", len(plan), result.describe())
     return result
+
+
+def _check_plan(out: Path, blocks: list[tuple[int, int]]) -> None:
+    """Writes out/parts.json, the (first game, games) of each part, for a new match; refuses a folder begun with
+    other blocks or by a single process."""
+    path = out / PARTS
+    if (out / GAMES).exists():
+        raise ValueError(f"{out} holds a match played in one process; resume it with processes 1, or use another "
+                         f"folder")
+    if path.exists():
+        begun = [tuple(block) for block in json.loads(path.read_text())]
+        if begun != blocks:
+            raise ValueError(f"{out} was begun in {len(begun)} parts {begun}, not {blocks}; resume it with the same "
+                             f"processes and max games, or use another folder")
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    with replacing(path) as tmp:
+        tmp.write_text(json.dumps(blocks))
+
+
+def _lines(path: Path) -> int:
+    """Finished lines of a journal another process is writing (no warning for the line it is in the middle of)."""
+    return path.read_bytes().count(b"\n") if path.exists() else 0
 
 
 def _read_games(path: Path) -> list[dict]:

@@ -183,6 +183,17 @@ def test_a_match_in_processes_plays_the_games_one_process_plays_and_resumes(tmp_
     assert journal.read_text().splitlines()[:-1] == kept
     assert (again.games, again.score) == (pooled.games, pooled.score)
 
+    # Resumed with another split, or by one process (and a one-process match in parts): refused, nothing played.
+    for folder in ("parts", "alone"):
+        (tmp_path / folder / gating.RESULT).unlink()
+    with pytest.raises(ValueError, match=r"begun in 3 parts \[\(0, 3\), \(3, 2\), \(5, 2\)\]"):
+        gating.play_parts(leaning_against_uniform, dataclasses.replace(config, processes=2), tmp_path / "parts")
+    with pytest.raises(ValueError, match="begun in processes"):
+        gating.play_match(*leaning_against_uniform(), config, tmp_path / "parts", progress=False)
+    with pytest.raises(ValueError, match="played in one process"):
+        gating.play_parts(leaning_against_uniform, dataclasses.replace(config, processes=3), tmp_path / "alone")
+    assert not (tmp_path / "alone" / gating.PARTS).exists() and not (tmp_path / "parts" / gating.GAMES).exists()
+
 
 def test_a_part_that_fails_stops_the_match_with_its_error(tmp_path):
     config = GateConfig(size=SIZE, komi=2.0, visits=8, max_games=4, processes=2)
