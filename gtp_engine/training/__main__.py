@@ -344,6 +344,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     match.add_argument("--no-progress", action="store_true", help="no progress bar")
     _add_config_flags(match, gating.GateConfig)
 
+    score = commands.add_parser("gate-score", help="the finished games of a gate's folder, complete or stopped "
+                                                   "(a timeout), scored for the candidate overall and by colour")
+    score.add_argument("out", help="the match folder (--out of gate)")
+
     roll = commands.add_parser("rollout-train", help="SGF records -> rollout policy weights (.npz) with its "
                                                      "held-out move-prediction accuracy")
     roll.add_argument("sources", nargs="+", help=".sgf files, folders, .tar(.xz/.gz/.bz2) or .zip archives")
@@ -446,12 +450,14 @@ def main(argv: list[str] | None = None) -> int:
             checkpoint_lib.save(averaging.average_snapshots(args.snapshots, args.data, args.batches, args.batch_size,
                                                             args.seed, args.device), args.out)
         elif args.command == "gate":
-            extra = {"sprt_min_games": args.max_games} if args.fixed_length else {}
-            config = _config(gating.GateConfig, args, **extra)
+            config = _config(gating.GateConfig, args)
+            config = config.fixed_length() if args.fixed_length else config
             engine = loop.Engine(args.backend, args.device, loop.job_threads(config, args.threads or 0))
             result = loop.run_gate(loop.GateJob(args.candidate, args.best, config, args.out, engine),
                                    progress=not args.no_progress)
             print(json.dumps(result.to_dict(), indent=1), file=sys.stderr)
+        elif args.command == "gate-score":
+            print(json.dumps(gating.tally(args.out), indent=1), file=sys.stderr)
         elif args.command == "loop":
             state = _run_loop(args)
             print(json.dumps(state, indent=1), file=sys.stderr)

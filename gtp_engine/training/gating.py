@@ -42,7 +42,7 @@ import math
 import multiprocessing
 import sys
 import time
-from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
@@ -106,6 +106,10 @@ class GateConfig:
     def network_threads(self, cores: int | None = None) -> int:
         """onnxruntime's CPU threads per call when none are given (search.network_threads)."""
         return network_threads(self.evaluation_threads, cores)
+
+    def fixed_length(self) -> GateConfig:
+        """This match played to its last game: the SPRT waits for all max_games (a part, the pooled parts)."""
+        return dataclasses.replace(self, sprt_min_games=self.max_games)
 
 
 @dataclass
@@ -326,7 +330,7 @@ def part_plan(config: GateConfig) -> list[tuple[int, GateConfig]]:
     for part in range(config.processes):
         games = share + (part < extra)
         if games:
-            plan.append((first, dataclasses.replace(config, max_games=games, sprt_min_games=games, processes=1)))
+            plan.append((first, dataclasses.replace(config, max_games=games, processes=1).fixed_length()))
         first += games
     return plan
 
@@ -377,7 +381,7 @@ def play_parts(open_networks: Callable[[], tuple[Evaluator, Evaluator]], config:
             finished, pending = wait(running, timeout=5.0, return_when=FIRST_EXCEPTION)
             bar.n = sum(_lines(folder / GAMES) for folder in folders)
             bar.refresh()
-            failed = [f.exception() for f in finished if f.exception() is not None]
+            failed = [error for error in map(Future.exception, finished) if error is not None]
             if failed:
                 raise failed[0]
             if not pending:
@@ -385,12 +389,47 @@ def play_parts(open_networks: Callable[[], tuple[Evaluator, Evaluator]], config:
         parts = [f.result() for f in running]
     bar.close()
     records = sorted((r for folder in folders for r in _read_games(folder / GAMES)), key=lambda r: r["index"])
-    pooled = dataclasses.replace(config, sprt_min_games=config.max_games)
-    result = summarize([r["score_for_candidate"] for r in records], pooled, max(p.seconds for p in parts))
+    result = summarize([r["score_for_candidate"] for r in records], config.fixed_length(),
+                       max(p.seconds for p in parts))
     with replacing(out / RESULT) as tmp:
         tmp.write_text(json.dumps(result.to_dict(), indent=1))
     log.info("gate (%d processes): %s", len(plan), result.describe())
     return result
+
+
+def tally(out: str | Path) -> dict:
+    """The finished games of a match folder (one process's, or the parts' of a match in processes), complete or
+    stopped before its end (a timeout), scored for the candidate overall and by its colour. Games in progress
+    together end in order of length, so a stopped match's sample is its shortest, most decisive games: the colour
+    split (and the mean of the two colours' scores) shows whether that sample leans on one colour."""
+    out = Path(out)
+    blocks = json.loads((out / PARTS).read_text()) if (out / PARTS).exists() else None
+    folders = [out / PART.format(k) for k in range(len(blocks))] if blocks else [out]
+    records = [r for folder in folders for r in _read_games(folder / GAMES)]
+    if not records:
+        raise ValueError(f"{out}: no finished games (no {GAMES} with a complete line)")
+
+    def scored(rows: list[dict]) -> dict:
+        results = [r["score_for_candidate"] for r in rows]
+        if not results:
+            return {"games": 0}
+        score, low, high = match_stats.score_interval(results)
+        return {"games": len(results), "score": score, "score_low": low, "score_high": high}
+
+    results = [r["score_for_candidate"] for r in records]
+    elo, elo_low, elo_high = match_stats.elo_interval(results)
+    as_black = scored([r for r in records if r["candidate_black"]])
+    as_white = scored([r for r in records if not r["candidate_black"]])
+    planned = sum(games for _, games in blocks) if blocks else None
+    return {"folder": str(out), "complete": read_result(out) is not None, "planned": planned,
+            **scored(records), "wins": results.count(1.0), "draws": results.count(0.5),
+            "losses": len(results) - results.count(1.0) - results.count(0.5),
+            "elo": elo, "elo_low": elo_low, "elo_high": elo_high,
+            "as_black": as_black, "as_white": as_white,
+            "colour_mean": ((as_black["score"] + as_white["score"]) / 2
+                            if as_black["games"] and as_white["games"] else None),
+            "moves_mean": round(sum(r["moves"] for r in records) / len(records), 1),
+            "moves_max": max(r["moves"] for r in records)}
 
 
 def _check_plan(out: Path, blocks: list[tuple[int, int]]) -> None:

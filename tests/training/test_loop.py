@@ -195,6 +195,36 @@ def test_a_match_in_processes_plays_the_games_one_process_plays_and_resumes(tmp_
     assert not (tmp_path / "alone" / gating.PARTS).exists() and not (tmp_path / "parts" / gating.GAMES).exists()
 
 
+def test_gate_score_tallies_a_match_stopped_in_its_parts_by_colour(tmp_path):
+    """What a gate stopped by a timeout leaves: parts.json, journals with the games that ended (one line cut by the
+    kill); gate-score pools them as the candidate's, overall and by colour, and says the match is not complete."""
+    (tmp_path / gating.PARTS).write_text(json.dumps([[0, 3], [3, 3]]))
+    games = {"part-00": [(0, True, 1.0, 50), (1, False, 1.0, 60)],
+             "part-01": [(3, False, 0.0, 90), (4, True, 0.5, 120), (5, False, 1.0, 70)]}
+    for part, rows in games.items():
+        (tmp_path / part).mkdir()
+        lines = [json.dumps({"index": i, "candidate_black": black, "result": "?", "moves": moves,
+                             "score_for_candidate": score, "seconds": 1.0}) for i, black, score, moves in rows]
+        (tmp_path / part / gating.GAMES).write_text("\n".join(lines) + "\n" + '{"index": 2, "cand')
+    tally = gating.tally(tmp_path)
+    assert (tally["complete"], tally["planned"], tally["games"]) == (False, 6, 5)
+    assert (tally["wins"], tally["draws"], tally["losses"], tally["score"]) == (3, 1, 1, pytest.approx(0.7))
+    assert tally["as_black"] == {"games": 2, "score": 0.75, **{k: tally["as_black"][k] for k in ("score_low",
+                                                                                              "score_high")}}
+    assert (tally["as_white"]["games"], tally["as_white"]["score"]) == (3, pytest.approx(2 / 3))
+    assert tally["colour_mean"] == pytest.approx((0.75 + 2 / 3) / 2)
+    assert (tally["moves_mean"], tally["moves_max"]) == (78.0, 120)
+    assert tally["score_low"] < 0.7 < tally["score_high"] and tally["elo_low"] < tally["elo"] < tally["elo_high"]
+
+    command = [sys.executable, "-m", "gtp_engine.training", "gate-score", str(tmp_path)]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stderr[done.stderr.index("{"):])["games"] == 5
+    empty = subprocess.run(command[:-1] + [str(tmp_path / "part-99")], cwd=REPO, capture_output=True, text=True,
+                           timeout=120)
+    assert empty.returncode != 0 and "part-99: no finished games" in empty.stderr
+
+
 def test_a_part_that_fails_stops_the_match_with_its_error(tmp_path):
     config = GateConfig(size=SIZE, komi=2.0, visits=8, max_games=4, processes=2)
     with pytest.raises(ModelLoadError, match="missing.onnx: no such file"):
