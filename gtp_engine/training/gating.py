@@ -25,6 +25,7 @@ Terms:
   draws), so a loop that improves slowly needs a longer cap or a higher fixed_score to keep its curve honest.
 - match folder: games.jsonl (one line per finished game, written as it ends, so an interrupted match resumes
   with the games it has), sgf/game-N.sgf, and result.json, written last: a match is complete when it exists.
+  tally (the CLI's gate-score) scores the finished games of a match stopped before then.
 - parts (processes > 1): the match's games split into consecutive blocks, one per process, each played to its end
   in its own match folder out/part-KK (the games are the ones a single process plays: a game's openings and
   colours follow from its index); out/parts.json lists the blocks, and result.json in out pools them. Such a
