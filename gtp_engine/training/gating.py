@@ -167,17 +167,22 @@ def summarize(results: list[float], config: GateConfig, seconds: float) -> GateR
     if not results:
         return GateResult(0, 0, 0, 0, 0.5, 0.0, 1.0, 0.0, -math.inf, math.inf, 0.0,
                           *match_stats.sprt_bounds(config.sprt_alpha, config.sprt_beta), False, reason, seconds)
-    score, low, high = match_stats.score_interval(results)
-    wins, draws = results.count(1.0), results.count(0.5)
     return GateResult(
-        games=len(results), wins=wins, draws=draws, losses=len(results) - wins - draws,
-        score=score, score_low=low, score_high=high,
-        elo=match_stats.elo(score), elo_low=match_stats.elo(low), elo_high=match_stats.elo(high),
+        **_outcome(results),
         llr=match_stats.sprt_llr(results, config.sprt_elo0, config.sprt_elo1),
         llr_low=match_stats.sprt_bounds(config.sprt_alpha, config.sprt_beta)[0],
         llr_high=match_stats.sprt_bounds(config.sprt_alpha, config.sprt_beta)[1],
         promoted=bool(promoted), reason=reason, seconds=round(seconds, 1),
     )
+
+
+def _outcome(results: list[float]) -> dict:
+    """Games, wins, draws, losses, score and Elo with their 95% intervals of (non-empty) results for the candidate."""
+    score, low, high = match_stats.score_interval(results)
+    wins, draws = results.count(1.0), results.count(0.5)
+    return {"games": len(results), "wins": wins, "draws": draws, "losses": len(results) - wins - draws,
+            "score": score, "score_low": low, "score_high": high,
+            "elo": match_stats.elo(score), "elo_low": match_stats.elo(low), "elo_high": match_stats.elo(high)}
 
 
 def read_result(out: str | Path) -> GateResult | None:
@@ -417,16 +422,11 @@ def tally(out: str | Path) -> dict:
         score, low, high = match_stats.score_interval(results)
         return {"games": len(results), "score": score, "score_low": low, "score_high": high}
 
-    results = [r["score_for_candidate"] for r in records]
-    elo, elo_low, elo_high = match_stats.elo_interval(results)
     as_black = scored([r for r in records if r["candidate_black"]])
     as_white = scored([r for r in records if not r["candidate_black"]])
     planned = sum(games for _, games in blocks) if blocks else None
     return {"folder": str(out), "complete": read_result(out) is not None, "planned": planned,
-            **scored(records), "wins": results.count(1.0), "draws": results.count(0.5),
-            "losses": len(results) - results.count(1.0) - results.count(0.5),
-            "elo": elo, "elo_low": elo_low, "elo_high": elo_high,
-            "as_black": as_black, "as_white": as_white,
+            **_outcome([r["score_for_candidate"] for r in records]), "as_black": as_black, "as_white": as_white,
             "colour_mean": ((as_black["score"] + as_white["score"]) / 2
                             if as_black["games"] and as_white["games"] else None),
             "moves_mean": round(sum(r["moves"] for r in records) / len(records), 1),
