@@ -33,7 +33,8 @@ With --backend torch (needs the train extra) the network runs in torch instead (
 CUDA when torch has it, bfloat16 autocast there), fp32 files only, the bare rate being the same evaluator's
 forward alone: this is how the engine's search is measured on a GPU machine that has torch with CUDA but no
 onnxruntime GPU build (the device machines of this project); --batch and --batches-in-flight then explore the
-larger batches a GPU wants.
+larger batches a GPU wants, and --cuda-graphs off runs the forward eager (the evaluator replays CUDA graphs by
+default), so that two runs on one machine show what the graphs gain.
 
     python -m tools.bench_search                           # shipped networks, 9x9 and 19x19, Leela Zero if installed
     python -m tools.bench_search --sizes 9 --seconds 3 --rounds 2 --leela off
@@ -235,13 +236,22 @@ def networks(args, size: int, folder: Path) -> dict[str, Path]:
     return {"fp32": fp32, "int8": quantize.default_out(fp32)}
 
 
+def graphs_state(evaluators) -> str:
+    """Whether the torch evaluators ran their forward from CUDA graphs (a capture that failed its check turns them
+    off and logs why)."""
+    graphs = [e.graphs for e in evaluators if getattr(e, "graphs", None) is not None]
+    if not graphs:
+        return "eager"
+    return "CUDA graphs" if all(g.usable for g in graphs) else "CUDA graphs turned off, eager: see the log"
+
+
 def open_network(args, path: Path, threads: int = 0):
     """The network at path on the chosen backend: onnxruntime on the CPU (threads: 0 for its own choice), or
     torch on --device."""
     if args.backend == "torch":
         from gtp_engine.training.torch_evaluator import TorchEvaluator
 
-        return TorchEvaluator.from_onnx(path, device=args.device)
+        return TorchEvaluator.from_onnx(path, device=args.device, cuda_graphs=args.cuda_graphs == "on")
     return OnnxEvaluator(path, device="cpu", threads=threads)
 
 
@@ -269,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", choices=["onnx", "torch"], default="onnx",
                         help="what runs the network: onnxruntime on the CPU, or torch (fp32 files only; see above)")
     parser.add_argument("--device", default="auto", help="torch backend: auto (CUDA when torch has it), cpu, cuda")
+    parser.add_argument("--cuda-graphs", choices=["on", "off"], default="on",
+                        help="torch backend on CUDA: replay the forward from CUDA graphs (the default) or run it eager")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
 
@@ -299,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
                 for name, network in searched.items():
                     searched_rate[name], _, batches = search_rate(network, config, roots, args.seconds, 20_000)
                     inputs[name] = [features.encode(b) for b in batches[:RECORDED_BATCHES]]
+                    if not inputs[name]:  # the bare session replays these
+                        parser.error(f"the {name} search evaluated no full batch of {config.batch_size} in "
+                                     f"{args.seconds:g} s: give it more --seconds")
                 ways: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in nets}
                 for _ in range(SLICES):  # alternating turns, so that both networks see the same load
                     for name, network in nets.items():
@@ -336,7 +351,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"bare session the better, round by round, of one call at a time on onnxruntime's own thread count "
                   f"and {callers} calls at once as the search makes them ({shared_won} of {rounds_compared} rounds)") \
             if args.backend == "onnx" else \
-            f"torch {next(iter(searched.values())).info.provider}: the bare rate is the evaluator's forward alone"
+            f"torch {next(iter(searched.values())).info.provider} ({graphs_state(searched.values())}): the bare " \
+            f"rate is the evaluator's forward alone"
         print(f"{runner}; "
               f"symmetry random, CachedEvaluator; search config: batch {config.batch_size}, "
               f"{config.batches_in_flight} in flight, {config.evaluation_threads_for()} evaluation threads and the "

@@ -40,7 +40,7 @@ def test_the_torch_backend_measures_the_fp32_network_only(capsys, one_thread):
     assert set(table) == {"tiny.onnx"}
     _, size, batch, session, search, kept, *_ = table["tiny.onnx"]
     assert float(session) > 0 and float(search) > 0
-    assert "torch torch-cpu: the bare rate is the evaluator's forward alone" in out
+    assert "torch torch-cpu (eager): the bare rate is the evaluator's forward alone" in out
 
 
 def test_leela_zero_is_compared_at_the_blocks_and_channels_of_our_preset():
