@@ -158,6 +158,8 @@ _HELP = {
     "opening_moves": "first moves of each game drawn in proportion to the visits (variety)",
     "processes": "processes playing the match, each a block of its games with its own networks (a machine of many "
                  "cores, or one GPU shared); more than 1: the match plays all max-games games",
+    "start_window": "seconds after which no game starts; the games begun finish and the match stops unfinished, "
+                    "resumable (a time limit then leaves every game it began finished); 0: none",
     "chunk": "positions per forward/backward pass of an update",
     "batch": "games played together",
     "max_ply": "the kept position follows a random move at ply U ~ uniform 1..max_ply (0: the board's area)",

@@ -26,6 +26,10 @@ Terms:
 - match folder: games.jsonl (one line per finished game, written as it ends, so an interrupted match resumes
   with the games it has), sgf/game-N.sgf, and result.json, written last: a match is complete when it exists.
   tally (the CLI's gate-score) scores the finished games of a match stopped before then.
+- start window: with start_window > 0, no game starts once that many seconds of this call have passed; the games
+  in progress play to their end, and the match stops there, unfinished (no result.json: the folder resumes). A
+  match under a hard time limit then ends with every game it began finished, an unbiased sample, where one cut by
+  a kill keeps only its games that ended first, the shortest.
 - parts (processes > 1): the match's games split into consecutive blocks, one per process, each played to its end
   in its own match folder out/part-KK (the games are the ones a single process plays: a game's openings and
   colours follow from its index); out/parts.json lists the blocks, and result.json in out pools them. Such a
@@ -65,6 +69,7 @@ GAMES = "games.jsonl"
 RESULT = "result.json"
 PART = "part-{:02d}"
 PARTS = "parts.json"  # a match in processes: the (first game, games) of each part
+WINDOW_CLOSED = "window-closed.json"  # a match (or part) that stopped at its start window: every game begun finished
 _TREE = TreeConfig()  # tree parameters: the engine's defaults, as in self-play
 
 
@@ -92,12 +97,15 @@ class GateConfig:
     max_moves: int = 0  # 0: twice the board's area
     seed: int = 0
     processes: int = 1  # processes playing the match, each its part (see the module docstring); > 1: fixed length
+    start_window: float = 0.0  # seconds of a call after which no game starts (the start window); 0: none
 
     def __post_init__(self) -> None:
         if min(self.visits, self.max_games, self.parallel_games, self.leaves_per_game, self.processes) < 1:
             raise ValueError("visits, max_games, parallel_games, leaves_per_game and processes must be positive")
         if self.candidate_visits < 0:
             raise ValueError("candidate_visits must not be negative")
+        if self.start_window < 0:
+            raise ValueError("start_window must not be negative")
         if self.evaluation_threads < 0:
             raise ValueError("evaluation_threads must not be negative")
         Rules.named(self.rules)
@@ -255,9 +263,10 @@ class _Game:
 
 
 def play_match(candidate: Evaluator, best: Evaluator, config: GateConfig, out: str | Path, *,
-               progress: bool = True, first_game: int = 0) -> GateResult:
+               progress: bool = True, first_game: int = 0, clock: Callable[[], float] = time.monotonic) -> GateResult:
     """Plays (or resumes) the gate match in `out` until the verdict; writes and returns its result. Its games are
-    numbered from first_game (a part of a match played in processes: play_parts)."""
+    numbered from first_game (a part of a match played in processes: play_parts). Where the start window closes
+    first, returns the result so far without writing it (see start window); clock times the window."""
     out = Path(out)
     done = read_result(out)
     if done is not None:
@@ -266,6 +275,7 @@ def play_match(candidate: Evaluator, best: Evaluator, config: GateConfig, out: s
         raise ValueError(f"{out} holds a match begun in processes ({PARTS}); resume it with the same processes, or "
                          f"use another folder")
     (out / "sgf").mkdir(parents=True, exist_ok=True)
+    (out / WINDOW_CLOSED).unlink(missing_ok=True)  # going on: games may be begun again
     records = _read_games(out / GAMES)
     with replacing(out / GAMES) as tmp:  # drops a line a kill cut short, so appending starts on a fresh line
         tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -277,6 +287,7 @@ def play_match(candidate: Evaluator, best: Evaluator, config: GateConfig, out: s
     bar = tqdm(total=config.max_games, initial=len(results), unit="game", desc="gate", file=sys.stderr,
                disable=not progress, dynamic_ncols=True)
     started = time.monotonic()
+    window_closes = clock() + config.start_window if config.start_window else math.inf
 
     def record(game: _Game, journal) -> None:
         nonlocal seconds, started
@@ -299,6 +310,8 @@ def play_match(candidate: Evaluator, best: Evaluator, config: GateConfig, out: s
 
     def start(seats: int) -> list[_Game]:
         nonlocal in_progress
+        if clock() >= window_closes:
+            return []
         room = config.max_games - len(results) - in_progress
         games = [_Game(next(upcoming), config, candidate, best) for _ in range(max(0, min(seats, room)))]
         in_progress += len(games)
@@ -322,10 +335,21 @@ def play_match(candidate: Evaluator, best: Evaluator, config: GateConfig, out: s
             play_games(start, after_round, config.parallel_games, config.evaluation_threads)
     bar.close()
     result = summarize(results, config, seconds)
+    if promoted is None and verdict(results, config)[0] is None:  # the start window closed first
+        result = dataclasses.replace(result, reason=_window_closed(len(results), config))
+        with replacing(out / WINDOW_CLOSED) as tmp:
+            tmp.write_text(json.dumps({"games": len(results), "start_window": config.start_window}))
+        log.info("gate, unfinished: %s", result.describe())
+        return result
     with replacing(out / RESULT) as tmp:
         tmp.write_text(json.dumps(result.to_dict(), indent=1))
     log.info("gate: %s", result.describe())
     return result
+
+
+def _window_closed(games: int, config: GateConfig) -> str:
+    return (f"the start window of {config.start_window:g} s closed with {games} of {config.max_games} games played, "
+            f"every game begun finished; the folder resumes")
 
 
 def part_plan(config: GateConfig) -> list[tuple[int, GateConfig]]:
@@ -397,6 +421,10 @@ def play_parts(open_networks: Callable[[], tuple[Evaluator, Evaluator]], config:
     records = sorted((r for folder in folders for r in _read_games(folder / GAMES)), key=lambda r: r["index"])
     result = summarize([r["score_for_candidate"] for r in records], config.fixed_length(),
                        max(p.seconds for p in parts))
+    if any(read_result(folder) is None for folder in folders):  # a part's start window closed first
+        result = dataclasses.replace(result, reason=_window_closed(len(records), config))
+        log.info("gate (%d processes), unfinished: %s", len(plan), result.describe())
+        return result
     with replacing(out / RESULT) as tmp:
         tmp.write_text(json.dumps(result.to_dict(), indent=1))
     log.info("gate (%d processes): %s", len(plan), result.describe())
@@ -405,8 +433,9 @@ def play_parts(open_networks: Callable[[], tuple[Evaluator, Evaluator]], config:
 
 def tally(out: str | Path) -> dict:
     """The finished games of a match folder (one process's, or the parts' of a match in processes), complete or
-    stopped before its end (a timeout), scored for the candidate overall and by its colour. Games in progress
-    together end in order of length, so a stopped match's sample is its shortest, most decisive games: the colour
+    stopped before its end, scored for the candidate overall and by its colour. "ended" says how it stopped:
+    complete; at its start window, every game it began finished; or cut short (a timeout). Games in progress
+    together end in order of length, so a match cut short keeps its shortest, most decisive games: the colour
     split (and the mean of the two colours' scores) shows whether that sample leans on one colour."""
     out = Path(out)
     blocks = json.loads((out / PARTS).read_text()) if (out / PARTS).exists() else None
@@ -425,7 +454,10 @@ def tally(out: str | Path) -> dict:
     as_black = scored([r for r in records if r["candidate_black"]])
     as_white = scored([r for r in records if not r["candidate_black"]])
     planned = sum(games for _, games in blocks) if blocks else None
-    return {"folder": str(out), "complete": read_result(out) is not None, "planned": planned,
+    complete = read_result(out) is not None
+    windowed = all((folder / WINDOW_CLOSED).exists() or read_result(folder) is not None for folder in folders)
+    ended = "complete" if complete else "start window, every game begun finished" if windowed else "cut short"
+    return {"folder": str(out), "complete": complete, "ended": ended, "planned": planned,
             **_outcome([r["score_for_candidate"] for r in records]), "as_black": as_black, "as_white": as_white,
             "colour_mean": ((as_black["score"] + as_white["score"]) / 2
                             if as_black["games"] and as_white["games"] else None),

@@ -207,7 +207,7 @@ def test_gate_score_tallies_a_match_stopped_in_its_parts_by_colour(tmp_path):
                              "score_for_candidate": score, "seconds": 1.0}) for i, black, score, moves in rows]
         (tmp_path / part / gating.GAMES).write_text("\n".join(lines) + "\n" + '{"index": 2, "cand')
     tally = gating.tally(tmp_path)
-    assert (tally["complete"], tally["planned"], tally["games"]) == (False, 6, 5)
+    assert (tally["complete"], tally["ended"], tally["planned"], tally["games"]) == (False, "cut short", 6, 5)
     assert (tally["wins"], tally["draws"], tally["losses"], tally["score"]) == (3, 1, 1, pytest.approx(0.7))
     assert tally["as_black"] == {"games": 2, "score": 0.75, **{k: tally["as_black"][k] for k in ("score_low",
                                                                                               "score_high")}}
@@ -223,6 +223,36 @@ def test_gate_score_tallies_a_match_stopped_in_its_parts_by_colour(tmp_path):
     empty = subprocess.run(command[:-1] + [str(tmp_path / "part-99")], cwd=REPO, capture_output=True, text=True,
                            timeout=120)
     assert empty.returncode != 0 and "part-99: no finished games" in empty.stderr
+
+
+def test_a_match_stops_at_its_start_window_with_every_game_it_began_finished_and_resumes(tmp_path):
+    """No game starts once the window has passed (here after the first start: a clock that jumps); the games begun
+    finish, nothing is written as the result, gate-score says how it ended, and a rerun plays the rest."""
+    config = GateConfig(size=SIZE, komi=2.0, visits=8, max_games=6, sprt_min_games=6, parallel_games=2,
+                        leaves_per_game=3, evaluation_threads=0, start_window=10.0)
+    ticks = iter([0.0, 0.0])  # the window opens, the first start; every later reading is past the window
+
+    stopped = gating.play_match(*leaning_against_uniform(), config, tmp_path / "m", progress=False,
+                                clock=lambda: next(ticks, 100.0))
+    assert stopped.games == 2 and "start window of 10 s closed with 2 of 6 games" in stopped.reason
+    assert gating.read_result(tmp_path / "m") is None
+    assert sorted(f.name for f in (tmp_path / "m" / "sgf").iterdir()) == ["game-0.sgf", "game-1.sgf"]
+    assert gating.tally(tmp_path / "m")["ended"] == "start window, every game begun finished"
+
+    done = gating.play_match(*leaning_against_uniform(), dataclasses.replace(config, start_window=0.0),
+                             tmp_path / "m", progress=False)
+    assert done.games == 6 and gating.read_result(tmp_path / "m") == done
+    assert gating.tally(tmp_path / "m")["ended"] == "complete"
+    alone = gating.play_match(*leaning_against_uniform(), dataclasses.replace(config, start_window=0.0),
+                              tmp_path / "alone", progress=False)
+    assert (done.wins, done.draws, done.losses) == (alone.wins, alone.draws, alone.losses)  # the same six games
+
+    # In parts: a window too short for any start leaves every part unfinished, and the pooled result unwritten.
+    parts = gating.play_parts(leaning_against_uniform, dataclasses.replace(config, processes=2, start_window=1e-9),
+                              tmp_path / "parts", progress=False)
+    assert parts.games == 0 and "closed with 0 of 6" in parts.reason and gating.read_result(tmp_path / "parts") is None
+    with pytest.raises(ValueError, match="start_window must not be negative"):
+        GateConfig(start_window=-1.0)
 
 
 def test_a_part_that_fails_stops_the_match_with_its_error(tmp_path):
