@@ -149,6 +149,7 @@ class GraphedForward:
                 outputs = self._compute(*inputs)
         return inputs, outputs, graph.replay
 
+
 def open_evaluator(path: str | os.PathLike, backend: str = "auto", device: str = "auto", threads: int = 0,
                    seed: int | None = None) -> NetworkEvaluator:
     """The network at path on the backend asked for (see the module's terms); device: onnxruntime's for the onnx
