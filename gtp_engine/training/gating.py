@@ -335,7 +335,7 @@ def play_match(candidate: Evaluator, best: Evaluator, config: GateConfig, out: s
             play_games(start, after_round, config.parallel_games, config.evaluation_threads)
     bar.close()
     result = summarize(results, config, seconds)
-    if promoted is None and verdict(results, config)[0] is None:  # the start window closed first
+    if promoted is None:  # undecided with no game left to start: the start window closed first
         result = dataclasses.replace(result, reason=_window_closed(len(results), config))
         with replacing(out / WINDOW_CLOSED) as tmp:
             tmp.write_text(json.dumps({"games": len(results), "start_window": config.start_window}))
