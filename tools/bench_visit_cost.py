@@ -5,9 +5,9 @@ Usage (from the repository root):
     python -m tools.bench_visit_cost [--sizes 9 19] [--playouts 3000] [--repeat 3] [--seconds 3] [--profile]
 
 Each size searches one position (9x9: the empty board; 19x19: after two opening moves) for a fixed number of
-playouts with the engine's default SearchConfig but one batch in flight, through CachedEvaluator over the shipped
-int8 network on one onnxruntime thread, so that the network runs in the calling thread, with random symmetries
-(the engine's default) from a fixed seed, so that every search grows the same tree. Times are the main thread's
+playouts with the engine's default SearchConfig but one batch in flight and no early stop, through CachedEvaluator
+over the shipped int8 network on one onnxruntime thread, so that the network runs in the calling thread, with
+random symmetries (the engine's default) from a fixed seed, so that every search grows the same tree. Times are the main thread's
 CPU time (time.thread_time), the median of --repeat searches:
 - search us/visit: the search's CPU time per playout less the time inside the network's forward (onnxruntime).
 - network us/position: the forward's CPU time per evaluated position, at the search's batch.
@@ -53,13 +53,16 @@ from gtp_engine.coords import PASS
 from gtp_engine.evaluator import CachedEvaluator
 from gtp_engine.game import PLAY_LINE, GameState
 from gtp_engine.onnx_evaluator import OnnxEvaluator
-from gtp_engine.search import SearchConfig, Searcher, StopCondition
+from gtp_engine.search import SearchConfig, Searcher, StopCondition, StopConfig
 
 WEIGHTS = {size: Path(__file__).resolve().parent.parent / "weights" / name
            for size, name in ((9, "9x9.int8.onnx"), (19, "default.int8.onnx"))}
 OPENING_MOVES = {9: 0, 19: 2}
 CACHE = 100_000
 SEED = 1
+# The fixed-playout searches: one batch in flight, and no early stop, which would end a 3,000-playout search of the
+# empty 9x9 board near half its playouts.
+FIXED_PLAYOUTS = SearchConfig(stop=StopConfig(early_stop=False), batches_in_flight=1)
 
 
 class TimedNetwork:
@@ -98,11 +101,11 @@ def opening(size: int, moves: int, seed: int = 7) -> GameState:
 def search_costs(size: int, root: GameState, playouts: int) -> tuple[float, float]:
     """(search us per visit less the forward, forward us per position) of one fresh search."""
     timed = TimedNetwork(size)
-    searcher = Searcher(CachedEvaluator(timed.network, CACHE), SearchConfig(batches_in_flight=1))
+    searcher = Searcher(CachedEvaluator(timed.network, CACHE), FIXED_PLAYOUTS)
     started = time.thread_time()
-    searcher.search(root, StopCondition(playouts=playouts))
+    made = searcher.search(root, StopCondition(playouts=playouts)).snapshot.playouts
     total = time.thread_time() - started
-    return (total - timed.seconds) / playouts * 1e6, timed.seconds / max(1, timed.positions) * 1e6
+    return (total - timed.seconds) / made * 1e6, timed.seconds / max(1, timed.positions) * 1e6
 
 
 def pipelined_costs(size: int, root: GameState, seconds: float) -> tuple[float, float, float, float]:
@@ -172,16 +175,15 @@ def search_without_network(size: int, root: GameState, playouts: int, repeat: in
         return outputs[-1]
 
     network.forward = recording
-    Searcher(CachedEvaluator(network, CACHE), SearchConfig(batches_in_flight=1)).search(
-        root, StopCondition(playouts=playouts))
+    Searcher(CachedEvaluator(network, CACHE), FIXED_PLAYOUTS).search(root, StopCondition(playouts=playouts))
     costs = []
     for _ in range(repeat):
         network = OnnxEvaluator(WEIGHTS[size], device="cpu", threads=1, seed=SEED)  # its symmetries drawn afresh
         answers = answer_in_order(network, outputs)
-        searcher = Searcher(CachedEvaluator(network, CACHE), SearchConfig(batches_in_flight=1))
+        searcher = Searcher(CachedEvaluator(network, CACHE), FIXED_PLAYOUTS)
         started = time.thread_time()
-        searcher.search(root, StopCondition(playouts=playouts))
-        costs.append((time.thread_time() - started) / playouts * 1e6)
+        made = searcher.search(root, StopCondition(playouts=playouts)).snapshot.playouts
+        costs.append((time.thread_time() - started) / made * 1e6)
         if next(answers, None) is not None:
             raise RuntimeError("the replayed search grew another tree: it asked for fewer evaluations")
     return statistics.median(costs)
@@ -196,7 +198,7 @@ def recorded_batches(network: OnnxEvaluator, root: GameState, playouts: int) -> 
             batches.append([state.copy() for state in states])
             return network.evaluate(states)
 
-    searcher = Searcher(CachedEvaluator(Recorder(), CACHE), SearchConfig(batches_in_flight=1))
+    searcher = Searcher(CachedEvaluator(Recorder(), CACHE), FIXED_PLAYOUTS)
     searcher.search(root, StopCondition(playouts=playouts))
     return batches
 
