@@ -14,6 +14,8 @@ FLAGS = ["-O2", "-ffp-contract=off"]
 setup(ext_modules=[
     Extension("gtp_engine._tree_core", ["gtp_engine/_tree_core.c"], optional=True,
               include_dirs=[numpy.get_include()], extra_compile_args=FLAGS),
-    Extension("gtp_engine._rules_core", ["gtp_engine/_rules_core.c"], optional=True, extra_compile_args=FLAGS),
-    Extension("gtp_engine._features_core", ["gtp_engine/_features_core.c"], optional=True, extra_compile_args=FLAGS),
+    Extension("gtp_engine._rules_core", ["gtp_engine/_rules_core.c"], depends=["gtp_engine/_position.h"],
+              optional=True, extra_compile_args=FLAGS),
+    Extension("gtp_engine._features_core", ["gtp_engine/_features_core.c"], depends=["gtp_engine/_position.h"],
+              optional=True, extra_compile_args=FLAGS),
 ])

@@ -13,12 +13,17 @@
  * distinct chain among its neighbours. Every value written is 0.0 or 1.0, and tests/unit/test_features.py holds
  * the result to the reference's, value for value. decode's softmaxes are computed in float32 as the reference's
  * are, but summed in another order: the test holds them to it within a few units in the last place.
+ * Each state may also be a compiled search position (position.py, layout in _position.h), read from its fields: the
+ * same planes, global inputs and key as the GameState it stands for (tests/unit/test_position.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <string.h>
+
+#include "_position.h"
 
 enum { EMPTY, BLACK, WHITE, EDGE };
 enum { ON_BOARD, OWN, OPPONENT, OWN_LIBERTIES, OPPONENT_LIBERTIES = 6, KO_BAN = 9, LAST_MOVE = 10, CHANNELS = 15 };
@@ -28,6 +33,7 @@ enum { ON_BOARD, OWN, OPPONENT, OWN_LIBERTIES, OPPONENT_LIBERTIES = 6, KO_BAN = 
 #define PASS (-1)
 #define MAX_ARRAY 1024 /* array size of the largest board, 25x25: (25 + 2) * 26 + 1 = 703 */
 
+static PyTypeObject *position_type;  /* _rules_core.Position, NULL where that twin is not built */
 static PyObject *s_board, *s_to_play, *s_moves, *s_colors, *s_chain_head, *s_ko_point, *s_ko_color, *s_grid,
     *s_width, *s_height, *s_rules, *s_scoring, *s_ko, *s_suicide_allowed, *s_bonus, *s_komi, *s_handicap_stones,
     *s_captures, *s_hash;
@@ -61,15 +67,76 @@ static int borrow_int64(PyObject *obj, Py_buffer *view, const char *what) {
     return borrow(obj, view, PyBUF_SIMPLE, "l", 8, what);
 }
 
-/* The source flat of output flat j, and the marks (bit 0 ko ban, bit 1 + k the move k + 1 ago) per source flat. */
+/* The planes of one position from its arrays: colours, chain heads, the side to move, and the marks per point (bit 0
+   the ko ban, bit 1 + k the move k + 1 ago). */
+static void encode_arrays(const uint8_t *c, const uint16_t *h, long to_play, const uint8_t *marks, long sym,
+                          const int64_t *table, Py_ssize_t width, Py_ssize_t height, float *out) {
+    const Py_ssize_t area = width * height, stride = width + 1, n = (height + 2) * stride + 1;
+    uint16_t liberties[MAX_ARRAY];
+    memset(liberties, 0, sizeof(uint16_t) * (size_t)n);
+    for (Py_ssize_t row = 0; row < height; row++) {
+        for (Py_ssize_t p = (row + 1) * stride, end = p + width; p < end; p++) {
+            if (c[p] != EMPTY) continue;
+            uint16_t seen[4];
+            int distinct = 0;
+            const Py_ssize_t around[4] = {p - stride, p - 1, p + 1, p + stride};
+            for (int i = 0; i < 4; i++) {
+                uint8_t color = c[around[i]];
+                if (color != BLACK && color != WHITE) continue;
+                uint16_t chain = h[around[i]];
+                int repeated = 0;
+                for (int j = 0; j < distinct; j++) repeated |= seen[j] == chain;
+                if (!repeated) {
+                    seen[distinct++] = chain;
+                    liberties[chain]++;
+                }
+            }
+        }
+    }
+    memset(out, 0, sizeof(float) * (size_t)(CHANNELS * area));  /* then only the ones are written */
+    for (Py_ssize_t j = 0; j < area; j++) {
+        Py_ssize_t flat = table ? (Py_ssize_t)table[sym * area + j] : j;
+        Py_ssize_t p = (flat / width + 1) * stride + flat % width;
+        out[ON_BOARD * area + j] = 1.0f;
+        uint8_t color = c[p];
+        if (color == BLACK || color == WHITE) {
+            int own = color == to_play;
+            out[(own ? OWN : OPPONENT) * area + j] = 1.0f;
+            uint16_t libs = liberties[h[p]];
+            if (libs > 0) out[((own ? OWN_LIBERTIES : OPPONENT_LIBERTIES) + (libs < 3 ? libs : 3) - 1) * area + j] = 1.0f;
+        }
+        for (int bit = 0; marks[p] >> bit; bit++)
+            if (marks[p] & (1u << bit)) out[(KO_BAN + bit) * area + j] = 1.0f;
+    }
+}
+
+/* encode_arrays for a search position (_position.h). */
+static int encode_position(const PositionObject *pos, long sym, const int64_t *table, Py_ssize_t width,
+                           Py_ssize_t height, float *out) {
+    const Py_ssize_t n = (height + 2) * (width + 1) + 1;
+    if (pos->ctx->n != n) {
+        PyErr_SetString(PyExc_ValueError, "a board of another size than the batch's first");
+        return -1;
+    }
+    uint8_t marks[MAX_ARRAY];
+    memset(marks, 0, (size_t)n);
+    if (pos->ko_point != PASS && pos->ko_color == pos->to_play) marks[pos->ko_point] |= 1;
+    for (int k = 0; k < HISTORY; k++)
+        if (pos->recent[k] >= 0) marks[pos->recent[k]] |= (uint8_t)(2u << k);
+    encode_arrays(pos->colors, pos->head, pos->to_play, marks, sym, table, width, height, out);
+    return 0;
+}
+
 static int encode_one(PyObject *state, long sym, const int64_t *table, Py_ssize_t rows, Py_ssize_t width,
                       Py_ssize_t height, float *out) {
-    const Py_ssize_t area = width * height, stride = width + 1, n = (height + 2) * stride + 1;
+    const Py_ssize_t n = (height + 2) * (width + 1) + 1;
     long to_play, ko_point, ko_color;
     if (sym < 0 || sym >= rows) {
         PyErr_Format(PyExc_ValueError, "symmetry %ld has no row in the permutation table", sym);
         return -1;
     }
+    if (Py_TYPE(state) == position_type)
+        return encode_position((PositionObject *)state, sym, table, width, height, out);
     PyObject *board = PyObject_GetAttr(state, s_board);
     if (board == NULL) return -1;
     if (get_long(state, s_to_play, &to_play) < 0 || get_long(board, s_ko_point, &ko_point) < 0 ||
@@ -112,44 +179,7 @@ static int encode_one(PyObject *state, long sym, const int64_t *table, Py_ssize_
         PyErr_SetString(PyExc_ValueError, "a board of another size than the batch's first");
         goto release_head;
     }
-    const uint8_t *c = colors_view.buf;
-    const uint16_t *h = head_view.buf;
-    uint16_t liberties[MAX_ARRAY];
-    memset(liberties, 0, sizeof(uint16_t) * (size_t)n);
-    for (Py_ssize_t row = 0; row < height; row++) {
-        for (Py_ssize_t p = (row + 1) * stride, end = p + width; p < end; p++) {
-            if (c[p] != EMPTY) continue;
-            uint16_t seen[4];
-            int distinct = 0;
-            const Py_ssize_t around[4] = {p - stride, p - 1, p + 1, p + stride};
-            for (int i = 0; i < 4; i++) {
-                uint8_t color = c[around[i]];
-                if (color != BLACK && color != WHITE) continue;
-                uint16_t chain = h[around[i]];
-                int repeated = 0;
-                for (int j = 0; j < distinct; j++) repeated |= seen[j] == chain;
-                if (!repeated) {
-                    seen[distinct++] = chain;
-                    liberties[chain]++;
-                }
-            }
-        }
-    }
-    memset(out, 0, sizeof(float) * (size_t)(CHANNELS * area));  /* then only the ones are written */
-    for (Py_ssize_t j = 0; j < area; j++) {
-        Py_ssize_t flat = table ? (Py_ssize_t)table[sym * area + j] : j;
-        Py_ssize_t p = (flat / width + 1) * stride + flat % width;
-        out[ON_BOARD * area + j] = 1.0f;
-        uint8_t color = c[p];
-        if (color == BLACK || color == WHITE) {
-            int own = color == to_play;
-            out[(own ? OWN : OPPONENT) * area + j] = 1.0f;
-            uint16_t libs = liberties[h[p]];
-            if (libs > 0) out[((own ? OWN_LIBERTIES : OPPONENT_LIBERTIES) + (libs < 3 ? libs : 3) - 1) * area + j] = 1.0f;
-        }
-        for (int bit = 0; marks[p] >> bit; bit++)
-            if (marks[p] & (1u << bit)) out[(KO_BAN + bit) * area + j] = 1.0f;
-    }
+    encode_arrays(colors_view.buf, head_view.buf, to_play, marks, sym, table, width, height, out);
     rc = 0;
 release_head:
     PyBuffer_Release(&head_view);
@@ -179,9 +209,7 @@ static PyObject *py_spatial_planes(PyObject *Py_UNUSED(module), PyObject *const 
         PyErr_SetString(PyExc_ValueError, "no states to encode");
         goto done;
     }
-    PyObject *board = PyObject_GetAttr(PySequence_Fast_GET_ITEM(states, 0), s_board);
-    PyObject *grid = board == NULL ? NULL : PyObject_GetAttr(board, s_grid);
-    Py_XDECREF(board);
+    PyObject *grid = PyObject_GetAttr(PySequence_Fast_GET_ITEM(states, 0), s_grid);
     int sized = grid != NULL && get_long(grid, s_width, &width) == 0 && get_long(grid, s_height, &height) == 0;
     Py_XDECREF(grid);
     if (!sized) goto done;
@@ -312,6 +340,28 @@ static int recent_point(PyObject *moves, Py_ssize_t ago, long *point) {
     return (*point == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
+/* The compensation and prisoner balance of a search position, from the side to move's view. */
+static double position_compensation(const PositionObject *pos) {
+    return pos->to_play == WHITE ? pos->ctx->white_compensation : -pos->ctx->white_compensation;
+}
+
+static long position_prisoner_balance(const PositionObject *pos) {
+    return pos->captures[pos->to_play] - pos->captures[BLACK + WHITE - pos->to_play];
+}
+
+/* The global inputs of a search position into row[0..GLOBALS). */
+static void position_globals(const PositionObject *pos, float *row) {
+    const PositionContext *ctx = pos->ctx;
+    row[0] = (float)(position_compensation(pos) / SCALE);
+    row[1] = (float)ctx->territory;
+    row[2] = ctx->territory ? (float)((double)position_prisoner_balance(pos) / SCALE) : 0.0f;
+    row[3] = (float)ctx->simple_ko;
+    row[4] = (float)ctx->situational_ko;
+    row[5] = (float)ctx->allow_suicide;
+    row[6] = (float)(pos->recent[0] == PASS);
+    row[7] = (float)(pos->recent[1] == PASS);
+}
+
 /* global_inputs(states, out): out[i] (float32 [B, 8]) the global inputs of states[i], as features.global_inputs. */
 static PyObject *py_global_inputs(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2) { PyErr_SetString(PyExc_TypeError, "global_inputs(states, out)"); return NULL; }
@@ -329,6 +379,10 @@ static PyObject *py_global_inputs(PyObject *Py_UNUSED(module), PyObject *const *
         PyObject *state = PySequence_Fast_GET_ITEM(states, i), *moves;
         long to_play, last, before;
         StateRules r;
+        if (Py_TYPE(state) == position_type) {
+            position_globals((PositionObject *)state, (float *)view.buf + i * GLOBALS);
+            continue;
+        }
         if (get_long(state, s_to_play, &to_play) < 0 || read_rules(state, to_play, &r) < 0) goto done;
         Py_DECREF(r.ko);
         if ((moves = PyObject_GetAttr(state, s_moves)) == NULL) goto done;
@@ -361,9 +415,38 @@ static void put(unsigned char **at, unsigned long long value, int bytes) {
 
 enum { KEY_FIXED = 2 + 2 + 8 + 1 + 4 + 1 + 4 * HISTORY + 8 + 1 + 8 + 1 };  /* features._KEY.size */
 
+/* position_key for a search position: the bytes of the same position as a GameState. */
+static PyObject *search_position_key(const PositionObject *pos) {
+    const PositionContext *ctx = pos->ctx;
+    unsigned char key[KEY_FIXED], *at = key;
+    put(&at, (unsigned long long)ctx->width, 2);
+    put(&at, (unsigned long long)ctx->height, 2);
+    put(&at, pos->hash, 8);
+    put(&at, (unsigned long long)pos->to_play, 1);
+    put(&at, (unsigned long long)(long long)(pos->ko_color == pos->to_play ? pos->ko_point : PASS), 4);
+    int recent = pos->move_count < HISTORY ? (int)pos->move_count : HISTORY;
+    put(&at, (unsigned long long)recent, 1);
+    for (int k = 0; k < HISTORY; k++)  /* the oldest first, padded with 0 */
+        put(&at, (unsigned long long)(long long)(k < recent ? pos->recent[recent - 1 - k] : 0L), 4);
+    double compensation = position_compensation(pos);
+    unsigned long long bits;
+    memcpy(&bits, &compensation, 8);
+    put(&at, bits, 8);
+    put(&at, (unsigned long long)ctx->territory, 1);
+    put(&at, (unsigned long long)(long long)(ctx->territory ? position_prisoner_balance(pos) : 0L), 8);
+    put(&at, (unsigned long long)ctx->allow_suicide, 1);
+    Py_ssize_t ko_length = PyBytes_GET_SIZE(ctx->ko_name);
+    PyObject *result = PyBytes_FromStringAndSize(NULL, KEY_FIXED + ko_length);
+    if (result == NULL) return NULL;
+    memcpy(PyBytes_AS_STRING(result), key, KEY_FIXED);
+    memcpy(PyBytes_AS_STRING(result) + KEY_FIXED, PyBytes_AS_STRING(ctx->ko_name), (size_t)ko_length);
+    return result;
+}
+
 /* position_key(state): features.position_key, the same bytes. */
 static PyObject *py_position_key(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 1) { PyErr_SetString(PyExc_TypeError, "position_key(state)"); return NULL; }
+    if (Py_TYPE(args[0]) == position_type) return search_position_key((PositionObject *)args[0]);
     PyObject *state = args[0], *board = NULL, *grid = NULL, *moves = NULL, *result = NULL;
     long to_play, width, height;
     StateRules r = {0};
@@ -527,6 +610,20 @@ PyMODINIT_FUNC PyInit__features_core(void) {
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         *names[i].slot = PyUnicode_InternFromString(names[i].name);
         if (*names[i].slot == NULL) return NULL;
+    }
+    PyObject *rules = PyImport_ImportModule("gtp_engine._rules_core");
+    if (rules == NULL) {
+        PyErr_Clear();  /* that twin not built: no search positions to read */
+    } else {
+        PyObject *type = PyObject_GetAttrString(rules, "Position");
+        Py_DECREF(rules);
+        if (type == NULL) return NULL;
+        if (!PyType_Check(type) || ((PyTypeObject *)type)->tp_basicsize != offsetof(PositionObject, arrays)) {
+            Py_DECREF(type);
+            PyErr_SetString(PyExc_ImportError, "_rules_core.Position was built from another _position.h");
+            return NULL;
+        }
+        position_type = (PyTypeObject *)type;  /* kept for the life of the process */
     }
     return PyModule_Create(&module);
 }

@@ -7,6 +7,9 @@
  *   game_play_line(state, points)                        GameState.play_unchecked of each point, in turn
  *   game_illegal_reason(state, point[, color])           GameState.illegal_reason
  *   game_copy(state)                                     GameState.copy (the board's slots read at their offsets)
+ *   position_root(state, ...), position_copy(position), position_play_line(position, points),
+ *   position_illegal_reason(position, point), position_candidates(positions, point_of_flat, out)
+ *                                                        the search positions of position.py (layout: _position.h)
  *
  * Each does exactly what its Python twin does, in the same order (which chain heads a merge keeps, which point a
  * ko bans), so that both leave the same board behind, array for array (tests/unit/test_rules_core.py). A board's
@@ -19,6 +22,10 @@
 #include <stdint.h>
 #include <structmember.h>
 #include <string.h>
+#include <stddef.h>
+#include <stdlib.h>
+
+#include "_position.h"
 
 enum { EMPTY, BLACK, WHITE, EDGE };
 #define PASS (-1)
@@ -738,6 +745,433 @@ done:
     return other;
 }
 
+/* ---- search positions (position.py; the layout in _position.h) ------------------------------------------- */
+
+static PyTypeObject PositionContextType, PositionType;
+
+static void context_dealloc(PositionContext *ctx) {
+    for (int i = 0; i < ctx->held; i++) PyBuffer_Release(&ctx->key_views[i]);
+    PyMem_Free(ctx->history);
+    Py_XDECREF(ctx->grid);
+    Py_XDECREF(ctx->root_state);
+    Py_XDECREF(ctx->ko_name);
+    Py_XDECREF(ctx->zobrist);
+    Py_TYPE(ctx)->tp_free((PyObject *)ctx);
+}
+
+static PyTypeObject PositionContextType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "gtp_engine._rules_core.PositionContext",
+    .tp_basicsize = sizeof(PositionContext),
+    .tp_dealloc = (destructor)context_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "What every position of one search shares (see _position.h).",
+};
+
+static Py_ssize_t arrays_bytes(Py_ssize_t n) { return 8 * n + n; }
+
+static PositionObject *position_alloc(PositionContext *ctx) {
+    PositionObject *p = PyObject_NewVar(PositionObject, &PositionType, arrays_bytes(ctx->n));
+    if (p == NULL) return NULL;
+    Py_INCREF(ctx);
+    p->ctx = ctx;
+    p->line = NULL;
+    p->line_len = p->line_cap = 0;
+    Py_ssize_t n = ctx->n;
+    p->head = p->arrays;
+    p->next = p->head + n;
+    p->size = p->next + n;
+    p->libs = p->size + n;
+    p->colors = (uint8_t *)(p->libs + n);
+    return p;
+}
+
+static void position_dealloc(PositionObject *p) {
+    Py_XDECREF(p->ctx);
+    PyMem_Free(p->line);
+    PyObject_Free(p);
+}
+
+/* The position's arrays as a Board for the rules' steps above (nothing borrowed: nothing to release). */
+static void position_board(PositionObject *p, Board *b) {
+    b->held = 0;
+    b->colors = p->colors;
+    b->head = p->head;
+    b->next = p->next;
+    b->size = p->size;
+    b->libs = p->libs;
+    b->keys[EMPTY] = NULL;
+    b->keys[BLACK] = p->ctx->keys[BLACK];
+    b->keys[WHITE] = p->ctx->keys[WHITE];
+    b->n = p->ctx->n;
+    b->stride = p->ctx->stride;
+}
+
+static int compare_keys(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* position_root(state, white_compensation, territory, ko_name, simple_ko, situational_ko, allow_suicide): the search
+   position of a GameState, with a new context; the rules' numbers come from position.py. */
+static PyObject *py_position_root(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7 || !PyBytes_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "position_root(state, white_compensation, territory, ko_name: bytes, "
+                                         "simple_ko, situational_ko, allow_suicide)");
+        return NULL;
+    }
+    PyObject *state = args[0], *board = NULL, *moves = NULL, *history = NULL, *most_list = NULL;
+    PositionContext *ctx = NULL;
+    PositionObject *p = NULL;
+    Board b;
+    b.held = 0;
+    Counts c = {0};
+    long to_play, passes, most[3] = {0};
+    double white = PyFloat_AsDouble(args[1]);
+    int flags[4];
+    for (int i = 0; i < 4; i++) flags[i] = PyObject_IsTrue(args[i == 0 ? 2 : i + 3]);
+    if ((white == -1.0 && PyErr_Occurred()) || flags[0] < 0 || flags[1] < 0 || flags[2] < 0 || flags[3] < 0)
+        return NULL;
+    if ((board = PyObject_GetAttr(state, s_board)) == NULL || get_long(state, s_to_play, &to_play) < 0 ||
+        get_long(state, s_consecutive_passes, &passes) < 0 || read_pair(state, s_max_stones, most, &most_list) < 0 ||
+        counts_read(board, &c) < 0 || board_load(&b, board) < 0)
+        goto fail;
+    if (check_color(to_play) < 0) goto fail;
+    if ((moves = PyObject_GetAttr(state, s_moves)) == NULL || (history = PyObject_GetAttr(state, s_history)) == NULL)
+        goto fail;
+    if (!PyList_Check(moves) || !PyList_Check(history)) {
+        PyErr_SetString(PyExc_TypeError, "state.moves and state._history must be lists");
+        goto fail;
+    }
+    ctx = PyObject_New(PositionContext, &PositionContextType);
+    if (ctx == NULL) goto fail;
+    ctx->grid = ctx->root_state = ctx->ko_name = ctx->zobrist = NULL;
+    ctx->held = 0;
+    ctx->history = NULL;
+    ctx->history_len = 0;
+    ctx->n = b.n;
+    ctx->stride = b.stride;
+    ctx->width = b.stride - 1;
+    ctx->height = (b.n - 1) / b.stride - 2;
+    ctx->white_compensation = white;
+    ctx->territory = flags[0];
+    ctx->simple_ko = flags[1];
+    ctx->situational_ko = flags[2];
+    ctx->allow_suicide = flags[3];
+    Py_INCREF(state);
+    ctx->root_state = state;
+    Py_INCREF(args[3]);
+    ctx->ko_name = args[3];
+    if ((ctx->grid = PyObject_GetAttr(board, s_grid)) == NULL || get_hash(state, s_white_key, &ctx->white_key) < 0 ||
+        (ctx->zobrist = PyObject_GetAttr(board, s_zobrist)) == NULL)
+        goto fail;
+    if (!PyTuple_Check(ctx->zobrist) || PyTuple_GET_SIZE(ctx->zobrist) < 3) {
+        PyErr_SetString(PyExc_TypeError, "board._zobrist must be a tuple of key arrays indexed by colour");
+        goto fail;
+    }
+    ctx->keys[EMPTY] = NULL;
+    for (int color = BLACK; color <= WHITE; color++) {
+        Py_buffer *view = &ctx->key_views[ctx->held];
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(ctx->zobrist, color), view, PyBUF_SIMPLE) < 0) goto fail;
+        ctx->held++;
+        if (view->len < 8 * b.n) {
+            PyErr_SetString(PyExc_TypeError, "board._zobrist: a key array shorter than the board");
+            goto fail;
+        }
+        ctx->keys[color] = view->buf;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(history);
+    ctx->history = PyMem_Malloc(sizeof(uint64_t) * (size_t)(count ? count : 1));
+    if (ctx->history == NULL) { PyErr_NoMemory(); goto fail; }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        ctx->history[i] = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(history, i));
+        if (ctx->history[i] == (uint64_t)-1 && PyErr_Occurred()) goto fail;
+    }
+    qsort(ctx->history, (size_t)count, sizeof(uint64_t), compare_keys);
+    ctx->history_len = count;
+
+    if ((p = position_alloc(ctx)) == NULL) goto fail;
+    Py_ssize_t n = b.n;
+    memcpy(p->colors, b.colors, (size_t)n);
+    memcpy(p->head, b.head, 2 * (size_t)n);
+    memcpy(p->next, b.next, 2 * (size_t)n);
+    memcpy(p->size, b.size, 2 * (size_t)n);
+    memcpy(p->libs, b.libs, 2 * (size_t)n);
+    p->to_play = to_play;
+    p->consecutive_passes = passes;
+    p->hash = c.hash;
+    p->ko_point = c.ko_point;
+    p->ko_color = c.ko_color;
+    for (int k = 0; k < 3; k++) {
+        p->captures[k] = k ? c.captures[k] : 0;
+        p->stones[k] = k ? c.stones[k] : 0;
+        p->most[k] = k ? most[k] : 0;
+    }
+    Py_ssize_t played = PyList_GET_SIZE(moves);
+    p->move_count = played;
+    for (Py_ssize_t k = 0; k < POSITION_HISTORY; k++) {
+        p->recent[k] = POSITION_NO_MOVE;
+        if (k >= played) continue;
+        PyObject *move = PyList_GET_ITEM(moves, played - 1 - k);
+        if (!PyTuple_Check(move) || PyTuple_GET_SIZE(move) != 2) {
+            PyErr_SetString(PyExc_ValueError, "state.moves must hold (color, point) pairs");
+            goto fail;
+        }
+        if (parse_long(PyTuple_GET_ITEM(move, 1), &p->recent[k]) < 0) goto fail;
+    }
+    board_release(&b);
+    counts_release(&c);
+    Py_DECREF(board);
+    Py_DECREF(moves);
+    Py_DECREF(history);
+    Py_DECREF(most_list);
+    Py_DECREF(ctx);
+    return (PyObject *)p;
+fail:
+    board_release(&b);
+    counts_release(&c);
+    Py_XDECREF(board);
+    Py_XDECREF(moves);
+    Py_XDECREF(history);
+    Py_XDECREF(most_list);
+    Py_XDECREF(ctx);
+    Py_XDECREF(p);
+    return NULL;
+}
+
+static PositionObject *as_position(PyObject *obj) {
+    if (Py_TYPE(obj) != &PositionType) {
+        PyErr_Format(PyExc_TypeError, "expected a search position, not %.100s", Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    return (PositionObject *)obj;
+}
+
+/* position_copy(position): an independent copy, sharing the context. */
+static PyObject *py_position_copy(PyObject *Py_UNUSED(module), PyObject *obj) {
+    PositionObject *p = as_position(obj);
+    if (p == NULL) return NULL;
+    PositionObject *q = position_alloc(p->ctx);
+    if (q == NULL) return NULL;
+    size_t fields = offsetof(PositionObject, line) - offsetof(PositionObject, to_play);
+    memcpy(&q->to_play, &p->to_play, fields);
+    memcpy(q->arrays, p->arrays, (size_t)arrays_bytes(p->ctx->n));
+    if (p->line_len) {
+        q->line = PyMem_Malloc(sizeof(LineMove) * (size_t)p->line_cap);
+        if (q->line == NULL) { Py_DECREF(q); return PyErr_NoMemory(); }
+        memcpy(q->line, p->line, sizeof(LineMove) * (size_t)p->line_len);
+        q->line_len = p->line_len;
+        q->line_cap = p->line_cap;
+    }
+    return (PyObject *)q;
+}
+
+/* Plays `point` for the side to move, as GameState.play_unchecked; -1 with an exception for a point it cannot play. */
+static int position_play(PositionObject *p, long point) {
+    Board b;
+    position_board(p, &b);
+    Counts c;
+    c.hash = p->hash;
+    c.ko_point = p->ko_point;
+    c.ko_color = p->ko_color;
+    for (int k = 0; k < 3; k++) {
+        c.captures[k] = p->captures[k];
+        c.stones[k] = p->stones[k];
+    }
+    long color = p->to_play;
+    if (play_point(&b, &c, point, color) < 0) return -1;
+    if (p->line_len == p->line_cap) {
+        Py_ssize_t cap = p->line_cap ? 2 * p->line_cap : 16;
+        LineMove *line = PyMem_Realloc(p->line, sizeof(LineMove) * (size_t)cap);
+        if (line == NULL) { PyErr_NoMemory(); return -1; }
+        p->line = line;
+        p->line_cap = cap;
+    }
+    p->hash = c.hash;
+    p->ko_point = c.ko_point;
+    p->ko_color = c.ko_color;
+    for (int k = 0; k < 3; k++) {
+        p->captures[k] = c.captures[k];
+        p->stones[k] = c.stones[k];
+    }
+    if (point == PASS) {
+        p->consecutive_passes++;
+    } else {
+        p->consecutive_passes = 0;
+        if (p->stones[color] > p->most[color]) p->most[color] = p->stones[color];
+    }
+    LineMove *move = &p->line[p->line_len++];
+    move->point = point;
+    move->key = color == BLACK ? p->hash ^ p->ctx->white_key : p->hash;
+    memmove(p->recent + 1, p->recent, sizeof(long) * (POSITION_HISTORY - 1));
+    p->recent[0] = point;
+    p->move_count++;
+    p->to_play = color == BLACK ? WHITE : BLACK;
+    return 0;
+}
+
+/* position_play_line(position, points): position_play of each point in turn; what was played before a refused
+   point stays played. */
+static PyObject *py_position_play_line(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) { PyErr_SetString(PyExc_TypeError, "position_play_line(position, points)"); return NULL; }
+    PositionObject *p = as_position(args[0]);
+    if (p == NULL) return NULL;
+    PyObject *points = PySequence_Fast(args[1], "points must be a sequence");
+    if (points == NULL) return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(points);
+    PyObject **items = PySequence_Fast_ITEMS(points);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        long point;
+        if (parse_long(items[i], &point) < 0 || position_play(p, point) < 0) {
+            Py_DECREF(points);
+            return NULL;
+        }
+    }
+    Py_DECREF(points);
+    Py_RETURN_NONE;
+}
+
+static int in_sorted(const uint64_t *keys, Py_ssize_t count, uint64_t key) {
+    Py_ssize_t low = 0, high = count;
+    while (low < high) {
+        Py_ssize_t mid = low + (high - low) / 2;
+        if (keys[mid] < key) low = mid + 1;
+        else high = mid;
+    }
+    return low < count && keys[low] == key;
+}
+
+/* position_illegal_reason(position, point): GameState.illegal_reason for the side to move, step for step. */
+static PyObject *py_position_illegal_reason(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) { PyErr_SetString(PyExc_TypeError, "position_illegal_reason(position, point)"); return NULL; }
+    PositionObject *p = as_position(args[0]);
+    long point;
+    if (p == NULL || parse_long(args[1], &point) < 0) return NULL;
+    if (point == PASS) Py_RETURN_NONE;
+    const PositionContext *ctx = p->ctx;
+    Board b;
+    position_board(p, &b);
+    if (check_point(&b, point) < 0) return NULL;
+    int color = (int)p->to_play;
+    PyObject *reason = illegal_reason(&b, point, color, ctx->allow_suicide, p->ko_point, p->ko_color);
+    if (reason == NULL && !ctx->simple_ko && (ctx->allow_suicide || p->stones[color] + 1 <= p->most[color])) {
+        uint64_t key = hash_after(&b, p->hash, point, color);
+        if (color == BLACK) key ^= ctx->white_key;
+        int repeats = in_sorted(ctx->history, ctx->history_len, key);
+        for (Py_ssize_t i = 0; i < p->line_len && !repeats; i++) repeats = p->line[i].key == key;
+        if (repeats) reason = s_superko;
+    }
+    if (reason == NULL) reason = Py_None;
+    Py_INCREF(reason);
+    return reason;
+}
+
+/* position_candidates(positions, point_of_flat, out): tree_core.candidates for search positions: out[i, j] whether
+   point_of_flat[j] is empty in positions[i] (pass, the last column, always). */
+static PyObject *py_position_candidates(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "position_candidates(positions, point_of_flat, out)");
+        return NULL;
+    }
+    PyObject *positions = PySequence_Fast(args[0], "positions must be a sequence");
+    if (positions == NULL) return NULL;
+    Py_buffer points, out;
+    if (PyObject_GetBuffer(args[1], &points, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        Py_DECREF(positions);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[2], &out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE | PyBUF_FORMAT) < 0) {
+        PyBuffer_Release(&points);
+        Py_DECREF(positions);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(positions), width = points.len / 8;
+    if (points.itemsize != 8 || out.itemsize != 1 || out.len != count * width || width < 1) {
+        PyErr_SetString(PyExc_ValueError, "position_candidates: int64 points and a bool row of out per position");
+        goto done;
+    }
+    const int64_t *point_of = points.buf;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PositionObject *p = as_position(PySequence_Fast_GET_ITEM(positions, i));
+        if (p == NULL) goto done;
+        uint8_t *row = (uint8_t *)out.buf + i * width;
+        for (Py_ssize_t j = 0; j < width - 1; j++) {
+            int64_t q = point_of[j];
+            if (q < 0 || q >= p->ctx->n) {
+                PyErr_SetString(PyExc_ValueError, "position_candidates: a point off the board");
+                goto done;
+            }
+            row[j] = p->colors[q] == EMPTY;
+        }
+        row[width - 1] = 1;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&points);
+    PyBuffer_Release(&out);
+    Py_DECREF(positions);
+    return result;
+}
+
+static PyObject *position_get_grid(PositionObject *p, void *Py_UNUSED(closure)) {
+    Py_INCREF(p->ctx->grid);
+    return p->ctx->grid;
+}
+
+static PyObject *position_get_root_state(PositionObject *p, void *Py_UNUSED(closure)) {
+    Py_INCREF(p->ctx->root_state);
+    return p->ctx->root_state;
+}
+
+static PyObject *position_get_line(PositionObject *p, void *Py_UNUSED(closure)) {
+    PyObject *line = PyTuple_New(p->line_len);
+    if (line == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < p->line_len; i++) {
+        PyObject *point = PyLong_FromLong(p->line[i].point);
+        if (point == NULL) { Py_DECREF(line); return NULL; }
+        PyTuple_SET_ITEM(line, i, point);
+    }
+    return line;
+}
+
+static PyObject *position_get_hash(PositionObject *p, void *Py_UNUSED(closure)) {
+    return PyLong_FromUnsignedLongLong(p->hash);
+}
+
+static PyObject *position_get_move_number(PositionObject *p, void *Py_UNUSED(closure)) {
+    return PyLong_FromSsize_t(p->move_count);
+}
+
+static PyGetSetDef position_getset[] = {
+    {"grid", (getter)position_get_grid, NULL, "the board's Grid", NULL},
+    {"root_state", (getter)position_get_root_state, NULL, "the GameState the line is played from", NULL},
+    {"line", (getter)position_get_line, NULL, "the points played from the root, in order", NULL},
+    {"hash", (getter)position_get_hash, NULL, "the board's Zobrist hash (Board.hash)", NULL},
+    {"move_number", (getter)position_get_move_number, NULL, "the game's moves: the root's and the line's", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef position_members[] = {
+    {"to_play", T_LONG, offsetof(PositionObject, to_play), READONLY, "the side to move"},
+    {"consecutive_passes", T_LONG, offsetof(PositionObject, consecutive_passes), READONLY,
+     "passes at the end of the game's moves"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject PositionType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "gtp_engine._rules_core.Position",
+    .tp_basicsize = offsetof(PositionObject, arrays),
+    .tp_itemsize = 1,
+    .tp_dealloc = (destructor)position_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A search position (position.py): the root's board and counts after a line of moves.",
+    .tp_getset = position_getset,
+    .tp_members = position_members,
+};
+
 static PyMethodDef methods[] = {
     {"board_play", (PyCFunction)(void (*)(void))py_board_play, METH_FASTCALL,
      "board_play(board, point, color): Board.play_unchecked"},
@@ -752,6 +1186,16 @@ static PyMethodDef methods[] = {
     {"game_illegal_reason", (PyCFunction)(void (*)(void))py_game_illegal_reason, METH_FASTCALL,
      "game_illegal_reason(state, point[, color]): GameState.illegal_reason"},
     {"game_copy", (PyCFunction)py_game_copy, METH_O, "game_copy(state): GameState.copy"},
+    {"position_root", (PyCFunction)(void (*)(void))py_position_root, METH_FASTCALL,
+     "position_root(state, white_compensation, territory, ko_name, simple_ko, situational_ko, allow_suicide): "
+     "the search position of a GameState"},
+    {"position_copy", (PyCFunction)py_position_copy, METH_O, "position_copy(position): a copy"},
+    {"position_play_line", (PyCFunction)(void (*)(void))py_position_play_line, METH_FASTCALL,
+     "position_play_line(position, points): each point played in turn for the side to move"},
+    {"position_illegal_reason", (PyCFunction)(void (*)(void))py_position_illegal_reason, METH_FASTCALL,
+     "position_illegal_reason(position, point): GameState.illegal_reason for the side to move"},
+    {"position_candidates", (PyCFunction)(void (*)(void))py_position_candidates, METH_FASTCALL,
+     "position_candidates(positions, point_of_flat, out): tree_core.candidates for search positions"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -773,5 +1217,14 @@ PyMODINIT_FUNC PyInit__rules_core(void) {
         if (*names[i].slot == NULL) return NULL;
     }
     if ((empty_args = PyTuple_New(0)) == NULL) return NULL;
-    return PyModule_Create(&module);
+    if (PyType_Ready(&PositionContextType) < 0 || PyType_Ready(&PositionType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&PositionType);
+    if (PyModule_AddObject(m, "Position", (PyObject *)&PositionType) < 0) {
+        Py_DECREF(&PositionType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

@@ -162,6 +162,11 @@ class CachedEvaluator:
     def __len__(self) -> int:
         return len(self._entries)
 
+    @property
+    def accepts_positions(self) -> bool:
+        """Whether compiled search positions may be evaluated (position.py): the keys read them, so the inner's say."""
+        return getattr(self.inner, "accepts_positions", False)
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()

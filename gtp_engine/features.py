@@ -100,6 +100,11 @@ def position_key_python(state: GameState) -> bytes:
 position_key = _compiled.position_key if _compiled else position_key_python
 
 
+def compiled() -> bool:
+    """Whether the compiled twin runs (it also reads search positions, position.py)."""
+    return _compiled is not None
+
+
 def encode(states: Sequence[GameState], symmetries: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Spatial float32 [B, C, H, W] and global float32 [B, G] inputs for positions of one board size.
 
@@ -108,7 +113,7 @@ def encode(states: Sequence[GameState], symmetries: Sequence[int] | None = None)
     """
     if _compiled is None:
         return encode_python(states, symmetries)
-    g = states[0].board.grid
+    g = states[0].grid
     height, width = g.height, g.width
     table = None
     if symmetries is not None:
@@ -293,11 +298,17 @@ def _ko_ban(state: GameState) -> int:
 
 def _compensation(state: GameState) -> float:
     """Komi plus white's handicap bonus under area scoring, from the side to move's view."""
+    points = white_compensation(state)
+    return points if state.to_play == WHITE else -points
+
+
+def white_compensation(state: GameState) -> float:
+    """Komi plus white's handicap bonus under area scoring: the compensation from White's view."""
     points = state.komi
     if state.handicap_stones > 0 and state.rules.scoring == "area":
         bonus = state.rules.white_handicap_bonus
         points += {"0": 0, "N": state.handicap_stones, "N-1": state.handicap_stones - 1}[bonus]
-    return points if state.to_play == WHITE else -points
+    return points
 
 
 def _prisoner_balance(state: GameState) -> int:

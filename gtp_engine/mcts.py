@@ -38,6 +38,8 @@ Terms (AlphaGo Zero / KataGo notation):
   while it gathers the next). They must be finished in the order they were gathered, and abandoned in the
   reverse order. A leaf pending in an earlier batch and selected again is awaited: the later batch backs up
   the result the earlier one brings, once per selection.
+- leaf positions: the positions a descent plays its line on and the evaluator reads, of the tree's position kind
+  (position.kind_for its evaluator): compiled search positions for an evaluator that accepts them, else GameStates.
 - lazy legality: a leaf gets an edge for every empty point and pass; the rarer illegal ones (suicide, ko,
   superko) are dropped when first selected, which costs one legality check instead of a full legal-move mask
   per leaf. The root's edges are always all legal (checked with GameState.legal_mask).
@@ -61,11 +63,11 @@ from typing import Sequence
 
 import numpy as np
 
-from gtp_engine import tree_core
+from gtp_engine import position, tree_core
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS, Grid
 from gtp_engine.evaluator import EvaluationBatch, Evaluator
-from gtp_engine.game import COPY, ILLEGAL_REASON, PLAY_LINE, GameState
+from gtp_engine.game import GameState
 
 _INITIAL_EDGES = 4  # edge statistics arrays start this long and double as more edges get tried
 _STATS = 6  # rows of Node.stats: N, W, W2, V, S, S2
@@ -201,7 +203,8 @@ class Node(tree_core.NODE_FIELDS):
 class PendingBatch:
     """A gathered batch (see the module docstring): what Tree.gather selected and Tree.finish needs."""
 
-    states: list[GameState] = field(default_factory=list)  # positions to evaluate, one per new leaf; may be empty
+    states: list = field(default_factory=list)  # leaf positions to evaluate (position.py), one per new leaf; may be
+    # empty; the root's GameState when the batch expands the root
     root: bool = False  # the batch is the expansion of an unexpanded root (states holds its position)
     leaves: list[Node] = field(default_factory=list)  # the new leaves, in the order of states
     root_mask: np.ndarray | None = None  # the root's moves, when the batch expands the root
@@ -233,9 +236,12 @@ class Tree:
         g = root_state.grid
         self.area = g.area
         self._point_of_flat = np.append(g.point_of, PASS)
+        kind = self._kind = position.kind_for(evaluator)  # what the leaves' positions are (position.py)
+        self._root_position = kind.root(root_state)  # what each descent copies and plays its line on
         # What descents call back into; no bound method, so that the tree holds no reference cycle.
-        self._hooks = tree_core.Hooks(Node, functools.partial(_make_terminal, self.score_utility, self.score_scale),
-                                      self._drop_illegal, PLAY_LINE, ILLEGAL_REASON, COPY)
+        self._hooks = tree_core.Hooks(
+            Node, functools.partial(_make_terminal, self.score_utility, self.score_scale, kind.game_state),
+            self._drop_illegal, kind.play_line, kind.illegal_reason, kind.copy)
         self.root_prior: np.ndarray | None = None  # replaces the root's priors in selection (noise)
         self.root_excluded: np.ndarray | None = None  # bool per root edge: never select (e.g. pass in cleanup)
         self.root_forced_k = 0.0  # forced playouts at the root (self-play): k of sqrt(k * P * sum N), 0 none
@@ -298,11 +304,11 @@ class Tree:
         if not self.root.is_expanded:
             pending.root = True
             pending.states.append(self.root_state)
-            pending.root_mask = self._filter(self.root_state, self.root_state.legal_mask(), 1)
+            pending.root_mask = self._filter(self._root_position, self.root_state.legal_mask(), 1)
             return pending
         in_flight = self._in_flight
         try:
-            self._core.gather(self.root, self.root_state, size, self._root_selection(), self._params, self._hooks,
+            self._core.gather(self.root, self._root_position, size, self._root_selection(), self._params, self._hooks,
                               in_flight, pending.selected, pending.leaves, pending.states, pending.plies)
         except BaseException:
             self.abandon(pending)
@@ -361,18 +367,19 @@ class Tree:
         drop[edge] = True
         node.drop_edges(drop)
 
-    def _candidates(self, states: list[GameState], plies: list[int]) -> np.ndarray:
+    def _candidates(self, states: list, plies: list[int]) -> np.ndarray:
         """Bool [B, area + 1], pass last: the moves each new leaf gets edges for (lazy legality: the empty points
         and pass), less those the move filter takes away at its ply."""
         mask = np.empty((len(states), self.area + 1), dtype=bool)
-        self._core.candidates(states, self._point_of_flat, mask)
+        (self._kind.candidates or self._core.candidates)(states, self._point_of_flat, mask)
         if self._filter_depth:
             for i, (state, ply) in enumerate(zip(states, plies)):
                 mask[i] = self._filter(state, mask[i], ply)
         return mask
 
-    def _filter(self, state: GameState, mask: np.ndarray, ply: int) -> np.ndarray:
-        """mask less the moves the filter takes away at `ply`, unless that leaves no legal move."""
+    def _filter(self, state, mask: np.ndarray, ply: int) -> np.ndarray:
+        """mask less the moves the filter takes away at `ply`, unless that leaves no legal move; state: a leaf
+        position of the tree's kind."""
         if ply > self._filter_depth:
             return mask
         key = (state.to_play, ply)
@@ -382,8 +389,8 @@ class Tree:
         kept = mask & ~banned
         if kept[-1]:  # pass is always legal
             return kept
-        point_of_flat = self._point_of_flat
-        if any(state.is_legal(int(point_of_flat[i])) for i in np.flatnonzero(kept)):
+        point_of_flat, illegal_reason = self._point_of_flat, self._kind.illegal_reason
+        if any(illegal_reason(state, int(point_of_flat[i])) is None for i in np.flatnonzero(kept)):
             return kept
         return mask
 
@@ -400,7 +407,7 @@ class Tree:
                              f"{self.area}")
         self._core.expand(leaves, np.ascontiguousarray(policy, np.float32), mask, self._point_of_flat, _INITIAL_EDGES)
 
-    def _take_evaluations(self, leaves: list[Node], states: list[GameState], batch: EvaluationBatch,
+    def _take_evaluations(self, leaves: list[Node], states: list, batch: EvaluationBatch,
                           in_flight: dict) -> dict:
         """tree_core.take_evaluations for expanded leaves: ownership turned to Black's view, float64 as the sums."""
         signs = np.array([1.0 if state.to_play == BLACK else -1.0 for state in states])
@@ -490,8 +497,10 @@ def _utility(v: float, s: float, score_utility: float, score_scale: float) -> fl
     return v + score_utility * math.tanh(s / score_scale)
 
 
-def _make_terminal(score_utility: float, score_scale: float, node: Node, state: GameState) -> None:
-    """Makes `node`, reached after two passes in `state`, terminal: scored exactly by area counting."""
+def _make_terminal(score_utility: float, score_scale: float, game_state, node: Node, position) -> None:
+    """Makes `node`, reached after two passes in `position` (a leaf position, whose GameState game_state gives),
+    terminal: scored exactly by area counting."""
+    state = game_state(position)
     score = state.area_score()  # Black's view
     s = score if state.to_play == BLACK else -score
     v = 1.0 if s > 0 else -1.0 if s < 0 else 0.0

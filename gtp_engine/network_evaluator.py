@@ -106,6 +106,7 @@ class NetworkEvaluator:
     (an onnxruntime session takes concurrent runs)."""
 
     info: ModelInfo
+    accepts_positions = True  # reads states only through features.encode: compiled search positions too (position.py)
 
     def __init__(self, symmetry_mode: str | int = "random", max_batch: int = 256, seed: int | None = None):
         if not (symmetry_mode in SYMMETRY_MODES or symmetry_mode in symmetry.ALL):

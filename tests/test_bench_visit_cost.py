@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from gtp_engine import native  # noqa: E402
+from gtp_engine import native, position  # noqa: E402
 from tools import bench_visit_cost  # noqa: E402
 
 
@@ -26,7 +26,8 @@ def test_a_short_run_reports_the_costs_their_ratio_and_the_parts(capsys):
     for name in ("copy + play of the descent", "features.encode", "NetworkEvaluator less forward, encode",
                  "CachedEvaluator less inner"):
         assert any(line.startswith(name) and line.endswith("us/position") for line in parts)
-    assert parts[-3].endswith("plies per descent)")
+    expected_kind = "compiled" if position.SEARCH_POSITIONS is not None else "GameState"
+    assert parts[-3].endswith(f"plies per descent; leaf positions: {expected_kind})")
     assert parts[-1] == f"compiled twins: {native.describe()}"
     pipelined = parts[-2].split()  # "... X us/visit in the search thread beside Y us/position of network; Z visits/s"
     assert parts[-2].startswith("pipelined search, the engine defaults")

@@ -104,7 +104,11 @@ class RecordingEvaluator:
     def __init__(self, inner):
         self.inner = inner
         self.positions = 0
-        self.batches: list[list[GameState]] = []
+        self.batches: list[list] = []  # leaf positions (GameStates or compiled search positions)
+
+    @property
+    def accepts_positions(self) -> bool:  # the leaf positions the engine's search makes for its evaluator
+        return getattr(self.inner, "accepts_positions", False)
 
     def evaluate(self, states):
         self._record(states)
@@ -118,7 +122,7 @@ class RecordingEvaluator:
     def _record(self, states) -> None:
         self.positions += len(states)
         if len(self.batches) < RECORDED_BATCHES:
-            self.batches.append([s.copy() for s in states])
+            self.batches.append(list(states))  # a tree never changes a leaf's position once it is gathered
 
 
 def session_rate(network, inputs: list[tuple[np.ndarray, np.ndarray]], seconds: float, callers: int = 1) -> float:

@@ -7,8 +7,8 @@ Usage (from the repository root):
 Each size searches one position (9x9: the empty board; 19x19: after two opening moves) for a fixed number of
 playouts with the engine's default SearchConfig but one batch in flight and no early stop, through CachedEvaluator
 over the shipped int8 network on one onnxruntime thread, so that the network runs in the calling thread, with
-random symmetries (the engine's default) from a fixed seed, so that every search grows the same tree. Times are the main thread's
-CPU time (time.thread_time), the median of --repeat searches:
+random symmetries (the engine's default) from a fixed seed, so that every search grows the same tree. Times are
+the main thread's CPU time (time.thread_time), the median of --repeat searches:
 - search us/visit: the search's CPU time per playout less the time inside the network's forward (onnxruntime).
 - network us/position: the forward's CPU time per evaluated position, at the search's batch.
 - ratio: search / network. With the network in a worker thread, visits/s can approach the network's rate only
@@ -23,9 +23,10 @@ CPU time (time.thread_time), the median of --repeat searches:
   virtual machine's vCPUs may), they slow each other and the pipelined search pays the factor on both sides; a
   factor near 1 says the gap to the bare network is the search's own work.
 The parts below it replay what one more search evaluated, each part timed alone (medians of --repeat), per
-evaluated position: the descent's GameState.copy and play_unchecked of the leaf's line from the root; features.
-encode; NetworkEvaluator.evaluate less forward and encode (symmetry, softmax); CachedEvaluator less its inner
-evaluator (keys, lookups, stores). The rest of the search's cost is the tree (mcts.py). Last, the pipelined search:
+evaluated position: the descent's copy of the root's position and the play of the leaf's line on it (the leaf
+positions the engine's tree makes for this evaluator, position.kind_for: compiled search positions where built,
+else GameStates); features.encode; NetworkEvaluator.evaluate less forward and encode (symmetry, softmax);
+CachedEvaluator less its inner evaluator (keys, lookups, stores). The rest of the search's cost is the tree (mcts.py). Last, the pipelined search:
 --seconds long searches with the engine's default settings (batches in flight, an evaluation thread, the search
 thread computing batches while it waits), medians of --repeat: the search thread's CPU a visit less the forwards it
 ran itself (what holds a 2-core search below the bare network's rate), the network's CPU a position in either thread,
@@ -48,10 +49,10 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from gtp_engine import features, native
+from gtp_engine import features, native, position
 from gtp_engine.coords import PASS
 from gtp_engine.evaluator import CachedEvaluator
-from gtp_engine.game import PLAY_LINE, GameState
+from gtp_engine.game import GameState
 from gtp_engine.onnx_evaluator import OnnxEvaluator
 from gtp_engine.search import SearchConfig, Searcher, StopCondition, StopConfig
 
@@ -189,13 +190,16 @@ def search_without_network(size: int, root: GameState, playouts: int, repeat: in
     return statistics.median(costs)
 
 
-def recorded_batches(network: OnnxEvaluator, root: GameState, playouts: int) -> list[list[GameState]]:
-    """The batches of positions (copies) that one search sent to the network, in order."""
+def recorded_batches(network: OnnxEvaluator, root: GameState, playouts: int) -> list[list]:
+    """The batches of leaf positions that one search sent to the network, in order (a tree never changes a leaf's
+    position once it is gathered)."""
     batches = []
 
     class Recorder:
+        accepts_positions = network.accepts_positions
+
         def evaluate(self, states):
-            batches.append([state.copy() for state in states])
+            batches.append(list(states))
             return network.evaluate(states)
 
     searcher = Searcher(CachedEvaluator(Recorder(), CACHE), FIXED_PLAYOUTS)
@@ -220,11 +224,15 @@ def part_costs(size: int, root: GameState, playouts: int, repeat: int) -> dict[s
     rng = np.random.default_rng(SEED)
     symmetries = [rng.integers(0, 8, len(batch)) for batch in batches]
     positions = sum(len(batch) for batch in batches)
-    lines = [[point for _, point in state.moves[len(root.moves):]] for batch in batches for state in batch]
+    kind = position.kind_for(network)
+    root_position = kind.root(root)
+    games = [state if isinstance(state, GameState) else kind.game_state(state)  # the root's batch: its GameState
+             for batch in batches for state in batch]
+    lines = [[point for _, point in game.moves[len(root.moves):]] for game in games]
 
-    def descend() -> None:  # as the descent plays its line: one call (game.PLAY_LINE)
+    def descend() -> None:  # as the descent plays its line: one call
         for line in lines:
-            PLAY_LINE(root.copy(), list(line))
+            kind.play_line(kind.copy(root_position), line)
 
     def encode() -> None:
         for batch, batch_symmetries in zip(batches, symmetries):
@@ -289,7 +297,8 @@ def main(argv: list[str] | None = None) -> None:
         plies = parts.pop("plies per descent")
         for name, micros in parts.items():
             print(f"    {name:40s} {micros:6.1f} us/position")
-        print(f"    ({plies:.1f} plies per descent)")
+        kind = position.kind_for(OnnxEvaluator(WEIGHTS[size], device="cpu", threads=1)).name
+        print(f"    ({plies:.1f} plies per descent; leaf positions: {kind})")
         pipelined = [pipelined_costs(size, root, args.seconds) for _ in range(args.repeat)]
         rate, cores, thread, forward = (statistics.median(cost[k] for cost in pipelined) for k in range(4))
         print(f"    {'pipelined search, the engine defaults':40s} {thread:6.1f} us/visit in the search thread beside "

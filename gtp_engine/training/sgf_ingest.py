@@ -227,9 +227,10 @@ class _BoardView:
 
 class _Position:
     """What features.encode reads of a GameState, frozen before the next move is played."""
-    __slots__ = ("board", "to_play", "moves", "rules", "komi", "handicap_stones")
+    __slots__ = ("grid", "board", "to_play", "moves", "rules", "komi", "handicap_stones")
 
     def __init__(self, state):
+        self.grid = state.grid
         self.board = _BoardView(state.board)
         self.to_play = state.to_play
         self.moves = state.moves[-features.HISTORY:]
