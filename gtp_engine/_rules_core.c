@@ -807,6 +807,15 @@ static void position_board(PositionObject *p, Board *b) {
     b->stride = p->ctx->stride;
 }
 
+/* A board's counts (Counts, as play_point leaves them) into the position. */
+static void position_set_counts(PositionObject *p, const Counts *c) {
+    p->hash = c->hash;
+    p->ko_point = c->ko_point;
+    p->ko_color = c->ko_color;
+    memcpy(p->captures, c->captures, sizeof p->captures);
+    memcpy(p->stones, c->stones, sizeof p->stones);
+}
+
 static int compare_keys(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
@@ -899,14 +908,8 @@ static PyObject *py_position_root(PyObject *Py_UNUSED(module), PyObject *const *
     memcpy(p->libs, b.libs, 2 * (size_t)n);
     p->to_play = to_play;
     p->consecutive_passes = passes;
-    p->hash = c.hash;
-    p->ko_point = c.ko_point;
-    p->ko_color = c.ko_color;
-    for (int k = 0; k < 3; k++) {
-        p->captures[k] = k ? c.captures[k] : 0;
-        p->stones[k] = k ? c.stones[k] : 0;
-        p->most[k] = k ? most[k] : 0;
-    }
+    position_set_counts(p, &c);
+    for (int k = 0; k < 3; k++) p->most[k] = most[k];
     Py_ssize_t played = PyList_GET_SIZE(moves);
     p->move_count = played;
     for (Py_ssize_t k = 0; k < POSITION_HISTORY; k++) {
@@ -970,14 +973,12 @@ static PyObject *py_position_copy(PyObject *Py_UNUSED(module), PyObject *obj) {
 static int position_play(PositionObject *p, long point) {
     Board b;
     position_board(p, &b);
-    Counts c;
+    Counts c = {0};
     c.hash = p->hash;
     c.ko_point = p->ko_point;
     c.ko_color = p->ko_color;
-    for (int k = 0; k < 3; k++) {
-        c.captures[k] = p->captures[k];
-        c.stones[k] = p->stones[k];
-    }
+    memcpy(c.captures, p->captures, sizeof c.captures);
+    memcpy(c.stones, p->stones, sizeof c.stones);
     long color = p->to_play;
     if (play_point(&b, &c, point, color) < 0) return -1;
     if (p->line_len == p->line_cap) {
@@ -987,13 +988,7 @@ static int position_play(PositionObject *p, long point) {
         p->line = line;
         p->line_cap = cap;
     }
-    p->hash = c.hash;
-    p->ko_point = c.ko_point;
-    p->ko_color = c.ko_color;
-    for (int k = 0; k < 3; k++) {
-        p->captures[k] = c.captures[k];
-        p->stones[k] = c.stones[k];
-    }
+    position_set_counts(p, &c);
     if (point == PASS) {
         p->consecutive_passes++;
     } else {
