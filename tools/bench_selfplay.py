@@ -48,6 +48,10 @@ class _Recorder:
         self._running = 0
         self._since = 0.0
 
+    @property
+    def accepts_positions(self) -> bool:  # self-play's trees then make the leaf positions they make for the network
+        return getattr(self.inner, "accepts_positions", False)
+
     def evaluate(self, states):
         with self._lock:
             if self._running == 0:
