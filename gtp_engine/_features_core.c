@@ -33,6 +33,7 @@ enum { ON_BOARD, OWN, OPPONENT, OWN_LIBERTIES, OPPONENT_LIBERTIES = 6, KO_BAN = 
 #define PASS (-1)
 #define MAX_ARRAY 1024 /* array size of the largest board, 25x25: (25 + 2) * 26 + 1 = 703 */
 
+_Static_assert(POSITION_HISTORY == HISTORY, "a search position keeps the recent moves the planes read");
 static PyTypeObject *position_type;  /* _rules_core.Position, NULL where that twin is not built */
 static PyObject *s_board, *s_to_play, *s_moves, *s_colors, *s_chain_head, *s_ko_point, *s_ko_color, *s_grid,
     *s_width, *s_height, *s_rules, *s_scoring, *s_ko, *s_suicide_allowed, *s_bonus, *s_komi, *s_handicap_stones,
