@@ -3,8 +3,9 @@
 Terms:
 - twin: a C extension built with the package when a C compiler is present (setup.py; optional, so an install
   without one succeeds). _tree_core.c is tree_core.py's node fields, selection, descent, candidate moves, expansion
-  and backup; _rules_core.c is the board's and the game's play and legality (board.py, game.py); _features_core.c
-  is features.py's planes, global inputs and position key.
+  and backup; _rules_core.c is the board's and the game's play and legality (board.py, game.py), and the compiled
+  search positions whose reference is GameState itself (position.py); _features_core.c is features.py's planes,
+  global inputs and position key.
   Each reference stays in Python, and tests/unit hold every twin to it: the same boards, trees and inputs, bit
   for bit.
 - pure Python: GTP_ENGINE_PURE_PYTHON=1 in the environment when the package is imported makes every module use its
