@@ -498,6 +498,12 @@ static PyObject *py_board_hash_after(PyObject *Py_UNUSED(module), PyObject *cons
     return PyLong_FromUnsignedLongLong(result);
 }
 
+/* GameState._superko_possible: a move that removes no stone of its own repeats a board only if its colour once had
+   more stones (`most`) than it will have now (`stones` + 1); only a suicide removes its own. */
+static int superko_possible(int allow_suicide, long stones, long most) {
+    return allow_suicide || stones + 1 <= most;
+}
+
 /* The colour argument of the game functions: the side to move when absent or None. */
 static int game_color(PyObject *state, PyObject *const *args, Py_ssize_t nargs, long *color) {
     if (nargs < 2 || nargs > 3) {
@@ -628,8 +634,6 @@ static PyObject *py_game_illegal_reason(PyObject *Py_UNUSED(module), PyObject *c
         Py_INCREF(reason);
         goto done;
     }
-    /* GameState._superko_possible: a move that removes no stone of its own repeats a board only if its colour once
-       had more stones than it will have now */
     long stones = 0, most = 0;
     PyObject *counts = PyObject_GetAttr(board, s_stone_count), *max_stones = PyObject_GetAttr(state, s_max_stones);
     if (counts != NULL && max_stones != NULL) {
@@ -639,7 +643,7 @@ static PyObject *py_game_illegal_reason(PyObject *Py_UNUSED(module), PyObject *c
     Py_XDECREF(counts);
     Py_XDECREF(max_stones);
     if (PyErr_Occurred()) goto done;
-    if (!allow_suicide && stones + 1 > most) {
+    if (!superko_possible(allow_suicide, stones, most)) {
         reason = Py_None;
         Py_INCREF(reason);
         goto done;
@@ -807,7 +811,16 @@ static void position_board(PositionObject *p, Board *b) {
     b->stride = p->ctx->stride;
 }
 
-/* A board's counts (Counts, as play_point leaves them) into the position. */
+/* The position's counts as a Counts for play_point (no Python lists: nothing to release), and back. */
+static void position_get_counts(const PositionObject *p, Counts *c) {
+    memset(c, 0, sizeof *c);
+    c->hash = p->hash;
+    c->ko_point = p->ko_point;
+    c->ko_color = p->ko_color;
+    memcpy(c->captures, p->captures, sizeof c->captures);
+    memcpy(c->stones, p->stones, sizeof c->stones);
+}
+
 static void position_set_counts(PositionObject *p, const Counts *c) {
     p->hash = c->hash;
     p->ko_point = c->ko_point;
@@ -831,7 +844,7 @@ static PyObject *py_position_root(PyObject *Py_UNUSED(module), PyObject *const *
     }
     PyObject *state = args[0], *board = NULL, *moves = NULL, *history = NULL, *most_list = NULL;
     PositionContext *ctx = NULL;
-    PositionObject *p = NULL;
+    PositionObject *p = NULL, *result = NULL;
     Board b;
     b.held = 0;
     Counts c = {0};
@@ -922,14 +935,8 @@ static PyObject *py_position_root(PyObject *Py_UNUSED(module), PyObject *const *
         }
         if (parse_long(PyTuple_GET_ITEM(move, 1), &p->recent[k]) < 0) goto fail;
     }
-    board_release(&b);
-    counts_release(&c);
-    Py_DECREF(board);
-    Py_DECREF(moves);
-    Py_DECREF(history);
-    Py_DECREF(most_list);
-    Py_DECREF(ctx);
-    return (PyObject *)p;
+    result = p;
+    p = NULL;
 fail:
     board_release(&b);
     counts_release(&c);
@@ -939,7 +946,7 @@ fail:
     Py_XDECREF(most_list);
     Py_XDECREF(ctx);
     Py_XDECREF(p);
-    return NULL;
+    return (PyObject *)result;
 }
 
 static PositionObject *as_position(PyObject *obj) {
@@ -973,12 +980,8 @@ static PyObject *py_position_copy(PyObject *Py_UNUSED(module), PyObject *obj) {
 static int position_play(PositionObject *p, long point) {
     Board b;
     position_board(p, &b);
-    Counts c = {0};
-    c.hash = p->hash;
-    c.ko_point = p->ko_point;
-    c.ko_color = p->ko_color;
-    memcpy(c.captures, p->captures, sizeof c.captures);
-    memcpy(c.stones, p->stones, sizeof c.stones);
+    Counts c;
+    position_get_counts(p, &c);
     long color = p->to_play;
     if (play_point(&b, &c, point, color) < 0) return -1;
     if (p->line_len == p->line_cap) {
@@ -1049,7 +1052,7 @@ static PyObject *py_position_illegal_reason(PyObject *Py_UNUSED(module), PyObjec
     if (check_point(&b, point) < 0) return NULL;
     int color = (int)p->to_play;
     PyObject *reason = illegal_reason(&b, point, color, ctx->allow_suicide, p->ko_point, p->ko_color);
-    if (reason == NULL && !ctx->simple_ko && (ctx->allow_suicide || p->stones[color] + 1 <= p->most[color])) {
+    if (reason == NULL && !ctx->simple_ko && superko_possible(ctx->allow_suicide, p->stones[color], p->most[color])) {
         uint64_t key = hash_after(&b, p->hash, point, color);
         if (color == BLACK) key ^= ctx->white_key;
         int repeats = in_sorted(ctx->history, ctx->history_len, key);
