@@ -857,16 +857,16 @@ static PyObject *py_position_root(PyObject *Py_UNUSED(module), PyObject *const *
     if ((board = PyObject_GetAttr(state, s_board)) == NULL || get_long(state, s_to_play, &to_play) < 0 ||
         get_long(state, s_consecutive_passes, &passes) < 0 || read_pair(state, s_max_stones, most, &most_list) < 0 ||
         counts_read(board, &c) < 0 || board_load(&b, board) < 0)
-        goto fail;
-    if (check_color(to_play) < 0) goto fail;
+        goto done;
+    if (check_color(to_play) < 0) goto done;
     if ((moves = PyObject_GetAttr(state, s_moves)) == NULL || (history = PyObject_GetAttr(state, s_history)) == NULL)
-        goto fail;
+        goto done;
     if (!PyList_Check(moves) || !PyList_Check(history)) {
         PyErr_SetString(PyExc_TypeError, "state.moves and state._history must be lists");
-        goto fail;
+        goto done;
     }
     ctx = PyObject_New(PositionContext, &PositionContextType);
-    if (ctx == NULL) goto fail;
+    if (ctx == NULL) goto done;
     ctx->grid = ctx->root_state = ctx->ko_name = ctx->zobrist = NULL;
     ctx->held = 0;
     ctx->history = NULL;
@@ -886,33 +886,33 @@ static PyObject *py_position_root(PyObject *Py_UNUSED(module), PyObject *const *
     ctx->ko_name = args[3];
     if ((ctx->grid = PyObject_GetAttr(board, s_grid)) == NULL || get_hash(state, s_white_key, &ctx->white_key) < 0 ||
         (ctx->zobrist = PyObject_GetAttr(board, s_zobrist)) == NULL)
-        goto fail;
+        goto done;
     if (!PyTuple_Check(ctx->zobrist) || PyTuple_GET_SIZE(ctx->zobrist) < 3) {
         PyErr_SetString(PyExc_TypeError, "board._zobrist must be a tuple of key arrays indexed by colour");
-        goto fail;
+        goto done;
     }
     ctx->keys[EMPTY] = NULL;
     for (int color = BLACK; color <= WHITE; color++) {
         Py_buffer *view = &ctx->key_views[ctx->held];
-        if (PyObject_GetBuffer(PyTuple_GET_ITEM(ctx->zobrist, color), view, PyBUF_SIMPLE) < 0) goto fail;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(ctx->zobrist, color), view, PyBUF_SIMPLE) < 0) goto done;
         ctx->held++;
         if (view->len < 8 * b.n) {
             PyErr_SetString(PyExc_TypeError, "board._zobrist: a key array shorter than the board");
-            goto fail;
+            goto done;
         }
         ctx->keys[color] = view->buf;
     }
     Py_ssize_t count = PyList_GET_SIZE(history);
     ctx->history = PyMem_Malloc(sizeof(uint64_t) * (size_t)(count ? count : 1));
-    if (ctx->history == NULL) { PyErr_NoMemory(); goto fail; }
+    if (ctx->history == NULL) { PyErr_NoMemory(); goto done; }
     for (Py_ssize_t i = 0; i < count; i++) {
         ctx->history[i] = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(history, i));
-        if (ctx->history[i] == (uint64_t)-1 && PyErr_Occurred()) goto fail;
+        if (ctx->history[i] == (uint64_t)-1 && PyErr_Occurred()) goto done;
     }
     qsort(ctx->history, (size_t)count, sizeof(uint64_t), compare_keys);
     ctx->history_len = count;
 
-    if ((p = position_alloc(ctx)) == NULL) goto fail;
+    if ((p = position_alloc(ctx)) == NULL) goto done;
     Py_ssize_t n = b.n;
     memcpy(p->colors, b.colors, (size_t)n);
     memcpy(p->head, b.head, 2 * (size_t)n);
@@ -931,13 +931,13 @@ static PyObject *py_position_root(PyObject *Py_UNUSED(module), PyObject *const *
         PyObject *move = PyList_GET_ITEM(moves, played - 1 - k);
         if (!PyTuple_Check(move) || PyTuple_GET_SIZE(move) != 2) {
             PyErr_SetString(PyExc_ValueError, "state.moves must hold (color, point) pairs");
-            goto fail;
+            goto done;
         }
-        if (parse_long(PyTuple_GET_ITEM(move, 1), &p->recent[k]) < 0) goto fail;
+        if (parse_long(PyTuple_GET_ITEM(move, 1), &p->recent[k]) < 0) goto done;
     }
     result = p;
     p = NULL;
-fail:
+done:
     board_release(&b);
     counts_release(&c);
     Py_XDECREF(board);
