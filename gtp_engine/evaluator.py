@@ -16,6 +16,9 @@ Terms:
   splits its batch, so that a search with one batch in flight runs it on every core).
 - position key: features.position_key(state), everything the network input depends on; two positions with the
   same key get the same evaluation, so CachedEvaluator stores evaluations under it.
+- accepting evaluator: one that declares accepts_positions = True, so a search may hand it compiled search positions
+  (position.py) in place of GameStates; accepts_positions(evaluator) below reads that for any evaluator, False
+  where it is not declared, and a wrapper passes on its inner evaluator's answer.
 """
 
 from __future__ import annotations
@@ -105,6 +108,11 @@ class _WholeEvaluation:
         return self._batch
 
 
+def accepts_positions(evaluator: object) -> bool:
+    """Whether evaluator takes compiled search positions as it takes GameStates (an accepting evaluator)."""
+    return getattr(evaluator, "accepts_positions", False)
+
+
 def prepare(evaluator: Evaluator, states: Sequence[GameState]) -> PreparedEvaluation:
     """A prepared evaluation of `states` (see the module docstring), from evaluator.prepare where it has one."""
     split = getattr(evaluator, "prepare", None)
@@ -165,7 +173,7 @@ class CachedEvaluator:
     @property
     def accepts_positions(self) -> bool:
         """Whether compiled search positions may be evaluated (position.py): the keys read them, so the inner's say."""
-        return getattr(self.inner, "accepts_positions", False)
+        return accepts_positions(self.inner)
 
     def clear(self) -> None:
         with self._lock:

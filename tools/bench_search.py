@@ -62,7 +62,7 @@ import numpy as np
 from gtp_engine import features, native
 from gtp_engine.__main__ import shipped_weights
 from gtp_engine.config import EngineConfig
-from gtp_engine.evaluator import CachedEvaluator, prepare
+from gtp_engine.evaluator import CachedEvaluator, accepts_positions, prepare
 from gtp_engine.game import GameState
 from gtp_engine.network_evaluator import with_precision
 from gtp_engine.onnx_evaluator import OnnxEvaluator
@@ -108,7 +108,7 @@ class RecordingEvaluator:
 
     @property
     def accepts_positions(self) -> bool:  # the leaf positions the engine's search makes for its evaluator
-        return getattr(self.inner, "accepts_positions", False)
+        return accepts_positions(self.inner)
 
     def evaluate(self, states):
         self._record(states)

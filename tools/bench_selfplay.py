@@ -27,6 +27,7 @@ from dataclasses import replace
 import torch
 
 from gtp_engine import native
+from gtp_engine.evaluator import accepts_positions
 from gtp_engine.training import selfplay
 from gtp_engine.training.selfplay import SelfPlayConfig
 from gtp_engine.training.torch_evaluator import BACKENDS, open_evaluator
@@ -50,7 +51,7 @@ class _Recorder:
 
     @property
     def accepts_positions(self) -> bool:  # self-play's trees then make the leaf positions they make for the network
-        return getattr(self.inner, "accepts_positions", False)
+        return accepts_positions(self.inner)
 
     def evaluate(self, states):
         with self._lock:
