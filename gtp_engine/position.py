@@ -15,8 +15,9 @@ Terms:
   key). SEARCH_POSITIONS is its kind, None where _rules_core or _features_core is not built (or
   GTP_ENGINE_PURE_PYTHON=1).
 - accepting evaluator: one whose evaluate() (and prepare()) takes compiled search positions as it takes GameStates,
-  because it reads them only through features.encode and position_key: it declares accepts_positions = True
-  (evaluator.accepts_positions reads that). kind_for gives a tree SEARCH_POSITIONS only for such an evaluator.
+  because it reads them only through features.encode and position_key: its accepts_positions is True (read as
+  evaluator.accepts_positions reads it; this module sits on the evaluator's layer, so it cannot import that). kind_for
+  gives a tree SEARCH_POSITIONS only for such an evaluator.
 tests/unit/test_position.py holds the compiled positions to GameState: the same boards, legality, inputs and keys.
 """
 
@@ -28,7 +29,6 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from gtp_engine import features, native
-from gtp_engine.evaluator import accepts_positions
 from gtp_engine.game import COPY, ILLEGAL_REASON, PLAY_LINE, GameState
 
 _rules = native.load("_rules_core")
@@ -72,6 +72,6 @@ SEARCH_POSITIONS = PositionKind(
 
 def kind_for(evaluator: object) -> PositionKind:
     """SEARCH_POSITIONS for an accepting evaluator where they are built, else GAME_STATES."""
-    if SEARCH_POSITIONS is not None and accepts_positions(evaluator):
+    if SEARCH_POSITIONS is not None and getattr(evaluator, "accepts_positions", False):
         return SEARCH_POSITIONS
     return GAME_STATES
