@@ -18,6 +18,7 @@ import pytest
 from gtp_engine import features, position
 from gtp_engine.board import BLACK, EMPTY, WHITE
 from gtp_engine.coords import PASS
+from gtp_engine.evaluator import CachedEvaluator, accepts_positions
 from gtp_engine.game import RULE_SETS, GameState
 from gtp_engine.position import SEARCH_POSITIONS
 
@@ -134,6 +135,10 @@ def test_only_accepting_evaluators_get_compiled_positions():
 
     assert position.kind_for(Plain()) is position.GAME_STATES
     assert position.kind_for(Accepting()) is SEARCH_POSITIONS
+    # A cache in front passes on its inner evaluator's answer, both ways.
+    assert position.kind_for(CachedEvaluator(Plain())) is position.GAME_STATES
+    assert position.kind_for(CachedEvaluator(Accepting())) is SEARCH_POSITIONS
+    assert accepts_positions(Accepting()) and not accepts_positions(Plain())
 
 
 def test_superko_reads_the_root_history_and_the_line():
