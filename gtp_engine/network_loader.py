@@ -80,11 +80,14 @@ def shipped_rollout(width: int, height: int, directories: tuple[Path, ...] = WEI
 
 def exit_process(program: str) -> Callable[[str], NoReturn]:
     """The on_unusable of a front end: the queued log records written, then `program: LINE` as the last line on
-    stderr, and the process ends with status 1 at once, from whichever thread found the network unusable."""
+    stderr, and the process ends with status 1 at once, from whichever thread found the network unusable (the
+    first of two at once: the other waits for the end)."""
+    ending = threading.Lock()
 
     def end(line: str) -> NoReturn:
-        log_lib.flush()
+        ending.acquire()
         try:
+            log_lib.flush()
             sys.stderr.write(f"{program}: {line}\n")
             sys.stderr.flush()
         finally:
