@@ -16,6 +16,9 @@ Terms:
   explanation is one line, "cannot use network FILE: REASON; FIX", given to on_unusable: the front ends pass
   exit_process, which ends the process with it as the last line on stderr. A network that accepts other board
   sizes only is not unusable: that size is refused.
+- start-up load: each front end prepares its first board size at once (GTP and the analysis engine 19x19, the
+  review the game's), so an unusable network --weights names, or the one found for that size, ends the process
+  within seconds of the start, while the handshake answers meanwhile.
 """
 
 from __future__ import annotations
