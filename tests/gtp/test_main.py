@@ -92,3 +92,18 @@ def test_precision_picks_the_int8_sibling_of_a_network_in_the_weights_folder(tmp
     loader.get(9, 9)
     (_, networks, _), = [future.result() for future in loader._loads.values()]
     assert networks[0].info.precision == "int8"
+
+
+def test_an_unusable_network_reaches_on_unusable_as_one_line_with_its_fix(tmp_path):
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not a network")
+    lines = []
+    loader = network_loader.NetworkLoader(config.build({"device": "cpu", "weights": str(broken)}),
+                                          on_unusable=lines.append)
+    with pytest.raises(NetworkUnavailable) as refused:
+        loader.get(9, 9)
+    assert lines == [str(refused.value)]
+    assert lines[0].startswith(f"cannot use network {broken}: onnxruntime cannot load it (")
+    assert lines[0].endswith("; give a network exported by python -m gtp_engine.training export, or omit --weights "
+                             "to use the shipped one")
+    assert "\n" not in lines[0]
