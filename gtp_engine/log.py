@@ -1,6 +1,11 @@
-"""Logging: every diagnostic line goes to stderr through the logging module, never to stdout (stdout is GTP's).
+"""Logging: every diagnostic line goes to stderr through the logging module, never to stdout.
 
-Records pass through a queue to one writer thread, so a search thread never waits on a full stderr pipe.
+Terms:
+- protocol stream: stdout, kept for the protocol alone (GTP, or the JSON analysis engine's): protocol_stdout()
+  duplicates file descriptor 1 for the protocol's writer and then points it at stderr, so a stray print or a
+  library's message cannot corrupt the protocol.
+- writer thread: records pass through a queue to one thread that writes them, so a search thread never waits on a
+  full stderr pipe.
 """
 
 from __future__ import annotations
@@ -8,8 +13,10 @@ from __future__ import annotations
 import atexit
 import logging
 import logging.handlers
+import os
 import queue
 import sys
+from typing import BinaryIO
 
 LEVELS = ("debug", "info", "warning", "error")
 
@@ -34,3 +41,11 @@ def flush() -> None:
     """Writes out what is queued; called before the process ends without running atexit (os._exit)."""
     while _listeners:
         _listeners.pop().stop()
+
+
+def protocol_stdout() -> BinaryIO:
+    """A binary stream on the real stdout for the protocol; file descriptor 1 then points at stderr."""
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
+    return out

@@ -15,7 +15,8 @@ Terms:
   X.int8.onnx (INT8_SUFFIX) beside it. Precision "auto" takes it where it exists, "fp32" never, "int8" always
   (with_precision).
 - ModelLoadError: the one error for a network that cannot be used (missing, corrupt, built for other features,
-  or for another board size); its message names the file and the reason.
+  or for another board size); its message names the file and the reason. DeviceUnavailable, a ModelLoadError:
+  the device asked for cannot run it here (the file may be fine).
 """
 
 from __future__ import annotations
@@ -52,7 +53,12 @@ class ModelLoadError(Exception):
         self.reason = reason
 
     def __reduce__(self):  # pickled from a process that opened the file (a gate's parts) to the one that reports it
-        return ModelLoadError, (self.path, self.reason)
+        return type(self), (self.path, self.reason)
+
+
+class DeviceUnavailable(ModelLoadError):
+    """The device asked for (--device cuda or tensorrt) cannot run networks here: no such provider in this
+    onnxruntime build, or its libraries (CUDA, cuDNN, TensorRT) or the GPU are missing."""
 
 
 def is_int8_name(path: str | os.PathLike) -> bool:

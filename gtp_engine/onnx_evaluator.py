@@ -7,7 +7,10 @@ Terms:
   under METADATA_KEY, JSON with at least features_version, spatial_channels, global_features, min_size, max_size;
   a quantized network (training/quantize.py) adds "precision": "int8" and its "quantization" record.
 - device: "cpu", "cuda", "tensorrt", or "auto" (TensorRT, else CUDA, else CPU: the first that actually loads).
-  An explicit GPU device that does not load is an error, not a silent fallback.
+  An explicit GPU device that does not load is an error (DeviceUnavailable), not a silent fallback.
+- onnxruntime's own log: its lines (in colour, on stderr) are let through at --log-level debug only, where they
+  say why a GPU provider did not load; at the other levels a failure reaches the user as this engine's
+  ModelLoadError, naming the file and the reason.
 - symmetries, output conversion, size checks and ModelLoadError: network_evaluator.py, shared with the torch
   evaluator of the training package.
 """
@@ -27,7 +30,14 @@ import numpy as np
 import onnxruntime as ort
 
 from gtp_engine import features
-from gtp_engine.network_evaluator import INT8_SUFFIX, ModelInfo, ModelLoadError, NetworkEvaluator, is_int8_name
+from gtp_engine.network_evaluator import (
+    INT8_SUFFIX,
+    DeviceUnavailable,
+    ModelInfo,
+    ModelLoadError,
+    NetworkEvaluator,
+    is_int8_name,
+)
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +51,10 @@ _CHAINS = {
     "cuda": ("CUDAExecutionProvider", "CPUExecutionProvider"),
     "cpu": ("CPUExecutionProvider",),
 }
-# onnxruntime's logger severity is global: the engine loads two networks at once (the default size's and the one
-# boardsize asked for), and one load's restored severity let the other's CUDA failure print in red on stderr.
+# onnxruntime's logger severity: warnings and up where this engine logs at debug level, else fatal errors only.
+_DEBUG_SEVERITY, _QUIET_SEVERITY = 2, 4
+# sys.stdout is global: the engine loads two networks at once (the default size's and the one boardsize asked
+# for), and two redirections of it that overlap restore it wrongly.
 _QUIET_LOCK = threading.Lock()
 
 
@@ -55,6 +67,11 @@ def open_session(path: str | os.PathLike, device: str = "auto", threads: int = 0
         raise ModelLoadError(path, "is a directory (give the .onnx file, or the folder as --weights-dir)")
     if not path.is_file():
         raise ModelLoadError(path, "no such file")
+    try:
+        path.open("rb").close()
+    except OSError as error:
+        raise ModelLoadError(path, f"cannot be read ({error.strerror})") from None
+    ort.set_default_logger_severity(_DEBUG_SEVERITY if log.isEnabledFor(logging.DEBUG) else _QUIET_SEVERITY)
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
@@ -68,9 +85,8 @@ def open_session(path: str | os.PathLike, device: str = "auto", threads: int = 0
         if chain[0] not in available:
             failures.append(f"{name}: not in this onnxruntime build")
             continue
-        quiet = device == "auto" and name != "cpu"  # a GPU missing its libraries is normal here; failures are kept
         try:
-            with _quietly() if quiet else contextlib.nullcontext():
+            with _quietly() if name != "cpu" else contextlib.nullcontext():
                 session = ort.InferenceSession(str(path), sess_options=options, providers=list(chain))
         except Exception as e:  # onnxruntime has its own exception types, for a bad file and a failing provider
             if name == "cpu" or type(e).__name__ in ("InvalidProtobuf", "InvalidGraph", "NoSuchFile"):
@@ -79,21 +95,16 @@ def open_session(path: str | os.PathLike, device: str = "auto", threads: int = 0
             continue
         if session.get_providers()[0] == chain[0]:
             return session, name
-        failures.append(f"{name}: the provider did not load")
-    raise ModelLoadError(path, f"no usable device for --device {device} ({'; '.join(failures)})")
+        failures.append(f"{name}: onnxruntime's {chain[0]} did not load")
+    raise DeviceUnavailable(path, f"no usable device for --device {device} ({'; '.join(failures)})")
 
 
 @contextlib.contextmanager
 def _quietly():
-    """onnxruntime's logging off (its errors and warnings on stderr, and the "EP Error ... Falling back" it prints
-    on stdout where it retries without the first provider), one thread at a time."""
-    with _QUIET_LOCK:
-        ort.set_default_logger_severity(4)
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                yield
-        finally:
-            ort.set_default_logger_severity(2)
+    """The "EP Error ... Falling back" onnxruntime prints on stdout, where a GPU provider fails and it retries
+    without it, kept off stdout, one thread at a time."""
+    with _QUIET_LOCK, contextlib.redirect_stdout(io.StringIO()):
+        yield
 
 
 def read_info(session: ort.InferenceSession, path: str | os.PathLike, provider: str) -> ModelInfo:

@@ -34,6 +34,7 @@ from gtp_engine.analysis.query import QueryError, parse_query
 from gtp_engine.analysis.scheduler import EvaluatorFor, Scheduler
 from gtp_engine.analysis.settings import AnalysisSettings
 from gtp_engine.board import BLACK
+from gtp_engine.network_loader import NetworkLoader, NetworkUnavailable, exit_process
 from gtp_engine.search import SearchConfig
 
 MISTAKE = 3.0  # points lost for BM[1]
@@ -264,8 +265,8 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str], loader_class) -> None:
-    """gtp-engine review ARGS. loader_class: __main__.NetworkLoader (builds a Player per board size)."""
+def main(argv: list[str]) -> None:
+    """gtp-engine review ARGS."""
     p = parser()
     args = p.parse_args(argv)
     log_lib.setup(args.log_level)
@@ -287,7 +288,12 @@ def main(argv: list[str], loader_class) -> None:
     if output.resolve() == Path(args.game).resolve():
         p.error(f"{output} is the game itself: the review is written to another file (-o)")
     engine_config = config_lib.build({"weights": args.weights} if args.weights else {})
-    loader = loader_class(engine_config)
+    loader = NetworkLoader(engine_config, on_unusable=exit_process("gtp-engine review"))
+    try:  # loaded before the progress bar is drawn: a network that cannot be used ends the process with its line
+        loader.get(record.width, record.height)
+    except NetworkUnavailable as error:
+        sys.stderr.write(f"gtp-engine review: {error}\n")
+        sys.exit(1)
 
     def evaluator_for(width: int, height: int):
         return loader.get(width, height).evaluator

@@ -103,7 +103,8 @@ def test_spsa_refuses_parameters_that_change_the_cost_of_a_visit(tmp_path, capsy
 
 def test_tuned_values_in_a_config_file_reach_the_engines_searcher(tiny_onnx_model, tmp_path):
     """What `spsa` prints as config file lines, given to the engine, is what its Searcher searches with."""
-    from gtp_engine.__main__ import NetworkLoader, load_config
+    from gtp_engine.__main__ import load_config
+    from gtp_engine.network_loader import NetworkLoader
 
     path = tmp_path / "engine.toml"
     path.write_text("c-puct = 1.7\nfpu-reduction = 0.3\nlcb-z = 2.5\nscore-utility = 0.05\nbatch = 16\n")

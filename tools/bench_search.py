@@ -60,11 +60,11 @@ from pathlib import Path
 import numpy as np
 
 from gtp_engine import features, native
-from gtp_engine.__main__ import shipped_weights
 from gtp_engine.config import EngineConfig
 from gtp_engine.evaluator import CachedEvaluator, accepts_positions, prepare
 from gtp_engine.game import GameState
 from gtp_engine.network_evaluator import with_precision
+from gtp_engine.network_loader import shipped_weights
 from gtp_engine.onnx_evaluator import OnnxEvaluator
 from gtp_engine.search import SearchConfig, Searcher, StopCondition
 

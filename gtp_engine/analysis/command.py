@@ -5,7 +5,8 @@ Terms:
   [-analysis-threads N] [-quit-without-waiting] (settings.py reads the config keys).
 - KataGo network: a -model file in KataGo's own format (.bin.gz, ...): this engine cannot read it, says so on
   stderr and uses its shipped network for each board size, so that pointing KaTrain's "KataGo executable" at
-  gtp-engine works with KaTrain's other settings unchanged.
+  gtp-engine works with KaTrain's other settings unchanged. Any other -model file that cannot be used (missing,
+  not ONNX, ...) ends the process with one line on stderr (network_loader.py), as does a broken shipped network.
 - workers: -analysis-threads, else numAnalysisThreads, at most the CPU count.
 """
 
@@ -15,14 +16,14 @@ import argparse
 import logging
 import os
 import sys
-from pathlib import Path
-from typing import Any, BinaryIO, Callable
+from typing import Any
 
 from gtp_engine import config as config_lib
 from gtp_engine import log as log_lib
 from gtp_engine.analysis import settings as settings_lib
 from gtp_engine.analysis.engine import Engine, Writer, serve
 from gtp_engine.analysis.scheduler import Scheduler
+from gtp_engine.network_loader import NetworkLoader, exit_process
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +50,11 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str], loader_class, protocol_stdout: Callable[[], BinaryIO]) -> None:
-    """gtp-engine analysis ARGS. loader_class: __main__.NetworkLoader (builds a Player per board size from an
-    EngineConfig); protocol_stdout keeps the real stdout for the protocol and points file descriptor 1 at stderr."""
+def main(argv: list[str]) -> None:
+    """gtp-engine analysis ARGS."""
     p = parser()
     args = p.parse_args(argv)
-    out = protocol_stdout()  # before anything (the network load) can write to file descriptor 1
+    out = log_lib.protocol_stdout()  # before anything (the network load) can write to file descriptor 1
     log_lib.setup(args.log_level)
     values: dict[str, Any] = {}
     try:
@@ -71,14 +71,12 @@ def main(argv: list[str], loader_class, protocol_stdout: Callable[[], BinaryIO])
     if args.analysis_threads is not None and args.analysis_threads < 1:
         p.error("-analysis-threads: expected a positive integer")
     weights = args.model
-    if weights is not None and not Path(weights).is_file():
-        p.error(f"-model {weights}: no such file")
     if weights is not None and weights.lower().endswith(KATAGO_NETWORK_SUFFIXES):
         log.warning("-model %s is a KataGo network, which gtp_engine cannot read; using the shipped network for "
                     "each board size instead (give an ONNX network with -model to choose one)", weights)
         weights = None
     engine_config = config_lib.build({"weights": weights} if weights else {})
-    loader = loader_class(engine_config)
+    loader = NetworkLoader(engine_config, on_unusable=exit_process("gtp-engine analysis"), weights_flag="-model")
     loader.prepare(19, 19)  # what most queries ask for; other sizes load on their first query
     cores = os.cpu_count() or 1
     workers = args.analysis_threads or min(analysis_settings.analysis_threads or cores, cores)

@@ -6,9 +6,9 @@ Terms:
 - Session: the one owner of the game record (a GameState, the truth for every command), the clock and the
   options; it hands its game to the engine's Player (search + network), which searches the position and
   keeps no game of its own. Handlers only translate GTP into these calls and their answers back into GTP.
-- player source: hands out the Player for a board size. The network loads in the background, so commands that
-  need none (the handshake, play, undo, boardsize, ...) answer at once, and those that do wait for the load or
-  fail with "no network loaded: <why>".
+- player source: hands out the Player for a board size (network_loader.NetworkLoader). The network loads in the
+  background, so commands that need none (the handshake, play, undo, boardsize, ...) answer at once, and those
+  that do wait for the load or fail with "no network loaded: <why>" (NetworkUnavailable).
 - dead and seki stones: as the Player judges them (ownership from network and search); final_score and
   final_status_list use the same judgement, so they never disagree.
 - pondering: after genmove (with --ponder on) the search goes on with the opponent to move, in a thread, until
@@ -58,6 +58,7 @@ from gtp_engine.gtp.values import (
     parse_vertex,
 )
 from gtp_engine.mcts import MoveFilter
+from gtp_engine.network_loader import NetworkUnavailable
 from gtp_engine.search import StopCondition
 from gtp_engine.timecontrol import Clock, TimeSettings
 
@@ -69,10 +70,6 @@ PONDER_SECONDS = 600.0  # pondering stops by itself after this long, or after PO
 PONDER_VISIT_FACTOR = 20
 SEARCH_PARAMS = {"maxVisits": "visits", "maxPlayouts": "playouts", "maxTime": "time_per_move"}  # kata-set-param
 OVERHEAD_DECAY = 0.8  # per move, of the measured answer overhead kept for the next budgets
-
-
-class NetworkUnavailable(Exception):
-    """No Player for this board size; str() says why (no weights file, a load error, a size the network refuses)."""
 
 
 class PlayerSource(Protocol):

@@ -1,4 +1,4 @@
-"""The composition root: where the shipped network is looked for, and the loader that builds Players from it."""
+"""The network loader all front ends use: where the shipped network is looked for, and how Players are built."""
 
 from __future__ import annotations
 
@@ -6,9 +6,8 @@ import shutil
 
 import pytest
 
-from gtp_engine import __main__ as main_module
-from gtp_engine import config
-from gtp_engine.gtp.commands import NetworkUnavailable
+from gtp_engine import config, network_loader
+from gtp_engine.network_loader import NetworkUnavailable
 
 
 def test_shipped_weights_prefer_the_board_size(tmp_path):
@@ -16,16 +15,16 @@ def test_shipped_weights_prefer_the_board_size(tmp_path):
     first.mkdir()
     second.mkdir()
     folders = (first, second)
-    assert main_module.shipped_weights(9, 9, folders) is None
+    assert network_loader.shipped_weights(9, 9, folders) is None
     (second / "default.onnx").write_bytes(b"")
-    assert main_module.shipped_weights(9, 9, folders) == second / "default.onnx"
+    assert network_loader.shipped_weights(9, 9, folders) == second / "default.onnx"
     (second / "9x9.onnx").write_bytes(b"")
-    assert main_module.shipped_weights(9, 9, folders) == second / "9x9.onnx"
-    assert main_module.shipped_weights(19, 19, folders) == second / "default.onnx"
+    assert network_loader.shipped_weights(9, 9, folders) == second / "9x9.onnx"
+    assert network_loader.shipped_weights(19, 19, folders) == second / "default.onnx"
 
 
 def test_weights_dir_replaces_the_shipped_folders(tmp_path, tiny_onnx_model):
-    loader = main_module.NetworkLoader(config.build({"device": "cpu", "weights-dir": str(tmp_path)}))
+    loader = network_loader.NetworkLoader(config.build({"device": "cpu", "weights-dir": str(tmp_path)}))
     with pytest.raises(NetworkUnavailable, match=f"no network for 19x19 boards in {tmp_path}"):
         loader.get(19, 19)
     shutil.copy(tiny_onnx_model, tmp_path / "19x19.onnx")
@@ -33,7 +32,7 @@ def test_weights_dir_replaces_the_shipped_folders(tmp_path, tiny_onnx_model):
 
 
 def test_the_loader_says_which_sizes_it_knows_it_cannot_play(tmp_path, tiny_onnx_model, fixed_size_network):
-    loader = main_module.NetworkLoader(config.build({"device": "cpu", "weights-dir": str(tmp_path)}))
+    loader = network_loader.NetworkLoader(config.build({"device": "cpu", "weights-dir": str(tmp_path)}))
     assert loader.prepare(9, 9) is None  # no network at all: the rules and the record still work
     shutil.copy(tiny_onnx_model, tmp_path / "13x13.onnx")
     assert "no network for 9x9 boards" in loader.prepare(9, 9)  # networks, but none for this size
@@ -56,8 +55,8 @@ def test_boardsize_is_refused_for_a_size_the_engine_has_no_network_for(engine, t
 
 
 def test_loader_builds_one_player_per_network_and_explains_failures(tmp_path, monkeypatch, tiny_onnx_model):
-    monkeypatch.setattr(main_module, "WEIGHTS_DIRS", (tmp_path,))
-    loader = main_module.NetworkLoader(config.build({"device": "cpu"}))
+    monkeypatch.setattr(network_loader, "WEIGHTS_DIRS", (tmp_path,))
+    loader = network_loader.NetworkLoader(config.build({"device": "cpu"}))
     with pytest.raises(NetworkUnavailable, match="no network for 9x9 boards"):
         loader.get(9, 9)
     shutil.copy(tiny_onnx_model, tmp_path / "default.onnx")
@@ -73,8 +72,8 @@ def test_loader_builds_one_player_per_network_and_explains_failures(tmp_path, mo
 def test_precision_picks_the_int8_sibling_of_a_network_in_the_weights_folder(tmp_path, tiny_onnx_model,
                                                                              tiny_int8_model):
     def chosen(**options):
-        loader = main_module.NetworkLoader(config.build({"device": "cpu", "weights-dir": str(tmp_path), **options}))
-        return loader._paths(9, 9)[0].name
+        loader = network_loader.NetworkLoader(config.build({"device": "cpu", "weights-dir": str(tmp_path), **options}))
+        return loader._files(9, 9).network.name
 
     shutil.copy(tiny_onnx_model, tmp_path / "9x9.onnx")
     with pytest.raises(NetworkUnavailable, match=r"9x9.int8.onnx: no int8 version of 9x9.onnx"):
@@ -88,8 +87,23 @@ def test_precision_picks_the_int8_sibling_of_a_network_in_the_weights_folder(tmp
     assert chosen(weights=str(tmp_path / "9x9.onnx"), precision="auto") == "9x9.onnx"
     assert chosen(weights=str(tmp_path / "9x9.onnx"), precision="int8") == "9x9.int8.onnx"
     assert chosen(weights=str(tmp_path / "9x9.int8.onnx")) == "9x9.int8.onnx"
-    loader = main_module.NetworkLoader(config.build({"device": "cpu", "weights-dir": str(tmp_path),
+    loader = network_loader.NetworkLoader(config.build({"device": "cpu", "weights-dir": str(tmp_path),
                                                      "precision": "auto"}))
     loader.get(9, 9)
     (_, networks, _), = [future.result() for future in loader._loads.values()]
     assert networks[0].info.precision == "int8"
+
+
+def test_an_unusable_network_reaches_on_unusable_as_one_line_with_its_fix(tmp_path):
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not a network")
+    lines = []
+    loader = network_loader.NetworkLoader(config.build({"device": "cpu", "weights": str(broken)}),
+                                          on_unusable=lines.append)
+    with pytest.raises(NetworkUnavailable) as refused:
+        loader.get(9, 9)
+    assert lines == [str(refused.value)]
+    assert lines[0].startswith(f"cannot use network {broken}: onnxruntime cannot load it (")
+    assert lines[0].endswith("; give a network exported by python -m gtp_engine.training export, or omit --weights "
+                             "to use the shipped one")
+    assert "\n" not in lines[0]

@@ -11,12 +11,11 @@ import numpy as np
 import pytest
 from engine_process import ROOT
 
-from gtp_engine import __main__ as main_module
-from gtp_engine import config
+from gtp_engine import config, network_loader
 from gtp_engine.config import ConfigError
 from gtp_engine.game import GameState
-from gtp_engine.gtp.commands import NetworkUnavailable
 from gtp_engine.mixed_evaluator import MixedEvaluator
+from gtp_engine.network_loader import NetworkUnavailable
 from gtp_engine.rollout import RolloutPolicy
 
 VERTEX = re.compile(r"^(?:[A-HJ-T](?:1[0-9]|[1-9])|pass)$")
@@ -80,19 +79,19 @@ def test_the_shipped_rollout_policy_is_the_sizes_own_else_the_19x19_one(tmp_path
     first.mkdir()
     second.mkdir()
     folders = (first, second)
-    assert main_module.shipped_rollout(9, 9, folders) is None
+    assert network_loader.shipped_rollout(9, 9, folders) is None
     (second / "rollout-19x19.npz").write_bytes(b"")
-    assert main_module.shipped_rollout(9, 9, folders) == second / "rollout-19x19.npz"
+    assert network_loader.shipped_rollout(9, 9, folders) == second / "rollout-19x19.npz"
     (second / "rollout-9x9.npz").write_bytes(b"")
-    assert main_module.shipped_rollout(9, 9, folders) == second / "rollout-9x9.npz"
-    assert main_module.shipped_rollout(13, 13, folders) == second / "rollout-19x19.npz"
+    assert network_loader.shipped_rollout(9, 9, folders) == second / "rollout-9x9.npz"
+    assert network_loader.shipped_rollout(13, 13, folders) == second / "rollout-19x19.npz"
 
 
 def test_the_loader_mixes_only_when_asked(tmp_path, tiny_onnx_model, rollout_file):
     def player(**options):
         built = config.build({"device": "cpu", "weights": str(tiny_onnx_model), "weights-dir": str(tmp_path),
                               **options})
-        return main_module.NetworkLoader(built).get(9, 9)
+        return network_loader.NetworkLoader(built).get(9, 9)
 
     assert not isinstance(player().evaluator, MixedEvaluator)  # the Zero setting: the network alone
     mixed = player(**{"lambda": "0.25", "rollout-weights": str(rollout_file), "rollouts": "3"}).evaluator

@@ -21,7 +21,7 @@ LAYERS = {
     "onnx_evaluator": 6, "search": 6,
     "player": 7,
     "config": 8, "gtp.values": 8, "analysis.settings": 8,
-    "gtp.analysis": 9, "analysis.query": 9, "analysis.responses": 9,
+    "gtp.analysis": 9, "analysis.query": 9, "analysis.responses": 9, "network_loader": 9,
     "gtp.commands": 10, "analysis.scheduler": 10,
     "gtp": 11, "analysis.engine": 11, "analysis": 11, "review": 11,
     "analysis.command": 12,
