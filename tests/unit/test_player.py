@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from search_support import FakeClock, InterruptWatcher, ScriptedEvaluator, TimedEvaluator, check_tree, position
 
+from gtp_engine import endgame
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS, grid
 from gtp_engine.evaluator import UniformEvaluator
@@ -284,7 +285,7 @@ def test_connects_a_chain_whose_last_liberty_is_a_point_of_its_own_territory():
     player = Player(ScriptedEvaluator(favour=[last_liberty], ownership=sure),
                     player_config(seed=0, resign_threshold=None))
     state = position(text, WHITE, komi=0.5)
-    assert Player._own_territory(state, sure(state))[g.flat(last_liberty)]
+    assert endgame.own_territory(state, sure(state))[g.flat(last_liberty)]
     assert player.genmove(state, WHITE, QUICK).point == last_liberty
 
 
@@ -638,15 +639,3 @@ def test_the_time_kept_for_rule_1_goes_back_to_the_move_where_it_neither_passes_
     assert start + 0.98 <= clock() <= start + 1.0 + 0.01
     tree = player.searcher.tree  # the move's own tree, grown on through the whole second (two thirds: 530 visits)
     assert tree.root_state.moves[-1:] == [(WHITE, PASS)] and tree.root.visits > 700
-
-
-def test_a_pass_first_without_time_left_to_check_it_waits_for_the_next_move():
-    # Where the move's search, given back the time kept for the check, comes to prefer pass, rule 2 has no time
-    # for the search after our pass: it plays on instead of passing unchecked.
-    player = Player(BlackLovesPass(favour=[PASS], value=loves_pass, ownership=split_ownership),
-                    player_config(seed=0, resign_threshold=None))
-    state = position(SPLIT, BLACK, komi=0.5)
-    result = player._search(state, QUICK)
-    point, _ = player._apply_pass_rules(state, result, False, False, MoveFilter(), time_to_check=False)
-    assert point != PASS and player.searcher.tree.root_state.moves == []
-    assert player._apply_pass_rules(state, result, False, False, MoveFilter())[0] == PASS  # with the check
