@@ -59,7 +59,7 @@ from gtp_engine.gtp.values import (
 )
 from gtp_engine.mcts import MoveFilter
 from gtp_engine.search import StopCondition
-from gtp_engine.timecontrol import Clock, TimeSettings
+from gtp_engine.timecontrol import AnswerOverhead, Clock, TimeSettings
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,6 @@ MIN_SIZE = 2
 PONDER_SECONDS = 600.0  # pondering stops by itself after this long, or after PONDER_VISIT_FACTOR x the move limit
 PONDER_VISIT_FACTOR = 20
 SEARCH_PARAMS = {"maxVisits": "visits", "maxPlayouts": "playouts", "maxTime": "time_per_move"}  # kata-set-param
-OVERHEAD_DECAY = 0.8  # per move, of the measured answer overhead kept for the next budgets
 
 
 class NetworkUnavailable(Exception):
@@ -115,7 +114,7 @@ class Session:
         self.options = play
         self.game = GameState(board_size, komi=komi, rules=rules)
         self.clock = Clock()
-        self._overhead = 0.0  # seconds per move of the engine's own work after its search (see _note_overhead)
+        self.overhead = AnswerOverhead()  # the engine's own work per move after its search
         self._pondering = None  # the Player while it ponders
         players.prepare(board_size, board_size)
 
@@ -280,7 +279,7 @@ class Session:
                                 move_filter=request.move_filter if request is not None else MoveFilter(),
                                 trial=not keep)
         answered = self.now()
-        self._note_overhead(answered - (player.searcher.stopped or answered))
+        self.overhead.note(answered - (player.searcher.stopped or answered))
         if keep:
             self.clock.spend(color, answered - started)
         if choice.resign:
@@ -296,7 +295,7 @@ class Session:
         """What ends one move's search: the clock's budget within the flags' limits (see _limits_stop)."""
         game, search = self.game, self.search
         budget = self.clock.budget(color, game.grid.area, game.board.stone_count[BLACK] +
-                                   game.board.stone_count[WHITE], self.options.lag_buffer, self._overhead)
+                                   game.board.stone_count[WHITE], self.options.lag_buffer, self.overhead.seconds)
         if budget is None:
             return self._limits_stop(player, started, interrupt)
         seconds = [budget.minimum, budget.recommended, budget.maximum]
@@ -305,12 +304,6 @@ class Session:
         stop = StopCondition.for_budget(started, *seconds, interrupt=interrupt, visits=search.visits)
         stop.playouts = search.playouts
         return stop
-
-    def _note_overhead(self, seconds: float) -> None:
-        """Keeps the engine's time per move after its search (the answer's work) for the next budgets: the longest
-        recent one, decaying, so that one slow answer does not cut many moves short. (A last batch slower than
-        the search expected is the search's batch time, not this.)"""
-        self._overhead = max(seconds, OVERHEAD_DECAY * self._overhead)
 
     def _limits_stop(self, player, started: float, interrupt: threading.Event) -> StopCondition:
         """The flags' limits alone (--visits, --playouts, --time); without any, the Player's default visits."""
