@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGINT, end)
 
     reader = protocol.Reader(sys.stdin.buffer).start()
-    session = commands.Session(NetworkLoader(engine_config), engine_config.search, engine_config.play,
+    session = commands.Session(NetworkLoader(engine_config), engine_config.move_limits, engine_config.play,
                                Rules.named(engine_config.play.rules))
     ending = protocol.serve(session.handler, reader, protocol.Writer(gtp_out))
     log.info("session ended (%s)", ending)

@@ -21,6 +21,8 @@ Terms:
   from move resign.after_moves on (search.ResignCounter); never in cleanup (kgs-genmove_cleanup).
 - search settings: genmove, pondering and scoring search with config.search; analysis (lz-/kata-analyze, the
   gogui analysis commands) with config.analysis, as KataGo keeps separate settings for the two.
+- move limits: what ends one genmove's search besides the clock (--visits, --playouts, --time); with the
+  clock's budget they make the move's StopCondition (MoveLimits.stop).
 - background search: pondering or analysis in a thread; every other call stops it first.
 """
 
@@ -50,6 +52,7 @@ from gtp_engine.search import (
     SnapshotCallback,
     StopCondition,
 )
+from gtp_engine.timecontrol import Budget
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +78,32 @@ class PlayerConfig:
     @property
     def analysis_search(self) -> SearchConfig:
         return self.analysis if self.analysis is not None else self.search
+
+
+@dataclass(frozen=True)
+class MoveLimits:
+    """What ends one genmove's search besides the game clock (the --visits, --playouts and --time options)."""
+
+    visits: int | None = None  # visits of the root per move, counting visits kept from earlier searches
+    playouts: int | None = None  # new playouts per move
+    time_per_move: float | None = None  # seconds; a cap per move, on top of what the game clock allows
+
+    def stop(self, started: float, interrupt: threading.Event | None, default_visits: int,
+             budget: Budget | None = None) -> StopCondition:
+        """What ends a search begun at `started` (on the searcher's clock): the clock's `budget` (None: no time
+        limit) within these limits; with neither a budget nor any limit, `default_visits`."""
+        if budget is None:
+            visits = self.visits
+            if visits is None and self.playouts is None and self.time_per_move is None:
+                visits = default_visits
+            deadline = None if self.time_per_move is None else started + self.time_per_move
+            return StopCondition(visits=visits, playouts=self.playouts, deadline=deadline, interrupt=interrupt)
+        seconds = [budget.minimum, budget.recommended, budget.maximum]
+        if self.time_per_move is not None:
+            seconds = [min(t, self.time_per_move) for t in seconds]
+        stop = StopCondition.for_budget(started, *seconds, interrupt=interrupt, visits=self.visits)
+        stop.playouts = self.playouts
+        return stop
 
 
 class Player:

@@ -9,8 +9,8 @@ Terms:
 - player source: hands out the Player for a board size. The network loads in the background, so commands that
   need none (the handshake, play, undo, boardsize, ...) answer at once, and those that do wait for the load or
   fail with "no network loaded: <why>".
-- dead and seki stones: as the Player judges them (ownership from network and search); final_score and
-  final_status_list use the same judgement, so they never disagree.
+- dead and seki stones: as the endgame judgement reads them from the Player's ownership (network and search);
+  final_score and final_status_list use the same judgement, so they never disagree.
 - pondering: after genmove (with --ponder on) the search goes on with the opponent to move, in a thread, until
   the next input line; the next command waits for it to stop before it touches the Player.
 """
@@ -30,7 +30,7 @@ import numpy as np
 import gtp_engine
 from gtp_engine import coords, sgf_io
 from gtp_engine.board import BLACK, WHITE, IllegalMoveError, opponent
-from gtp_engine.config import PlayOptions, SearchOptions
+from gtp_engine.config import PlayOptions
 from gtp_engine.game import KOMI, GameState, Rules, diagram, fixed_handicap_points, format_result, free_handicap_points
 from gtp_engine.gtp import analysis
 from gtp_engine.gtp.protocol import (
@@ -58,6 +58,7 @@ from gtp_engine.gtp.values import (
     parse_vertex,
 )
 from gtp_engine.mcts import MoveFilter
+from gtp_engine.player import MoveLimits
 from gtp_engine.search import StopCondition
 from gtp_engine.timecontrol import AnswerOverhead, Clock, TimeSettings
 
@@ -106,11 +107,11 @@ def command_names() -> list[str]:
 
 
 class Session:
-    def __init__(self, players: PlayerSource, search: SearchOptions, play: PlayOptions, rules: Rules,
+    def __init__(self, players: PlayerSource, move_limits: MoveLimits, play: PlayOptions, rules: Rules,
                  board_size: int = 19, komi: float = KOMI, now: Callable[[], float] = time.monotonic):
         self.players = players
         self.now = now  # the clock of move times and deadlines: the Players' searchers must read the same one
-        self.search = search
+        self.move_limits = move_limits
         self.options = play
         self.game = GameState(board_size, komi=komi, rules=rules)
         self.clock = Clock()
@@ -292,27 +293,11 @@ class Session:
         return coords.to_gtp(self.game.grid, choice.point)
 
     def _move_stop(self, player, color: int, started: float, interrupt: threading.Event) -> StopCondition:
-        """What ends one move's search: the clock's budget within the flags' limits (see _limits_stop)."""
-        game, search = self.game, self.search
+        """What ends one move's search: the clock's budget within the move limits."""
+        game = self.game
         budget = self.clock.budget(color, game.grid.area, game.board.stone_count[BLACK] +
                                    game.board.stone_count[WHITE], self.options.lag_buffer, self.overhead.seconds)
-        if budget is None:
-            return self._limits_stop(player, started, interrupt)
-        seconds = [budget.minimum, budget.recommended, budget.maximum]
-        if search.time_per_move is not None:
-            seconds = [min(t, search.time_per_move) for t in seconds]
-        stop = StopCondition.for_budget(started, *seconds, interrupt=interrupt, visits=search.visits)
-        stop.playouts = search.playouts
-        return stop
-
-    def _limits_stop(self, player, started: float, interrupt: threading.Event) -> StopCondition:
-        """The flags' limits alone (--visits, --playouts, --time); without any, the Player's default visits."""
-        search = self.search
-        visits = search.visits
-        if visits is None and search.playouts is None and search.time_per_move is None:
-            visits = player.config.search.stop.default_visits
-        deadline = None if search.time_per_move is None else started + search.time_per_move
-        return StopCondition(visits=visits, playouts=search.playouts, deadline=deadline, interrupt=interrupt)
+        return self.move_limits.stop(started, interrupt, player.config.search.stop.default_visits, budget)
 
     # ---- pondering --------------------------------------------------------------------------------------
 
@@ -514,7 +499,7 @@ class Session:
         field = SEARCH_PARAMS.get(cmd.args[0])
         if field is None:
             raise GtpError(f"unknown parameter {cmd.args[0]!r}; known: {', '.join(SEARCH_PARAMS)}")
-        value = getattr(self.search, field)
+        value = getattr(self.move_limits, field)
         return "-1" if value is None else f"{value:g}"
 
     @command("kata-set-param")
@@ -534,7 +519,7 @@ class Session:
                 raise GtpError(SYNTAX_ERROR)
         else:
             value = parse_int(text, minimum=1)
-        self.search = dataclasses.replace(self.search, **{field: value})
+        self.move_limits = dataclasses.replace(self.move_limits, **{field: value})
         return ""
 
     @command("gogui-analyze_commands")
@@ -588,8 +573,8 @@ class Session:
         """A search of the position for the side to move, to the move limits but not the clock; plays nothing."""
         player = self._player()
         snapshots: list = []
-        player.analyze(self.game, self.game.to_play, self._limits_stop(player, self.now(), stream.gogui_interrupted),
-                       snapshots.append)
+        stop = self.move_limits.stop(self.now(), stream.gogui_interrupted, player.config.search.stop.default_visits)
+        player.analyze(self.game, self.game.to_play, stop, snapshots.append)
         return snapshots[-1]
 
     @command("clear_cache")

@@ -15,8 +15,9 @@ from gtp_engine.coords import PASS, grid
 from gtp_engine.evaluator import UniformEvaluator
 from gtp_engine.game import GameState, Rules
 from gtp_engine.mcts import MoveClause, MoveFilter
-from gtp_engine.player import Player, PlayerConfig
+from gtp_engine.player import MoveLimits, Player, PlayerConfig
 from gtp_engine.search import ResignConfig, SearchConfig, Searcher, StopCondition, StopConfig
+from gtp_engine.timecontrol import Budget
 
 # Black has the left three columns (15 points), White the right two (10).
 SPLIT = """
@@ -528,6 +529,17 @@ def test_ponder_stops_at_once_on_the_next_call_and_its_tree_is_reused():
     kept = reply.visits
     choice = player.genmove(game, BLACK, StopCondition(playouts=8))
     assert choice.visits == kept + 8
+
+
+def test_move_limits_make_the_moves_stop_condition():
+    interrupt = threading.Event()
+    assert MoveLimits().stop(10.0, interrupt, 800) == StopCondition(visits=800, interrupt=interrupt)
+    limited = MoveLimits(playouts=50, time_per_move=2.0)
+    assert limited.stop(10.0, interrupt, 800) == StopCondition(playouts=50, deadline=12.0, interrupt=interrupt)
+    # The clock's budget, capped by the time per move; the visit and playout limits stay.
+    stop = MoveLimits(visits=300, playouts=50, time_per_move=2.0).stop(10.0, interrupt, 800, Budget(1.0, 1.5, 4.0))
+    assert stop == StopCondition(visits=300, playouts=50, deadline=11.5, interrupt=interrupt, max_deadline=12.0,
+                                 min_deadline=11.0)
 
 
 def test_plays_a_game_with_a_real_network(tiny_onnx_model):
