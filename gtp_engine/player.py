@@ -23,7 +23,9 @@ Terms:
   gogui analysis commands) with config.analysis, as KataGo keeps separate settings for the two.
 - move limits: what ends one genmove's search besides the clock (--visits, --playouts, --time); with the
   clock's budget they make the move's StopCondition (MoveLimits.stop).
-- background search: pondering or analysis in a thread; every other call stops it first.
+- background search: pondering or analysis in a thread; every other call stops it first. Pondering after our
+  move searches on for the opponent until any input arrives, PONDER_VISIT_FACTOR times the move's visits, or
+  PONDER_SECONDS.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ from gtp_engine.timecontrol import Budget
 log = logging.getLogger(__name__)
 
 PASS_CHECK_SHARE = 1 / 3  # of a move's time where a pass may come up: the search after our pass, the one without
+PONDER_SECONDS = 600.0  # pondering stops by itself after this long, or after PONDER_VISIT_FACTOR x the move limit
+PONDER_VISIT_FACTOR = 20
 
 
 @dataclass(frozen=True)
@@ -204,6 +208,20 @@ class Player:
         the genmove settings: the next genmove reuses the tree."""
         self._start_background(game.copy(), stop or StopCondition(interrupt=threading.Event()), None, None, False,
                                self.config.search)
+
+    def ponder_after(self, game: GameState, move_stop: StopCondition, input_arrived: threading.Event) -> None:
+        """Ponders `game` after our move, whose search `move_stop` ended, until `input_arrived` is set (any input
+        line, also one that is no command) or the ponder limits (see background search)."""
+        limit = move_stop.visits or move_stop.playouts or self.config.search.stop.default_visits
+        interrupt = threading.Event()
+        self.ponder(game, StopCondition(visits=PONDER_VISIT_FACTOR * limit,
+                                        deadline=self.searcher.clock() + PONDER_SECONDS, interrupt=interrupt))
+
+        def watch_input() -> None:
+            input_arrived.wait()
+            interrupt.set()
+
+        threading.Thread(target=watch_input, name="ponder-input", daemon=True).start()
 
     def _start_background(self, state: GameState, stop: StopCondition, on_snapshot: SnapshotCallback | None,
                           interval: float | None, ownership: bool, config: SearchConfig) -> None:

@@ -11,8 +11,8 @@ Terms:
   fail with "no network loaded: <why>".
 - dead and seki stones: as the endgame judgement reads them from the Player's ownership (network and search);
   final_score and final_status_list use the same judgement, so they never disagree.
-- pondering: after genmove (with --ponder on) the search goes on with the opponent to move, in a thread, until
-  the next input line; the next command waits for it to stop before it touches the Player.
+- pondering: after genmove (with --ponder on) the Player searches on with the opponent to move, in a thread,
+  until the next input line; the next command waits for it to stop before it touches the Player.
 """
 
 from __future__ import annotations
@@ -66,8 +66,6 @@ log = logging.getLogger(__name__)
 
 NAME = "gtp_engine"
 MIN_SIZE = 2
-PONDER_SECONDS = 600.0  # pondering stops by itself after this long, or after PONDER_VISIT_FACTOR x the move limit
-PONDER_VISIT_FACTOR = 20
 SEARCH_PARAMS = {"maxVisits": "visits", "maxPlayouts": "playouts", "maxTime": "time_per_move"}  # kata-set-param
 
 
@@ -289,7 +287,8 @@ class Session:
             return coords.to_gtp(self.game.grid, choice.point)
         self.game.play(choice.point, color)  # legal: the Player checks its move against this game
         if self.options.ponder and not self.game.is_over:
-            self._start_pondering(player, stop, stream.interrupted)
+            player.ponder_after(self.game, stop, stream.interrupted)
+            self._pondering = player
         return coords.to_gtp(self.game.grid, choice.point)
 
     def _move_stop(self, player, color: int, started: float, interrupt: threading.Event) -> StopCondition:
@@ -300,20 +299,6 @@ class Session:
         return self.move_limits.stop(started, interrupt, player.config.search.stop.default_visits, budget)
 
     # ---- pondering --------------------------------------------------------------------------------------
-
-    def _start_pondering(self, player, move_stop: StopCondition, input_arrived: threading.Event) -> None:
-        """Searches on for the opponent until any input arrives (or the ponder limits)."""
-        limit = move_stop.visits or move_stop.playouts or player.config.search.stop.default_visits
-        interrupt = threading.Event()
-        player.ponder(self.game, StopCondition(visits=PONDER_VISIT_FACTOR * limit,
-                                               deadline=self.now() + PONDER_SECONDS, interrupt=interrupt))
-        self._pondering = player
-
-        def watch_input() -> None:  # any input line stops pondering, also one that is no command
-            input_arrived.wait()
-            interrupt.set()
-
-        threading.Thread(target=watch_input, name="ponder-input", daemon=True).start()
 
     def stop_pondering(self) -> None:
         if self._pondering is not None:

@@ -531,6 +531,20 @@ def test_ponder_stops_at_once_on_the_next_call_and_its_tree_is_reused():
     assert choice.visits == kept + 8
 
 
+def test_pondering_after_a_move_stops_when_input_arrives():
+    player = Player(UniformEvaluator(), player_config(seed=0))
+    game = GameState(9)
+    game.play(player.genmove(game, BLACK, StopCondition(visits=50)).point, BLACK)
+    input_arrived = threading.Event()
+    player.ponder_after(game, StopCondition(visits=10 ** 6), input_arrived)
+    background = player._background
+    assert not background.wait(0.05)  # a million visits times the ponder factor: only the input ends it
+    input_arrived.set()
+    assert background.wait(60)
+    player.stop_background()
+    assert player.searcher.tree.root_state.moves == game.moves
+
+
 def test_move_limits_make_the_moves_stop_condition():
     interrupt = threading.Event()
     assert MoveLimits().stop(10.0, interrupt, 800) == StopCondition(visits=800, interrupt=interrupt)
