@@ -26,6 +26,8 @@ Terms:
 - background search: pondering or analysis in a thread; every other call stops it first. Pondering after our
   move searches on for the opponent until any input arrives, PONDER_VISIT_FACTOR times the move's visits, or
   PONDER_SECONDS.
+- white view: the network's value, lead and ownership of a position turned from the side to move's view to
+  White's, as KataGo's kata-raw-nn reports them.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import numpy as np
 from gtp_engine import endgame
 from gtp_engine.board import BLACK, opponent
 from gtp_engine.coords import PASS
-from gtp_engine.evaluator import Evaluator
+from gtp_engine.evaluator import EvaluationBatch, Evaluator
 from gtp_engine.game import GameState
 from gtp_engine.mcts import MoveFilter
 from gtp_engine.search import (
@@ -108,6 +110,31 @@ class MoveLimits:
         stop = StopCondition.for_budget(started, *seconds, interrupt=interrupt, visits=self.visits)
         stop.playouts = self.playouts
         return stop
+
+
+@dataclass(frozen=True)
+class WhiteView:
+    """The network's own evaluation of a position, without search, from White's view (see white view)."""
+
+    value: float  # -1 (White loses) .. 1 (White wins)
+    lead: float  # points
+    ownership: np.ndarray  # flat: +1 White's
+
+    @property
+    def win(self) -> float:
+        return (1 + self.value) / 2
+
+    @property
+    def loss(self) -> float:
+        return (1 - self.value) / 2
+
+
+def white_view(state: GameState, batch: EvaluationBatch) -> WhiteView:
+    """The evaluation of `state` in the first row of `batch` (the network speaks for the side to move), from
+    White's view."""
+    white = -1.0 if state.to_play == BLACK else 1.0
+    return WhiteView(white * float(batch.value[0]), white * float(batch.score[0]),
+                     white * np.asarray(batch.ownership[0], dtype=np.float64))
 
 
 class Player:

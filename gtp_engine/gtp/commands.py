@@ -58,7 +58,7 @@ from gtp_engine.gtp.values import (
     parse_vertex,
 )
 from gtp_engine.mcts import MoveFilter
-from gtp_engine.player import MoveLimits
+from gtp_engine.player import MoveLimits, white_view
 from gtp_engine.search import StopCondition
 from gtp_engine.timecontrol import AnswerOverhead, Clock, TimeSettings
 
@@ -458,23 +458,21 @@ class Session:
         player = self._player()
         state = self.game
         batch = player.evaluator.evaluate([state])
+        white = white_view(state, batch)
         g = state.grid
-        white = -1.0 if state.to_play == BLACK else 1.0  # the network speaks for the side to move
-        value, lead = white * float(batch.value[0]), white * float(batch.score[0])
         legal = state.legal_mask()
         policy = np.where(legal, batch.policy[0], 0.0)
         policy = np.where(legal, policy / policy.sum(), np.nan)  # over the legal moves, as the search's priors
-        ownership = white * np.asarray(batch.ownership[0], dtype=np.float64)
 
         def rows(values: np.ndarray) -> list[str]:
             grid = values[: g.area].reshape(g.height, g.width)
             return [" ".join("NAN" if np.isnan(v) else f"{v:.6f}" for v in row) for row in grid]
 
         return "\n".join([
-            "symmetry cached", f"whiteWin {(1 + value) / 2:.6f}", f"whiteLoss {(1 - value) / 2:.6f}",
-            "noResult 0.000000", f"whiteLead {lead:.6f}", "policy", *rows(policy),
+            "symmetry cached", f"whiteWin {white.win:.6f}", f"whiteLoss {white.loss:.6f}",
+            "noResult 0.000000", f"whiteLead {white.lead:.6f}", "policy", *rows(policy),
             f"policyPass {policy[-1]:.6f}",
-            "whiteOwnership", *rows(ownership),
+            "whiteOwnership", *rows(white.ownership),
         ])
 
     @command("kata-get-param")

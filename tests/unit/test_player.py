@@ -12,10 +12,10 @@ from search_support import FakeClock, InterruptWatcher, ScriptedEvaluator, Timed
 from gtp_engine import endgame
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS, grid
-from gtp_engine.evaluator import UniformEvaluator
+from gtp_engine.evaluator import EvaluationBatch, UniformEvaluator
 from gtp_engine.game import GameState, Rules
 from gtp_engine.mcts import MoveClause, MoveFilter
-from gtp_engine.player import MoveLimits, Player, PlayerConfig
+from gtp_engine.player import MoveLimits, Player, PlayerConfig, white_view
 from gtp_engine.search import ResignConfig, SearchConfig, Searcher, StopCondition, StopConfig
 from gtp_engine.timecontrol import Budget
 
@@ -554,6 +554,17 @@ def test_move_limits_make_the_moves_stop_condition():
     stop = MoveLimits(visits=300, playouts=50, time_per_move=2.0).stop(10.0, interrupt, 800, Budget(1.0, 1.5, 4.0))
     assert stop == StopCondition(visits=300, playouts=50, deadline=11.5, interrupt=interrupt, max_deadline=12.0,
                                  min_deadline=11.0)
+
+
+def test_the_white_view_turns_the_networks_evaluation_to_whites_side():
+    batch = EvaluationBatch(np.full((1, 26), 1 / 26, np.float32), np.array([0.6], np.float32),
+                            np.array([3.0], np.float32), np.linspace(-1, 1, 25, dtype=np.float32)[None])
+    black_to_move = white_view(GameState(5), batch)
+    assert (black_to_move.value, black_to_move.lead) == (pytest.approx(-0.6), pytest.approx(-3.0))
+    assert (black_to_move.win, black_to_move.loss) == (pytest.approx(0.2), pytest.approx(0.8))
+    assert np.allclose(black_to_move.ownership, -batch.ownership[0])
+    white_to_move = white_view(GameState(5).with_to_play(WHITE), batch)
+    assert white_to_move.win == pytest.approx(0.8) and np.allclose(white_to_move.ownership, batch.ownership[0])
 
 
 def test_plays_a_game_with_a_real_network(tiny_onnx_model):
