@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> None:
 
     reader = protocol.Reader(sys.stdin.buffer).start()
     players = NetworkLoader(engine_config, on_unusable=exit_process("gtp-engine"))
-    session = commands.Session(players, engine_config.search, engine_config.play, Rules.named(engine_config.play.rules))
+    session = commands.Session(players, engine_config.move_limits, engine_config.play,
+                               Rules.named(engine_config.play.rules))
     ending = protocol.serve(session.handler, reader, protocol.Writer(gtp_out))
     log.info("session ended (%s)", ending)
     session.stop_pondering()

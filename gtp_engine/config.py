@@ -5,6 +5,8 @@ Terms:
   without the dashes as keys ("resign-threshold = 0.05", underscores also accepted). Flags win over the file.
 - search option: an option of the search itself (PUCT, stopping, move choice, noise: search.SearchConfig). It
   sets the genmove search and, unless overridden, the analysis search too.
+- move limits: --visits, --playouts and --time (player.MoveLimits): what ends one genmove's search besides
+  the game clock; they are not search options.
 - analysis override: a search option in the config file's [analysis] table (or a flag --analysis-NAME) sets it
   for analysis alone (lz-analyze, kata-analyze, the gogui analysis commands), as KataGo keeps separate values.
 - EngineConfig: everything the composition root needs, grouped by the part that uses it; player is the
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from gtp_engine.player import PlayerConfig
+from gtp_engine.player import MoveLimits, PlayerConfig
 from gtp_engine.search import network_threads
 
 try:
@@ -52,15 +54,6 @@ class RolloutOptions:
 
 
 @dataclass(frozen=True)
-class SearchOptions:
-    """What ends one genmove's search (the Session turns them and the clock into a StopCondition)."""
-
-    visits: int | None = None  # visits of the root per move, counting visits kept from earlier searches
-    playouts: int | None = None  # new playouts per move
-    time_per_move: float | None = None  # seconds; a cap per move, on top of what the game clock allows
-
-
-@dataclass(frozen=True)
 class PlayOptions:
     rules: str = "chinese"  # a rule set name, see game.Rules.named
     ponder: bool = False  # think on the opponent's time; any input stops it
@@ -71,7 +64,7 @@ class PlayOptions:
 class EngineConfig:
     network: NetworkConfig = field(default_factory=NetworkConfig)
     rollout: RolloutOptions = field(default_factory=RolloutOptions)
-    search: SearchOptions = field(default_factory=SearchOptions)
+    move_limits: MoveLimits = field(default_factory=MoveLimits)
     player: PlayerConfig = field(default_factory=PlayerConfig)
     play: PlayOptions = field(default_factory=PlayOptions)
     seed: int | None = None  # fixes every random choice: search, symmetries, rollouts (tests, reproducible matches)
@@ -209,9 +202,9 @@ OPTIONS: tuple[Option, ...] = (
            "rollout policy for --lambda (default: rollout-<W>x<H>.npz, else rollout-19x19.npz, beside the "
            "networks)", "FILE"),
     Option("rollouts", ("rollout", "count"), _positive_int, "rollouts per leaf with --lambda (default: 1)", "N"),
-    Option("visits", ("search", "visits"), _positive_int, "root visits per move, reused ones included", "N"),
-    Option("playouts", ("search", "playouts"), _positive_int, "new playouts per move", "N"),
-    Option("time", ("search", "time_per_move"), _seconds, "at most this many seconds per move", "SECONDS"),
+    Option("visits", ("move_limits", "visits"), _positive_int, "root visits per move, reused ones included", "N"),
+    Option("playouts", ("move_limits", "playouts"), _positive_int, "new playouts per move", "N"),
+    Option("time", ("move_limits", "time_per_move"), _seconds, "at most this many seconds per move", "SECONDS"),
     Option("resign-threshold", ("player", "resign", "winrate"), _fraction,
            "resign below this winrate, 0 never resigns (default: 0.05)", "P"),
     Option("resign-consecutive", ("player", "resign", "consecutive"), _positive_int,

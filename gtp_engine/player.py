@@ -4,82 +4,30 @@ Terms:
 - position: a GameState the caller owns (the GTP Session's game record). The Player never changes it: searches
   work on copies, genmove only says which move to play, and the Player keeps no game of its own. Tree reuse
   and the last search's result are keyed on positions, so nothing has to follow the game.
-- dead stones: chains whose mean ownership (from the search, or the network when there was no search) is on
-  the opponent's side. The score "by the count" is the game's score after removing them, per its rules; the
-  "raw count" is the same with every stone alive (Tromp-Taylor under area scoring).
-- seki stones: living chains without a point of their own: every liberty is neutral (|ownership| below
-  NEUTRAL_OWNERSHIP) and touches a living opponent chain. final_status_list reads alive, dead and seki here.
-- neutral points: the points area counting gives to nobody: dame, seki liberties, empty regions touching both
-  colours (and so the areas around dead stones), the whole board while it is empty.
-- own territory: an empty point that area counting gives to us (its empty region touches only our stones) and
-  that the ownership gives us with confidence. Playing there usually gains nothing and may spoil eyes.
-- needed filling: a move in our own territory that does gain: it is the last liberty of a chain of ours (the
-  filling connects it, where the opponent's move there would capture it), or the search is sure it is better
-  than any other move it looked at (its LCB above their winrates: a shortage of liberties, a throw-in to
-  prevent). Such a move is no filling of our territory for the pass rules below. Against GNU Go on 9x9 a game
-  was lost when the rules skipped the connection of a stone whose last liberty was a point of our area: the
-  search had put 99% of its visits there, the engine played a useless move elsewhere, and the capture that
-  followed turned a won game.
+- judgement: dead stones, territory, seki and the pass rules are endgame.py's; the Player runs the searches
+  they read (the ownership is the search's, or the network's when there was no search).
 - ended game: a position after two passes. Its ownership comes from a search in which the side to move may not
   pass at the root: a pass would end the search's game at once, scored with every stone alive, where a referee
   removes the stones that play on from the position would capture.
-- count after passing: the count of the position our pass leaves, the opponent to move, with the dead stones
-  judged as final_score judges them there; winrate after passing: ours, by the same search (the opponent's best
-  move there, seen from our side). That search runs only when a pass is in question, inside the move's time: the
-  move's search leaves it PASS_CHECK_SHARE of the time after the opponent's pass (rule 1) and where rule 2's
-  raw count holds (about 2 of our moves a game on 9x9), and goes on with that time, its tree kept, where no
-  rule will search again (after the opponent's pass the search chose a move and we are behind by the count or
-  have a chain to rescue; otherwise rule 2 finds no pass in question; a move then plays on, unchecked passes
-  being what lost games); it stops at the move's hard deadline, the network's own
-  evaluation of the position when no time is left. For rule 1 it is ownership_playouts playouts (4-17 ms on 9x9
-  with the int8 network, 100-300 ms on 19x19 on 2 busy cores), leaving the rest to the search without pass; for
-  rule 2, which decides the move, all the time left (with none reserved, it had one network evaluation, whose
-  winrate alone caught the 9x9 case below by luck). A chain that lives
-  only if we move first (an unsettled semeai, a group one move short of two eyes) is alive in the search's
-  ownership, where we are to move, and dead here, as it is to a referee who scores the game our pass ends (GNU
-  Go's final_score, a human opponent). Games against GNU Go were lost this way: on 13x13 the count said B+10.5
-  with Black to move, Black passed, and the game ended W+13.5 by GNU Go's count and by our own final_score.
-- pass rules, area and territory scoring alike (Leela Zero's "pass only if passing wins", made safe against a
-  network that is wrong and sure of itself):
-  1. After the opponent's pass, passing ends the game: pass exactly when the count and the count after passing
-     both win and no chain of ours the count keeps alive is in atari where we can save it (rule 3's rescue,
-     which is then played whatever move the search chose). Where the search chose pass and this rule does not
-     pass, the move comes from a second search with pass excluded at the root, in the move's time left (or its
-     visits once more): the search scores the game its pass ends with every
-     stone alive, so it puts its visits on pass and the other moves keep few. Against GNU Go on 9x9, 1600 visits,
-     the engine then played barely searched moves after GNU Go's pass, filled its own eye and resigned. Our
-     territory (rule 4) is still judged by the first search, the one that had pass among its moves.
-  2. Passing first leaves the game to the opponent, so it needs a decided, settled game: the search prefers
-     pass (it chose pass, or a move that only fills our own territory), no chain of ours the count keeps alive
-     is in atari (against GNU Go on 9x9 the engine passed first with one, and the capture that followed lost
-     the game), the count and the count after passing win, the raw count wins even
-     if the opponent got every neutral point, the ownership of every point that is not neutral is at least
-     SETTLED_OWNERSHIP sure, and the winrate after passing is at most PASS_FIRST_WINRATE_LOSS below the chosen
-     move's. The raw-count condition asks nothing of the network: on an empty board, after
-     one stone, or while most points are neutral it fails, whatever a network claims; so the engine never
-     passes first in the opening, and it captures dead stones and fills dame before it passes first. Where
-     only the search after our pass stands in the way (its count or its winrate), the move the search chose in
-     our own territory is played: it is the answer to what that search found the opponent could do. Against
-     GNU Go on 9x9 (1 s a move) the engine passed first with the vital point of its biggest group open, sure by
-     the count of a 25-point lead; the search after the pass gave the opponent 73% at 100 playouts, where the
-     count there still kept the group alive, and GNU Go killed it.
-  3. Otherwise, where the search prefers pass and a living chain of ours is in atari, play its rescue: the
-     chain's last liberty, or else the capture of an opponent chain in atari beside it, where that leaves our
-     chain two liberties or more (the largest such chain first). A network sure of a false eye counted a group
-     alive that GNU Go killed by capturing the chain in atari next to it, after the engine had passed (9x9, 1 s
-     a move); on 13x13 the engine passed after GNU Go's pass with two stones in atari inside Black's area that
-     only a capture beside them could save (their own liberty was suicide), and GNU Go's count took them and
-     the stones around them as dead (B+3.5).
-  4. Otherwise play the search's best move that is neither pass nor a filling of our own territory; pass only
-     when no other move is left. So: never pass while behind, never fill our own territory.
-  In cleanup (kgs-genmove_cleanup) the opponent's dead stones must be captured first: no pass while any
-  remain, and no resignation.
+- pass checks: the searches the pass rules ask for (endgame.PassSearches), inside the move's time. Where a pass
+  may come up (after the opponent's pass, or where the raw count decides the game), the move's search leaves
+  PASS_CHECK_SHARE of its time to them, and goes on with that time, its tree kept, where no rule will search
+  again. The search after our pass stops at the move's hard deadline (the network's own evaluation when no
+  time is left): for rule 1 it is ownership_playouts playouts, leaving the rest to the search without pass,
+  which has the move's time left (or its visits once more); for rule 2, which decides the move, it has all the
+  time to the move's own deadline.
 - resignation: when the chosen move's winrate (the network's for the root when the move has no visits, as in a
   1-visit search) has been below config.resign.winrate for resign.consecutive genmoves in a row of that colour,
-  from move resign.after_moves on (search.ResignCounter).
+  from move resign.after_moves on (search.ResignCounter); never in cleanup (kgs-genmove_cleanup).
 - search settings: genmove, pondering and scoring search with config.search; analysis (lz-/kata-analyze, the
   gogui analysis commands) with config.analysis, as KataGo keeps separate settings for the two.
-- background search: pondering or analysis in a thread; every other call stops it first.
+- move limits: what ends one genmove's search besides the clock (--visits, --playouts, --time); with the
+  clock's budget they make the move's StopCondition (MoveLimits.stop).
+- background search: pondering or analysis in a thread; every other call stops it first. Pondering after our
+  move searches on for the opponent until any input arrives, PONDER_VISIT_FACTOR times the move's visits, or
+  PONDER_SECONDS.
+- white view: the network's value, lead and ownership of a position turned from the side to move's view to
+  White's, as KataGo's kata-raw-nn reports them.
 """
 
 from __future__ import annotations
@@ -88,13 +36,14 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Iterator
+from typing import Callable
 
 import numpy as np
 
-from gtp_engine.board import BLACK, EMPTY, WHITE, Board, opponent
+from gtp_engine import endgame
+from gtp_engine.board import BLACK, opponent
 from gtp_engine.coords import PASS
-from gtp_engine.evaluator import Evaluator
+from gtp_engine.evaluator import EvaluationBatch, Evaluator
 from gtp_engine.game import GameState
 from gtp_engine.mcts import MoveFilter
 from gtp_engine.search import (
@@ -107,14 +56,13 @@ from gtp_engine.search import (
     SnapshotCallback,
     StopCondition,
 )
+from gtp_engine.timecontrol import Budget
 
 log = logging.getLogger(__name__)
 
-OWN_TERRITORY_OWNERSHIP = 0.8  # how sure the ownership must be before a point counts as our territory
-SETTLED_OWNERSHIP = 0.6  # how sure the ownership of every non-neutral point must be before we pass first
-NEUTRAL_OWNERSHIP = 0.5  # a liberty whose |ownership| is below this belongs to nobody (seki, dame)
-PASS_CHECK_SHARE = 1 / 3  # of a move's time where a pass is in question: the search after our pass, the one without
-PASS_FIRST_WINRATE_LOSS = 0.2  # the most our winrate may fall, from the move's search to the search after our pass
+PASS_CHECK_SHARE = 1 / 3  # of a move's time where a pass may come up: the search after our pass, the one without
+PONDER_SECONDS = 600.0  # pondering stops by itself after this long, or after PONDER_VISIT_FACTOR x the move limit
+PONDER_VISIT_FACTOR = 20
 
 
 @dataclass(frozen=True)
@@ -136,6 +84,57 @@ class PlayerConfig:
     @property
     def analysis_search(self) -> SearchConfig:
         return self.analysis if self.analysis is not None else self.search
+
+
+@dataclass(frozen=True)
+class MoveLimits:
+    """What ends one genmove's search besides the game clock (the --visits, --playouts and --time options)."""
+
+    visits: int | None = None  # visits of the root per move, counting visits kept from earlier searches
+    playouts: int | None = None  # new playouts per move
+    time_per_move: float | None = None  # seconds; a cap per move, on top of what the game clock allows
+
+    def stop(self, started: float, interrupt: threading.Event | None, default_visits: int,
+             budget: Budget | None = None) -> StopCondition:
+        """What ends a search begun at `started` (on the searcher's clock): the clock's `budget` (None: no time
+        limit) within these limits; with neither a budget nor any limit, `default_visits`."""
+        if budget is None:
+            visits = self.visits
+            if visits is None and self.playouts is None and self.time_per_move is None:
+                visits = default_visits
+            deadline = None if self.time_per_move is None else started + self.time_per_move
+            return StopCondition(visits=visits, playouts=self.playouts, deadline=deadline, interrupt=interrupt)
+        seconds = [budget.minimum, budget.recommended, budget.maximum]
+        if self.time_per_move is not None:
+            seconds = [min(t, self.time_per_move) for t in seconds]
+        stop = StopCondition.for_budget(started, *seconds, interrupt=interrupt, visits=self.visits)
+        stop.playouts = self.playouts
+        return stop
+
+
+@dataclass(frozen=True)
+class WhiteView:
+    """The network's own evaluation of a position, without search, from White's view (see white view)."""
+
+    value: float  # -1 (White loses) .. 1 (White wins)
+    lead: float  # points
+    ownership: np.ndarray  # flat: +1 White's
+
+    @property
+    def win(self) -> float:
+        return (1 + self.value) / 2
+
+    @property
+    def loss(self) -> float:
+        return (1 - self.value) / 2
+
+
+def white_view(state: GameState, batch: EvaluationBatch) -> WhiteView:
+    """The evaluation of `state` in the first row of `batch` (the network speaks for the side to move), from
+    White's view."""
+    white = -1.0 if state.to_play == BLACK else 1.0
+    return WhiteView(white * float(batch.value[0]), white * float(batch.score[0]),
+                     white * np.asarray(batch.ownership[0], dtype=np.float64))
 
 
 class Player:
@@ -170,10 +169,15 @@ class Player:
         """
         self.stop_background()
         state = game.with_to_play(color)
-        dead_opponent = cleanup and bool(self._dead_stones_of(state, opponent(color), self._quick_ownership(state)))
+
+        def allowed(point: int) -> bool:  # by the filter, at the root
+            return move_filter.permits(color, point, 1)
+
+        dead_opponent = cleanup and bool(endgame.dead_stones_of(state, opponent(color), self._quick_ownership(state)))
+        may_pass = allowed(PASS) and not dead_opponent
         hard_deadline = stop.max_deadline if stop.max_deadline is not None else stop.deadline
         move_stop = stop
-        if state.moves[-1:] == [(opponent(color), PASS)] or _decided_by_the_raw_count(state):
+        if endgame.opponent_passed(state) or endgame.decided_by_the_raw_count(state):
             stop = self._leaving_time(stop, PASS_CHECK_SHARE)  # for the search after our pass (rules 1 and 2)
 
         def search(stop: StopCondition) -> SearchResult:
@@ -182,7 +186,7 @@ class Player:
 
         result = search(stop)
         time_to_check = True
-        if stop != move_stop and not self._pass_in_question(state, result, cleanup, dead_opponent, move_filter):
+        if stop != move_stop and not endgame.pass_in_question(state, result, may_pass):
             # No pass rule will search again: the move's search gets its time back, its tree kept. Should it come
             # to prefer pass, no time is left to check a pass: that waits for the next move.
             result = search(_the_rest(move_stop, result))
@@ -199,8 +203,12 @@ class Player:
                                                count=not trial):
             return MoveChoice(PASS, resign=True, winrate=choice.winrate, score_lead=choice.score_lead,
                               visits=snapshot.visits)
-        point, result = self._apply_pass_rules(state, result, cleanup, dead_opponent, move_filter, hard_deadline,
-                                               move_stop.deadline, search_without_pass, time_to_check)
+        searches = endgame.PassSearches(
+            after_passing=lambda after: self._searched(after, hard_deadline),
+            after_passing_to_the_deadline=lambda after: self._searched(
+                after, _earliest(move_stop.deadline, hard_deadline), to_the_deadline=True),
+            without_pass=search_without_pass)
+        point, result = endgame.choose_move(state, result, allowed, may_pass, searches, time_to_check)
         choice, snapshot = result.choice, result.snapshot
         if not game.is_legal(point, color):  # the colour not to play, where superko differs: passing is legal
             log.warning("search chose an illegal move for the colour not to play; passing")
@@ -227,6 +235,20 @@ class Player:
         the genmove settings: the next genmove reuses the tree."""
         self._start_background(game.copy(), stop or StopCondition(interrupt=threading.Event()), None, None, False,
                                self.config.search)
+
+    def ponder_after(self, game: GameState, move_stop: StopCondition, input_arrived: threading.Event) -> None:
+        """Ponders `game` after our move, whose search `move_stop` ended, until `input_arrived` is set (any input
+        line, also one that is no command) or the ponder limits (see background search)."""
+        limit = move_stop.visits or move_stop.playouts or self.config.search.stop.default_visits
+        interrupt = threading.Event()
+        self.ponder(game, StopCondition(visits=PONDER_VISIT_FACTOR * limit,
+                                        deadline=self.searcher.clock() + PONDER_SECONDS, interrupt=interrupt))
+
+        def watch_input() -> None:
+            input_arrived.wait()
+            interrupt.set()
+
+        threading.Thread(target=watch_input, name="ponder-input", daemon=True).start()
 
     def _start_background(self, state: GameState, stop: StopCondition, on_snapshot: SnapshotCallback | None,
                           interval: float | None, ownership: bool, config: SearchConfig) -> None:
@@ -259,41 +281,18 @@ class Player:
 
     def dead_stones(self, game: GameState) -> list[int]:
         """Points of the stones the ownership judges dead, both colours, for final_status_list and final_score."""
-        ownership = self.ownership(game)
-        return self._dead_stones_of(game, BLACK, ownership) + self._dead_stones_of(game, WHITE, ownership)
+        return endgame.dead_stones(game, self.ownership(game))
 
     def final_score(self, game: GameState) -> float:
         """The game's score (Black's view, per its rules) with the dead stones removed."""
         return game.score(self.dead_stones(game))
 
     def chain_statuses(self, game: GameState) -> dict[str, list[list[int]]]:
-        """Every chain of `game` as "alive" or "dead" by the same judgement as dead_stones; "seki" lists the
-        living chains in seki (see the module docstring). Chains as sorted points."""
-        dead = set(self.dead_stones(game))
-        ownership = self.ownership(game)  # the last search's: no second search
-        board, g = game.board, game.grid
-        chains: list[list[int]] = []
-        seen: set[int] = set()
-        for point in g.points:
-            if board.colors[point] in (BLACK, WHITE) and point not in seen:
-                chain = sorted(board.chain(point))
-                seen.update(chain)
-                chains.append(chain)
-        statuses: dict[str, list[list[int]]] = {"alive": [], "dead": [], "seki": []}
-        living = {p: board.colors[p] for chain in chains if chain[0] not in dead for p in chain}
-        for chain in chains:
-            if chain[0] in dead:
-                statuses["dead"].append(chain)
-                continue
-            statuses["alive"].append(chain)
-            enemy = opponent(board.colors[chain[0]])
-            liberties = board.chain_liberty_points(chain[0])
-            if liberties and all(abs(float(ownership[g.flat(lib)])) < NEUTRAL_OWNERSHIP
-                                 and any(living.get(n) == enemy for n in g.neighbors[lib]) for lib in liberties):
-                statuses["seki"].append(chain)
-        return statuses
+        """Every chain of `game` as "alive", "dead" or "seki" (endgame.chain_statuses), by the same ownership as
+        dead_stones."""
+        return endgame.chain_statuses(game, self.ownership(game))
 
-    # ---- rules for the move -------------------------------------------------------------------------------
+    # ---- searches for the move ----------------------------------------------------------------------------
 
     def _search(self, state: GameState, stop: StopCondition, on_snapshot=None, interval=None, exclude=(),
                 ownership: bool = False, move_filter: MoveFilter = MoveFilter(),
@@ -329,186 +328,6 @@ class Player:
         return replace(stop, deadline=sooner(stop.deadline), max_deadline=sooner(stop.max_deadline),
                        min_deadline=sooner(stop.min_deadline))
 
-    def _apply_pass_rules(self, state: GameState, result: SearchResult, cleanup: bool, dead_opponent: bool,
-                          move_filter: MoveFilter, deadline: float | None = None, move_deadline: float | None = None,
-                          search_without_pass: Callable[[], SearchResult] | None = None,
-                          time_to_check: bool = True) -> tuple[int, SearchResult]:
-        """The move to play for the search's result, and the result it was chosen from: see the pass rules in the
-        module docstring. deadline: when the count after passing must be known (the move's hard deadline);
-        move_deadline: the move's own (recommended) one, where rule 2's search after our pass ends.
-        search_without_pass: the search again with pass excluded at the root (rule 1's veto). time_to_check: False
-        where the move's search took the time kept for the searches of the pass rules: no pass, no second search,
-        the move plays on."""
-        me = state.to_play
-        ownership = result.snapshot.ownership
-        chosen = result.choice.point
-        territory = self._territory_of_the_choice(state, result)
-        flat = state.grid.flat
-        if self._may_pass(move_filter, me, cleanup, dead_opponent):
-            opponent_passed = state.moves[-1:] == [(opponent(me), PASS)]
-            # After the opponent's pass the rescue comes first whatever the search chose: the count, by which we
-            # pass or play on, keeps that chain alive, and the opponent's next move or a referee takes it.
-            rescue = (self._rescue(state, ownership) if opponent_passed or chosen == PASS or territory[flat(chosen)]
-                      else None)
-            if opponent_passed:
-                if (time_to_check and self._rule_1_may_pass(state, ownership, rescue)
-                        and self._after_passing(state, deadline)[0] > 0):
-                    return PASS, result
-                if rescue is None and chosen == PASS and search_without_pass is not None and time_to_check:
-                    # Our territory stays the first search's: without pass among its moves, the second finds
-                    # fillings of it better than the rest where every move loses, and filled our eyes one by one.
-                    result = search_without_pass()
-                    chosen = result.choice.point
-            elif self._passing_first_in_question(state, result, territory):
-                if time_to_check:
-                    lead, winrate = self._after_passing(state, _earliest(move_deadline, deadline),
-                                                        to_the_deadline=True)
-                    if lead > 0 and winrate >= result.choice.winrate - PASS_FIRST_WINRATE_LOSS:
-                        return PASS, result
-                if chosen != PASS:  # the move that stops what our pass would let the opponent do
-                    return chosen, result
-            if rescue is not None and move_filter.permits(me, rescue, 1):
-                return rescue, result
-        for point in [chosen] + [m.point for m in result.snapshot.moves] + result.root_moves:
-            if point != PASS and move_filter.permits(me, point, 1) and not territory[flat(point)]:
-                return point, result
-        if move_filter.permits(me, PASS, 1):
-            return PASS, result
-        return chosen, result  # a move of the filtered search, or any move where the filter left none
-
-    @staticmethod
-    def _may_pass(move_filter: MoveFilter, me: int, cleanup: bool, dead_opponent: bool) -> bool:
-        """Whether the pass rules may pass at all: the filter permits it, and no cleanup capture is owed."""
-        return move_filter.permits(me, PASS, 1) and not (cleanup and dead_opponent)
-
-    def _territory_of_the_choice(self, state: GameState, result: SearchResult) -> np.ndarray:
-        """Our own territory by the search's ownership, less the chosen move where it is a needed filling."""
-        territory = self._own_territory(state, result.snapshot.ownership)
-        chosen, flat = result.choice.point, state.grid.flat
-        if chosen != PASS and territory[flat(chosen)] and self._is_needed_filling(state, chosen, result, territory):
-            territory[flat(chosen)] = False
-        return territory
-
-    def _pass_in_question(self, state: GameState, result: SearchResult, cleanup: bool, dead_opponent: bool,
-                          move_filter: MoveFilter) -> bool:
-        """Whether the pass rules will search again for this result, in the time kept for them: after the
-        opponent's pass, where the search chose pass (rule 1's search without pass) or rule 1 may pass (its count
-        after passing); otherwise where rule 2 searches after our pass (the search prefers pass, in a decided and
-        settled game). It searches nothing itself: the searcher's tree stays the move's, to go on with."""
-        me, chosen, ownership = state.to_play, result.choice.point, result.snapshot.ownership
-        if not self._may_pass(move_filter, me, cleanup, dead_opponent):
-            return False
-        if state.moves[-1:] == [(opponent(me), PASS)]:
-            return chosen == PASS or self._rule_1_may_pass(state, ownership, self._rescue(state, ownership))
-        return self._passing_first_in_question(state, result, self._territory_of_the_choice(state, result))
-
-    def _rule_1_may_pass(self, state: GameState, ownership: np.ndarray, rescue: int | None) -> bool:
-        """After the opponent's pass, what rule 1 asks before its count after passing: no chain of ours to rescue
-        (`rescue`, _rescue's answer), and the count wins."""
-        return rescue is None and self._margin(state, ownership) > 0
-
-    def _passing_first_in_question(self, state: GameState, result: SearchResult, territory: np.ndarray) -> bool:
-        """Rule 2's question before its search after our pass: the search prefers pass (it chose pass, or a move in
-        our own `territory`, _territory_of_the_choice's), in a decided and settled game."""
-        chosen = result.choice.point
-        return ((chosen == PASS or bool(territory[state.grid.flat(chosen)]))
-                and self._decided_and_settled(state, result.snapshot.ownership))
-
-    @staticmethod
-    def _is_needed_filling(state: GameState, point: int, result: SearchResult, territory: np.ndarray) -> bool:
-        """Whether the move at `point`, in our own territory, gains all the same (see needed filling)."""
-        board, me = state.board, state.to_play
-        if any(board.colors[n] == me and board.chain_liberties(n) == 1 for n in state.grid.neighbors[point]):
-            return True
-        moves = result.snapshot.moves
-        chosen = next((m for m in moves if m.point == point), None)
-        flat = state.grid.flat
-        others = [m.winrate for m in moves if m.point != point and (m.point == PASS or not territory[flat(m.point)])]
-        return chosen is not None and chosen.visits > 0 and bool(others) and chosen.lcb > max(others)
-
-    def _margin(self, state: GameState, ownership: np.ndarray) -> float:
-        """Our lead by the count: the score with the dead stones (by ownership) removed."""
-        score = state.score(self._dead_stones_of(state, BLACK, ownership) +
-                            self._dead_stones_of(state, WHITE, ownership))
-        return score if state.to_play == BLACK else -score
-
-    def _after_passing(self, state: GameState, deadline: float | None = None,
-                       to_the_deadline: bool = False) -> tuple[float, float]:
-        """(our lead by the count, our winrate) after passing, from the one search of that position (see count
-        after passing in the module docstring); to_the_deadline: that search takes all the time to the deadline,
-        where there is one, instead of ownership_playouts."""
-        after = state.copy()
-        after.play(PASS, state.to_play)
-        result = self._searched(after, deadline, to_the_deadline)
-        return -self._margin(after, result.snapshot.ownership), 1.0 - result.choice.winrate
-
-    def _decided_and_settled(self, state: GameState, ownership: np.ndarray) -> bool:
-        """Rule 2's conditions on the position itself, before the search after our pass."""
-        neutral = state.area_ownership() == 0
-        return (self._margin(state, ownership) > 0
-                and _decided_by_the_raw_count(state, neutral)
-                and bool(np.all(np.abs(ownership[~neutral]) >= SETTLED_OWNERSHIP))
-                and not self._living_chain_in_atari(state, ownership))
-
-    def _rescue(self, state: GameState, ownership: np.ndarray) -> int | None:
-        """The move that saves the largest chain of ours the count keeps alive and that is in atari: its last
-        liberty, else the last liberty of an opponent chain in atari beside it (the capture), where playing it is
-        legal and leaves our chain two liberties or more; None if none."""
-        best, best_size = None, 0
-        for chain, liberty in self._living_chains_in_atari(state, ownership):
-            if len(chain) <= best_size:
-                continue
-            for move in [liberty] + _captures_beside(state.board, chain):
-                if state.is_legal(move):
-                    after = state.copy()
-                    after.play(move)
-                    if after.board.chain_liberties(chain[0]) >= 2:
-                        best, best_size = move, len(chain)
-                        break
-        return best
-
-    def _living_chain_in_atari(self, state: GameState, ownership: np.ndarray) -> bool:
-        """Whether a chain of the side to move that the count keeps alive has a single liberty."""
-        return next(self._living_chains_in_atari(state, ownership), None) is not None
-
-    def _living_chains_in_atari(self, state: GameState, ownership: np.ndarray) -> Iterator[tuple[list[int], int]]:
-        """(chain, its last liberty) for every chain of the side to move that the count keeps alive and that has a
-        single liberty."""
-        board, me = state.board, state.to_play
-        dead = set(self._dead_stones_of(state, me, ownership))
-        seen: set[int] = set()
-        for point in board.stones(me):
-            if point in seen or point in dead:
-                continue
-            chain = board.chain(point)
-            seen.update(chain)
-            liberties = board.chain_liberty_points(point)
-            if len(liberties) == 1:
-                yield chain, next(iter(liberties))
-
-    @staticmethod
-    def _dead_stones_of(state: GameState, color: int, ownership: np.ndarray) -> list[int]:
-        """Stones of `color` in chains whose mean ownership is on the other side."""
-        board, g = state.board, state.grid
-        sign = 1.0 if color == BLACK else -1.0
-        dead, seen = [], set()
-        for point in board.stones(color):
-            if point in seen:
-                continue
-            chain = board.chain(point)
-            seen.update(chain)
-            if sign * float(ownership[g.flat_of[chain]].mean()) < 0:
-                dead.extend(chain)
-        return dead
-
-    @staticmethod
-    def _own_territory(state: GameState, ownership: np.ndarray) -> np.ndarray:
-        """Bool per flat point: empty, counted ours by area counting and confidently ours by ownership."""
-        me = state.to_play
-        sign = 1 if me == BLACK else -1
-        empty = np.frombuffer(state.board.colors, dtype=np.uint8)[state.grid.point_of] == EMPTY
-        return empty & (state.area_ownership() == sign) & (sign * ownership >= OWN_TERRITORY_OWNERSHIP)
-
 
 def _key(state: GameState, move_filter: MoveFilter = MoveFilter()) -> tuple:
     """Tells apart the positions whose search results Player keeps; a filtered search judges its position only
@@ -526,27 +345,3 @@ def _the_rest(stop: StopCondition, searched: SearchResult) -> StopCondition:
     if stop.playouts is None:
         return stop
     return replace(stop, playouts=max(0, stop.playouts - searched.snapshot.playouts))
-
-
-def _decided_by_the_raw_count(state: GameState, neutral: np.ndarray | None = None) -> bool:
-    """Whether the side to move wins by the count with every stone alive even if the opponent got every neutral
-    point (rule 2; known before any search). neutral: the neutral points, where the caller has them."""
-    if neutral is None:
-        neutral = state.area_ownership() == 0
-    sign = 1 if state.to_play == BLACK else -1
-    return sign * state.score() - np.count_nonzero(neutral) > 0
-
-
-def _captures_beside(board: Board, chain: list[int]) -> list[int]:
-    """The last liberties of the opponent chains in atari that touch `chain` (playing one captures), in board
-    order of the stones met first."""
-    enemy = opponent(board.colors[chain[0]])
-    captures, seen = [], set()
-    for point in chain:
-        for n in board.grid.neighbors[point]:
-            if board.colors[n] == enemy and n not in seen:
-                seen.update(board.chain(n))
-                liberties = board.chain_liberty_points(n)
-                if len(liberties) == 1:
-                    captures.append(next(iter(liberties)))
-    return captures

@@ -27,7 +27,8 @@ Terms:
   Canadian overtime keeps it back once for every stone left in the period, from each stone's share: each of those
   moves pays the delay.
 - overhead: the engine's own seconds per move outside its search (the answer after the search stops), measured by
-  the caller and kept back as well. The search itself stops one batch before its deadline (search.py).
+  the caller and kept back as well (AnswerOverhead keeps it from move to move). The search itself stops one batch
+  before its deadline (search.py).
 
 budget() is a pure function of the settings, one clock and the position's size; nothing here reads a clock or
 runs a search. The caller turns a budget into the search's stop condition.
@@ -45,6 +46,7 @@ KINDS = ("none", "absolute", "byoyomi", "canadian", "fischer")
 _CLOCK_RESOLUTION = 1e-6  # seconds; differences below this are rounding, not time
 DEFAULT_LAG_BUFFER = 1.0  # seconds: the most kept back for delay when the user gave no lag buffer
 AUTO_LAG_SHARE = 0.2  # the share of a limit kept back for delay when the user gave no lag buffer
+OVERHEAD_DECAY = 0.8  # per move, of the measured answer overhead kept for the next budgets
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,19 @@ class Budget:
     minimum: float
     recommended: float
     maximum: float
+
+
+@dataclass
+class AnswerOverhead:
+    """The overhead kept back from the next budgets: the longest recent one, decaying by OVERHEAD_DECAY a move, so
+    that one slow answer does not cut many moves short. (A last batch slower than the search expected is the
+    search's batch time, not this.)"""
+
+    seconds: float = 0.0
+
+    def note(self, seconds: float) -> None:
+        """Takes in one move's measured overhead."""
+        self.seconds = max(seconds, OVERHEAD_DECAY * self.seconds)
 
 
 class Clock:

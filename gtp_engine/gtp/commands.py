@@ -9,10 +9,10 @@ Terms:
 - player source: hands out the Player for a board size (network_loader.NetworkLoader). The network loads in the
   background, so commands that need none (the handshake, play, undo, boardsize, ...) answer at once, and those
   that do wait for the load or fail with "no network loaded: <why>" (NetworkUnavailable).
-- dead and seki stones: as the Player judges them (ownership from network and search); final_score and
-  final_status_list use the same judgement, so they never disagree.
-- pondering: after genmove (with --ponder on) the search goes on with the opponent to move, in a thread, until
-  the next input line; the next command waits for it to stop before it touches the Player.
+- dead and seki stones: as the endgame judgement reads them from the Player's ownership (network and search);
+  final_score and final_status_list use the same judgement, so they never disagree.
+- pondering: after genmove (with --ponder on) the Player searches on with the opponent to move, in a thread,
+  until the next input line; the next command waits for it to stop before it touches the Player.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import numpy as np
 import gtp_engine
 from gtp_engine import coords, sgf_io
 from gtp_engine.board import BLACK, WHITE, IllegalMoveError, opponent
-from gtp_engine.config import PlayOptions, SearchOptions
+from gtp_engine.config import PlayOptions
 from gtp_engine.game import KOMI, GameState, Rules, diagram, fixed_handicap_points, format_result, free_handicap_points
 from gtp_engine.gtp import analysis
 from gtp_engine.gtp.protocol import (
@@ -59,17 +59,15 @@ from gtp_engine.gtp.values import (
 )
 from gtp_engine.mcts import MoveFilter
 from gtp_engine.network_loader import NetworkUnavailable
+from gtp_engine.player import MoveLimits, white_view
 from gtp_engine.search import StopCondition
-from gtp_engine.timecontrol import Clock, TimeSettings
+from gtp_engine.timecontrol import AnswerOverhead, Clock, TimeSettings
 
 log = logging.getLogger(__name__)
 
 NAME = "gtp_engine"
 MIN_SIZE = 2
-PONDER_SECONDS = 600.0  # pondering stops by itself after this long, or after PONDER_VISIT_FACTOR x the move limit
-PONDER_VISIT_FACTOR = 20
 SEARCH_PARAMS = {"maxVisits": "visits", "maxPlayouts": "playouts", "maxTime": "time_per_move"}  # kata-set-param
-OVERHEAD_DECAY = 0.8  # per move, of the measured answer overhead kept for the next budgets
 
 
 class PlayerSource(Protocol):
@@ -104,15 +102,15 @@ def command_names() -> list[str]:
 
 
 class Session:
-    def __init__(self, players: PlayerSource, search: SearchOptions, play: PlayOptions, rules: Rules,
+    def __init__(self, players: PlayerSource, move_limits: MoveLimits, play: PlayOptions, rules: Rules,
                  board_size: int = 19, komi: float = KOMI, now: Callable[[], float] = time.monotonic):
         self.players = players
         self.now = now  # the clock of move times and deadlines: the Players' searchers must read the same one
-        self.search = search
+        self.move_limits = move_limits
         self.options = play
         self.game = GameState(board_size, komi=komi, rules=rules)
         self.clock = Clock()
-        self._overhead = 0.0  # seconds per move of the engine's own work after its search (see _note_overhead)
+        self.overhead = AnswerOverhead()  # the engine's own work per move after its search
         self._pondering = None  # the Player while it ponders
         players.prepare(board_size, board_size)
 
@@ -277,7 +275,7 @@ class Session:
                                 move_filter=request.move_filter if request is not None else MoveFilter(),
                                 trial=not keep)
         answered = self.now()
-        self._note_overhead(answered - (player.searcher.stopped or answered))
+        self.overhead.note(answered - (player.searcher.stopped or answered))
         if keep:
             self.clock.spend(color, answered - started)
         if choice.resign:
@@ -286,53 +284,18 @@ class Session:
             return coords.to_gtp(self.game.grid, choice.point)
         self.game.play(choice.point, color)  # legal: the Player checks its move against this game
         if self.options.ponder and not self.game.is_over:
-            self._start_pondering(player, stop, stream.interrupted)
+            player.ponder_after(self.game, stop, stream.interrupted)
+            self._pondering = player
         return coords.to_gtp(self.game.grid, choice.point)
 
     def _move_stop(self, player, color: int, started: float, interrupt: threading.Event) -> StopCondition:
-        """What ends one move's search: the clock's budget within the flags' limits (see _limits_stop)."""
-        game, search = self.game, self.search
+        """What ends one move's search: the clock's budget within the move limits."""
+        game = self.game
         budget = self.clock.budget(color, game.grid.area, game.board.stone_count[BLACK] +
-                                   game.board.stone_count[WHITE], self.options.lag_buffer, self._overhead)
-        if budget is None:
-            return self._limits_stop(player, started, interrupt)
-        seconds = [budget.minimum, budget.recommended, budget.maximum]
-        if search.time_per_move is not None:
-            seconds = [min(t, search.time_per_move) for t in seconds]
-        stop = StopCondition.for_budget(started, *seconds, interrupt=interrupt, visits=search.visits)
-        stop.playouts = search.playouts
-        return stop
-
-    def _note_overhead(self, seconds: float) -> None:
-        """Keeps the engine's time per move after its search (the answer's work) for the next budgets: the longest
-        recent one, decaying, so that one slow answer does not cut many moves short. (A last batch slower than
-        the search expected is the search's batch time, not this.)"""
-        self._overhead = max(seconds, OVERHEAD_DECAY * self._overhead)
-
-    def _limits_stop(self, player, started: float, interrupt: threading.Event) -> StopCondition:
-        """The flags' limits alone (--visits, --playouts, --time); without any, the Player's default visits."""
-        search = self.search
-        visits = search.visits
-        if visits is None and search.playouts is None and search.time_per_move is None:
-            visits = player.config.search.stop.default_visits
-        deadline = None if search.time_per_move is None else started + search.time_per_move
-        return StopCondition(visits=visits, playouts=search.playouts, deadline=deadline, interrupt=interrupt)
+                                   game.board.stone_count[WHITE], self.options.lag_buffer, self.overhead.seconds)
+        return self.move_limits.stop(started, interrupt, player.config.search.stop.default_visits, budget)
 
     # ---- pondering --------------------------------------------------------------------------------------
-
-    def _start_pondering(self, player, move_stop: StopCondition, input_arrived: threading.Event) -> None:
-        """Searches on for the opponent until any input arrives (or the ponder limits)."""
-        limit = move_stop.visits or move_stop.playouts or player.config.search.stop.default_visits
-        interrupt = threading.Event()
-        player.ponder(self.game, StopCondition(visits=PONDER_VISIT_FACTOR * limit,
-                                               deadline=self.now() + PONDER_SECONDS, interrupt=interrupt))
-        self._pondering = player
-
-        def watch_input() -> None:  # any input line stops pondering, also one that is no command
-            input_arrived.wait()
-            interrupt.set()
-
-        threading.Thread(target=watch_input, name="ponder-input", daemon=True).start()
 
     def stop_pondering(self) -> None:
         if self._pondering is not None:
@@ -492,23 +455,21 @@ class Session:
         player = self._player()
         state = self.game
         batch = player.evaluator.evaluate([state])
+        white = white_view(state, batch)
         g = state.grid
-        white = -1.0 if state.to_play == BLACK else 1.0  # the network speaks for the side to move
-        value, lead = white * float(batch.value[0]), white * float(batch.score[0])
         legal = state.legal_mask()
         policy = np.where(legal, batch.policy[0], 0.0)
         policy = np.where(legal, policy / policy.sum(), np.nan)  # over the legal moves, as the search's priors
-        ownership = white * np.asarray(batch.ownership[0], dtype=np.float64)
 
         def rows(values: np.ndarray) -> list[str]:
             grid = values[: g.area].reshape(g.height, g.width)
             return [" ".join("NAN" if np.isnan(v) else f"{v:.6f}" for v in row) for row in grid]
 
         return "\n".join([
-            "symmetry cached", f"whiteWin {(1 + value) / 2:.6f}", f"whiteLoss {(1 - value) / 2:.6f}",
-            "noResult 0.000000", f"whiteLead {lead:.6f}", "policy", *rows(policy),
+            "symmetry cached", f"whiteWin {white.win:.6f}", f"whiteLoss {white.loss:.6f}",
+            "noResult 0.000000", f"whiteLead {white.lead:.6f}", "policy", *rows(policy),
             f"policyPass {policy[-1]:.6f}",
-            "whiteOwnership", *rows(ownership),
+            "whiteOwnership", *rows(white.ownership),
         ])
 
     @command("kata-get-param")
@@ -518,7 +479,7 @@ class Session:
         field = SEARCH_PARAMS.get(cmd.args[0])
         if field is None:
             raise GtpError(f"unknown parameter {cmd.args[0]!r}; known: {', '.join(SEARCH_PARAMS)}")
-        value = getattr(self.search, field)
+        value = getattr(self.move_limits, field)
         return "-1" if value is None else f"{value:g}"
 
     @command("kata-set-param")
@@ -538,7 +499,7 @@ class Session:
                 raise GtpError(SYNTAX_ERROR)
         else:
             value = parse_int(text, minimum=1)
-        self.search = dataclasses.replace(self.search, **{field: value})
+        self.move_limits = dataclasses.replace(self.move_limits, **{field: value})
         return ""
 
     @command("gogui-analyze_commands")
@@ -592,8 +553,8 @@ class Session:
         """A search of the position for the side to move, to the move limits but not the clock; plays nothing."""
         player = self._player()
         snapshots: list = []
-        player.analyze(self.game, self.game.to_play, self._limits_stop(player, self.now(), stream.gogui_interrupted),
-                       snapshots.append)
+        stop = self.move_limits.stop(self.now(), stream.gogui_interrupted, player.config.search.stop.default_visits)
+        player.analyze(self.game, self.game.to_play, stop, snapshots.append)
         return snapshots[-1]
 
     @command("clear_cache")

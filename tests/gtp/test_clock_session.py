@@ -15,12 +15,12 @@ from charged_evaluation import ChargedEvaluation
 from gtp_engine import coords
 from gtp_engine.board import WHITE
 from gtp_engine.coords import PASS
-from gtp_engine.config import PlayOptions, SearchOptions
+from gtp_engine.config import PlayOptions
 from gtp_engine.evaluator import UniformEvaluator
 from gtp_engine.game import Rules
 from gtp_engine.gtp.commands import Session
 from gtp_engine.gtp.protocol import GtpError, Stream, parse
-from gtp_engine.player import Player, PlayerConfig
+from gtp_engine.player import MoveLimits, Player, PlayerConfig
 from gtp_engine.search import ResignConfig, SearchConfig
 
 BATCH_SECONDS = 0.05  # what one network call takes on the fake clock
@@ -119,7 +119,7 @@ class Controller:
     def __init__(self, ponder: bool = False, lag_buffer: float | None = None):
         self.clock = FakeClock()
         self.players = Players(self.clock)
-        self.session = Session(self.players, SearchOptions(), PlayOptions(ponder=ponder, lag_buffer=lag_buffer),
+        self.session = Session(self.players, MoveLimits(), PlayOptions(ponder=ponder, lag_buffer=lag_buffer),
                                Rules.named("chinese"), board_size=9, komi=7, now=self.clock)
         self.input = threading.Event()
 

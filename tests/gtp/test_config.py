@@ -10,8 +10,8 @@ from gtp_engine.config import ConfigError
 
 def test_later_layers_win_and_values_are_typed():
     built = config.build({"visits": 100, "ponder": "off", "rules": "japanese"}, {"visits": "200", "time": "1.5"})
-    assert built.search.visits == 200
-    assert built.search.time_per_move == 1.5
+    assert built.move_limits.visits == 200
+    assert built.move_limits.time_per_move == 1.5
     assert built.play.ponder is False
     assert built.play.rules == "japanese"
     assert built.network == config.NetworkConfig()
@@ -38,7 +38,7 @@ def test_config_file_keys_match_the_flags(tmp_path):
     path = tmp_path / "engine.toml"
     path.write_text('visits = 50\nlag_buffer = 0\ndevice = "cpu"\n')
     built = config.build(config.load_file(path))
-    assert (built.search.visits, built.play.lag_buffer, built.network.device) == (50, 0.0, "cpu")
+    assert (built.move_limits.visits, built.play.lag_buffer, built.network.device) == (50, 0.0, "cpu")
     path.write_text("visitz = 50\n")
     with pytest.raises(ConfigError, match="unknown option 'visitz'"):
         config.load_file(path)

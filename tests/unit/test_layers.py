@@ -15,7 +15,7 @@ LAYERS = {
     "coords": 0, "log": 0, "symmetry": 0, "timecontrol": 0, "gtp.protocol": 0, "match_stats": 0, "native": 0,
     "board": 1,
     "game": 2,
-    "sgf_io": 3, "features": 3,
+    "sgf_io": 3, "features": 3, "endgame": 3,
     "evaluator": 4, "rollout": 4, "match": 4, "tree_core": 4, "position": 4,
     "network_evaluator": 5, "mcts": 5, "mixed_evaluator": 5,
     "onnx_evaluator": 6, "search": 6,

@@ -9,13 +9,15 @@ import numpy as np
 import pytest
 from search_support import FakeClock, InterruptWatcher, ScriptedEvaluator, TimedEvaluator, check_tree, position
 
+from gtp_engine import endgame
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS, grid
-from gtp_engine.evaluator import UniformEvaluator
+from gtp_engine.evaluator import EvaluationBatch, UniformEvaluator
 from gtp_engine.game import GameState, Rules
 from gtp_engine.mcts import MoveClause, MoveFilter
-from gtp_engine.player import Player, PlayerConfig
+from gtp_engine.player import MoveLimits, Player, PlayerConfig, white_view
 from gtp_engine.search import ResignConfig, SearchConfig, Searcher, StopCondition, StopConfig
+from gtp_engine.timecontrol import Budget
 
 # Black has the left three columns (15 points), White the right two (10).
 SPLIT = """
@@ -284,7 +286,7 @@ def test_connects_a_chain_whose_last_liberty_is_a_point_of_its_own_territory():
     player = Player(ScriptedEvaluator(favour=[last_liberty], ownership=sure),
                     player_config(seed=0, resign_threshold=None))
     state = position(text, WHITE, komi=0.5)
-    assert Player._own_territory(state, sure(state))[g.flat(last_liberty)]
+    assert endgame.own_territory(state, sure(state))[g.flat(last_liberty)]
     assert player.genmove(state, WHITE, QUICK).point == last_liberty
 
 
@@ -529,6 +531,42 @@ def test_ponder_stops_at_once_on_the_next_call_and_its_tree_is_reused():
     assert choice.visits == kept + 8
 
 
+def test_pondering_after_a_move_stops_when_input_arrives():
+    player = Player(UniformEvaluator(), player_config(seed=0))
+    game = GameState(9)
+    game.play(player.genmove(game, BLACK, StopCondition(visits=50)).point, BLACK)
+    input_arrived = threading.Event()
+    player.ponder_after(game, StopCondition(visits=10 ** 6), input_arrived)
+    background = player._background
+    assert not background.wait(0.05)  # a million visits times the ponder factor: only the input ends it
+    input_arrived.set()
+    assert background.wait(60)
+    player.stop_background()
+    assert player.searcher.tree.root_state.moves == game.moves
+
+
+def test_move_limits_make_the_moves_stop_condition():
+    interrupt = threading.Event()
+    assert MoveLimits().stop(10.0, interrupt, 800) == StopCondition(visits=800, interrupt=interrupt)
+    limited = MoveLimits(playouts=50, time_per_move=2.0)
+    assert limited.stop(10.0, interrupt, 800) == StopCondition(playouts=50, deadline=12.0, interrupt=interrupt)
+    # The clock's budget, capped by the time per move; the visit and playout limits stay.
+    stop = MoveLimits(visits=300, playouts=50, time_per_move=2.0).stop(10.0, interrupt, 800, Budget(1.0, 1.5, 4.0))
+    assert stop == StopCondition(visits=300, playouts=50, deadline=11.5, interrupt=interrupt, max_deadline=12.0,
+                                 min_deadline=11.0)
+
+
+def test_the_white_view_turns_the_networks_evaluation_to_whites_side():
+    batch = EvaluationBatch(np.full((1, 26), 1 / 26, np.float32), np.array([0.6], np.float32),
+                            np.array([3.0], np.float32), np.linspace(-1, 1, 25, dtype=np.float32)[None])
+    black_to_move = white_view(GameState(5), batch)
+    assert (black_to_move.value, black_to_move.lead) == (pytest.approx(-0.6), pytest.approx(-3.0))
+    assert (black_to_move.win, black_to_move.loss) == (pytest.approx(0.2), pytest.approx(0.8))
+    assert np.allclose(black_to_move.ownership, -batch.ownership[0])
+    white_to_move = white_view(GameState(5).with_to_play(WHITE), batch)
+    assert white_to_move.win == pytest.approx(0.8) and np.allclose(white_to_move.ownership, batch.ownership[0])
+
+
 def test_plays_a_game_with_a_real_network(tiny_onnx_model):
     from gtp_engine.onnx_evaluator import OnnxEvaluator
 
@@ -638,15 +676,3 @@ def test_the_time_kept_for_rule_1_goes_back_to_the_move_where_it_neither_passes_
     assert start + 0.98 <= clock() <= start + 1.0 + 0.01
     tree = player.searcher.tree  # the move's own tree, grown on through the whole second (two thirds: 530 visits)
     assert tree.root_state.moves[-1:] == [(WHITE, PASS)] and tree.root.visits > 700
-
-
-def test_a_pass_first_without_time_left_to_check_it_waits_for_the_next_move():
-    # Where the move's search, given back the time kept for the check, comes to prefer pass, rule 2 has no time
-    # for the search after our pass: it plays on instead of passing unchecked.
-    player = Player(BlackLovesPass(favour=[PASS], value=loves_pass, ownership=split_ownership),
-                    player_config(seed=0, resign_threshold=None))
-    state = position(SPLIT, BLACK, komi=0.5)
-    result = player._search(state, QUICK)
-    point, _ = player._apply_pass_rules(state, result, False, False, MoveFilter(), time_to_check=False)
-    assert point != PASS and player.searcher.tree.root_state.moves == []
-    assert player._apply_pass_rules(state, result, False, False, MoveFilter())[0] == PASS  # with the check

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gtp_engine.timecontrol import (
+    AnswerOverhead,
     Clock,
     ColorClock,
     TimeSettings,
@@ -297,3 +298,17 @@ def test_main_time_before_byoyomi_is_spread_not_spent_at_once(main, period, coun
     assert b.recommended >= min(main + period - kept_back(main + period), 2.0 * period)  # more than overtime gives
     assert b.maximum <= max(b.recommended, main + period)
     assert b.recommended <= max(main / 5, 2.0 * period) + period  # never most of the main time on one move
+
+
+def test_the_answer_overhead_keeps_the_longest_recent_one_decaying():
+    overhead = AnswerOverhead()
+    assert overhead.seconds == 0.0
+    overhead.note(0.5)
+    assert overhead.seconds == 0.5
+    overhead.note(0.1)  # one quick answer does not forget a slow one at once
+    assert overhead.seconds == pytest.approx(0.4)
+    for _ in range(20):
+        overhead.note(0.1)
+    assert overhead.seconds == pytest.approx(0.1)  # but it fades to what the answers take now
+    overhead.note(0.3)
+    assert overhead.seconds == 0.3
