@@ -230,7 +230,7 @@ class Tree:
         self.virtual_loss = config.virtual_loss
         self.score_utility = config.score_utility
         self.score_scale = config.scale_for(root_state.grid.area)
-        self._core = tree_core.DEFAULT  # the inner loop (tree_core.py): compiled where built
+        self._core = tree_core.CORE  # the inner loop (tree_core.py): compiled where built
         self._params = (float(config.c_puct), float(config.c_puct_log), float(config.c_puct_base),
                         float(config.fpu_reduction), float(config.virtual_loss))  # tree_core.Params
         g = root_state.grid

@@ -8,9 +8,9 @@ arithmetic in the same order, and tests/unit/test_tree_core.py holds them to gro
 
 - node fields: what a node holds (mcts.Node adds its methods). NodeFields below is the reference; the compiled
   twin keeps the same fields in a C struct, so that the compiled functions read and write them without attribute
-  lookups or boxed numbers. NODE_FIELDS is the one mcts.Node is built on: the compiled one where the extension is
-  built (and GTP_ENGINE_PURE_PYTHON=1 is not set), since the compiled functions accept only it. The edge
-  statistics N, W, W2, V, S, S2 are the rows of `stats`, derived from it.
+  lookups or boxed numbers. NODE_FIELDS is the one mcts.Node is built on: the chosen core's (below), since the
+  compiled functions accept only theirs; the Python ones take either. The edge statistics N, W, W2, V, S, S2 are
+  the rows of `stats`, derived from it.
 
 - params: (c_puct, c_puct_log, c_puct_base, fpu_reduction, virtual_loss), the TreeConfig numbers these need
   (fpu_reduction below the root; select_root is given the root's).
@@ -19,9 +19,9 @@ arithmetic in the same order, and tests/unit/test_tree_core.py holds them to gro
 - batch: gather runs a batch's descents, take_evaluations hands its leaves their evaluations, back_up its
   backups, so that the loops over a batch's selections run in C too, with no Python call per selection but the
   position's copy.
-- core: the nine functions as one Core. PYTHON is the reference, COMPILED the compiled twin (None when the
-  extension was not built, or GTP_ENGINE_PURE_PYTHON=1 is in the environment: native.py), DEFAULT what new trees
-  use: COMPILED when there is one.
+- core: the node fields and the nine functions as one Core. IMPLEMENTATIONS (native.py) holds the reference
+  (python) and the compiled twin (compiled; None where the extension was not built, or GTP_ENGINE_PURE_PYTHON=1);
+  CORE is the chosen one, what new trees run.
 """
 
 from __future__ import annotations
@@ -327,6 +327,9 @@ def candidates(states: list, point_of_flat: np.ndarray, out: np.ndarray) -> None
 
 
 class Core(NamedTuple):
+    """The node fields and the nine functions, in Python or compiled (see the module docstring)."""
+
+    node_fields: type
     select: Callable
     select_root: Callable
     descend: Callable
@@ -338,12 +341,10 @@ class Core(NamedTuple):
     back_up: Callable
 
 
-PYTHON = Core(select, select_root, descend, backup, expand, candidates, gather, take_evaluations, back_up)
-
-
-_compiled = native.load("_tree_core")
-COMPILED = None if _compiled is None else Core(_compiled.select, _compiled.select_root, _compiled.descend,
-                                               _compiled.backup, _compiled.expand, _compiled.candidates,
-                                               _compiled.gather, _compiled.take_evaluations, _compiled.back_up)
-DEFAULT = PYTHON if COMPILED is None else COMPILED
-NODE_FIELDS: type = NodeFields if _compiled is None else _compiled.NodeFields
+IMPLEMENTATIONS = native.implementations(
+    "_tree_core", Core(NodeFields, select, select_root, descend, backup, expand, candidates, gather, take_evaluations,
+                       back_up),
+    lambda twin: Core(twin.NodeFields, twin.select, twin.select_root, twin.descend, twin.backup, twin.expand,
+                      twin.candidates, twin.gather, twin.take_evaluations, twin.back_up))
+CORE = IMPLEMENTATIONS.chosen  # what new trees run, bound once (native.py)
+NODE_FIELDS: type = CORE.node_fields  # what mcts.Node is built on: the compiled functions accept only their own

@@ -1,10 +1,11 @@
 """The compiled search core against its Python reference (tree_core.py): the same choices, the same trees.
 
-Each search is grown twice from the same position with the same evaluator, once through tree_core.PYTHON and once
-through tree_core.COMPILED, and the two trees must agree in every node: moves, priors, tried prefix, and every edge
-statistic to the last bit. Positions come from a real game record (captures), a ko with suicide points (lazy
-legality drops edges) and the end of a game (terminal nodes). Without a built extension, or with
-GTP_ENGINE_PURE_PYTHON=1, these tests skip (.ci/run installs gcc and says whether it was built).
+Each search is grown twice from the same position with the same evaluator, once through the reference and once
+through the compiled twin (tree_core.IMPLEMENTATIONS: python, compiled), and the two trees must agree in every node:
+moves, priors, tried prefix, and every edge statistic to the last bit. Positions come from a real game record
+(captures), a ko with suicide points (lazy legality drops edges) and the end of a game (terminal nodes). Without a
+built extension, or with GTP_ENGINE_PURE_PYTHON=1, these tests skip (.ci/run installs gcc and says whether it was
+built).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from gtp_engine.mcts import MoveFilter, MoveClause, Node, Tree, TreeConfig
 from gtp_engine.sgf_io import load_sgf_file
 
 FIXTURES = Path(__file__).resolve().parents[1] / "sgf" / "fixtures"
-pytestmark = pytest.mark.skipif(tree_core.COMPILED is None, reason="the compiled search core is not built")
+PYTHON, COMPILED = tree_core.IMPLEMENTATIONS.python, tree_core.IMPLEMENTATIONS.compiled
+pytestmark = pytest.mark.skipif(COMPILED is None, reason="the compiled search core is not built")
 
 
 class HashedEvaluator:
@@ -48,7 +50,7 @@ class HashedEvaluator:
 
 
 def grow(core, state: GameState, playouts: int, batch: int, monkeypatch, **config) -> Tree:
-    monkeypatch.setattr(tree_core, "DEFAULT", core)
+    monkeypatch.setattr(tree_core, "CORE", core)
     tree = Tree(HashedEvaluator(), state.copy(), TreeConfig(**config))
     done = 0
     while done < playouts:
@@ -88,7 +90,7 @@ POSITIONS = {
 def test_compiled_core_grows_the_reference_tree(name, batch, virtual_loss, monkeypatch):
     state = POSITIONS[name]()
     trees = [grow(core, state, 600, batch, monkeypatch, virtual_loss=virtual_loss)
-             for core in (tree_core.PYTHON, tree_core.COMPILED)]
+             for core in (PYTHON, COMPILED)]
     assert assert_same_tree(trees[0].root, trees[1].root) > 50
 
 
@@ -97,8 +99,8 @@ def test_compiled_root_selection_with_noise_exclusions_and_forced_playouts(monke
     state = record_position("ogs_16975155.sgf", 30)
     move_filter = MoveFilter((MoveClause(BLACK, frozenset(state.grid.points[:20]), 3, allow=False),))
     trees = []
-    for core in (tree_core.PYTHON, tree_core.COMPILED):
-        monkeypatch.setattr(tree_core, "DEFAULT", core)
+    for core in (PYTHON, COMPILED):
+        monkeypatch.setattr(tree_core, "CORE", core)
         tree = Tree(HashedEvaluator(), state.copy(), TreeConfig(), move_filter=move_filter)
         tree.run_batch(1)
         n = len(tree.root.moves)
@@ -138,7 +140,7 @@ def test_compiled_select_matches_the_reference_on_random_nodes():
     for _ in range(500):
         seed = int(rng.integers(1 << 30))
         nodes = [hand_built_node(np.random.default_rng(seed)) for _ in range(2)]
-        edges = [core.select(node, params) for core, node in zip((tree_core.PYTHON, tree_core.COMPILED), nodes)]
+        edges = [core.select(node, params) for core, node in zip((PYTHON, COMPILED), nodes)]
         assert edges[0] == edges[1]
         assert (nodes[0].tried, nodes[0].tried_prior) == (nodes[1].tried, nodes[1].tried_prior)
         assert nodes[0].stats.shape == nodes[1].stats.shape
@@ -150,13 +152,13 @@ def test_compiled_select_reads_priors_and_statistics_given_after_a_first_selecti
     params = (1.1, 0.45, 500.0, 0.25, 1.0)
     for seed in range(40):
         nodes = [hand_built_node(np.random.default_rng(seed)) for _ in range(2)]
-        for core, node in zip((tree_core.PYTHON, tree_core.COMPILED), nodes):
+        for core, node in zip((PYTHON, COMPILED), nodes):
             core.select(node, params)
             node.prior = node.prior[::-1].copy()  # new priors: rising now
             stats = node.stats.copy()
             stats[1] = -stats[1]  # new statistics: the utilities turned around
             node.stats = stats
-        edges = [core.select(node, params) for core, node in zip((tree_core.PYTHON, tree_core.COMPILED), nodes)]
+        edges = [core.select(node, params) for core, node in zip((PYTHON, COMPILED), nodes)]
         assert edges[0] == edges[1], seed
         assert (nodes[0].tried, nodes[0].tried_prior) == (nodes[1].tried, nodes[1].tried_prior)
 
@@ -165,9 +167,9 @@ def test_compiled_core_refuses_statistics_of_another_type():
     node = hand_built_node(np.random.default_rng(1))
     node.prior = node.prior.astype(np.float32)
     with pytest.raises(TypeError, match="float64"):
-        tree_core.COMPILED.select(node, (1.0, 0.45, 500.0, 0.25, 1.0))
+        COMPILED.select(node, (1.0, 0.45, 500.0, 0.25, 1.0))
     with pytest.raises(TypeError, match="params"):
-        tree_core.COMPILED.select(node, (1.0, 0.45))
+        COMPILED.select(node, (1.0, 0.45))
 
 
 @pytest.mark.parametrize("width", [10, 82, 362])
@@ -185,7 +187,7 @@ def test_compiled_expand_matches_the_reference_with_ties_and_empty_policies(widt
     prior[5, 7] = np.nan
     prior[6, ~mask[6]] = np.nan  # NaN off the mask: ignored
     leaves = [[Node() for _ in range(12)] for _ in range(2)]
-    for core, row in zip((tree_core.PYTHON, tree_core.COMPILED), leaves):
+    for core, row in zip((PYTHON, COMPILED), leaves):
         core.expand(row, prior.copy(), mask.copy(), point_of_flat, 4)
     ties = 0
     for a, b in zip(*leaves):
@@ -195,11 +197,11 @@ def test_compiled_expand_matches_the_reference_with_ties_and_empty_policies(widt
         ties += len(a.prior) - len(set(a.prior.tolist()))
     assert ties > width // 4 and len(set(leaves[0][3].prior.tolist())) == 1
     with pytest.raises(ValueError, match="one row"):
-        tree_core.COMPILED.expand(leaves[1][:2], prior, mask, point_of_flat, 4)
+        COMPILED.expand(leaves[1][:2], prior, mask, point_of_flat, 4)
     with pytest.raises(TypeError, match="mask"):
-        tree_core.COMPILED.expand(leaves[1], prior, mask.astype(np.uint8), point_of_flat, 4)
+        COMPILED.expand(leaves[1], prior, mask.astype(np.uint8), point_of_flat, 4)
     with pytest.raises(TypeError, match="policy"):
-        tree_core.COMPILED.expand(leaves[1], prior.astype(np.float64), mask, point_of_flat, 4)
+        COMPILED.expand(leaves[1], prior.astype(np.float64), mask, point_of_flat, 4)
 
 
 @pytest.mark.parametrize("name", POSITIONS)
@@ -210,13 +212,13 @@ def test_compiled_candidates_match_the_reference(name):
     states[1].play(PASS)
     point_of_flat = np.append(state.grid.point_of, PASS).astype(np.int64)
     masks = [np.zeros((3, state.grid.area + 1), bool) for _ in range(2)]
-    for core, mask in zip((tree_core.PYTHON, tree_core.COMPILED), masks):
+    for core, mask in zip((PYTHON, COMPILED), masks):
         core.candidates(states, point_of_flat, mask)
     assert np.array_equal(masks[0], masks[1])
     assert masks[1][:, -1].all() and masks[1][2].all()
     assert np.array_equal(masks[1][0, :-1], [state.board.colors[p] == 0 for p in state.grid.point_of])
     with pytest.raises(ValueError, match="row of out"):
-        tree_core.COMPILED.candidates(states, point_of_flat, masks[1][:2])
+        COMPILED.candidates(states, point_of_flat, masks[1][:2])
 
 
 def test_compiled_nodes_stay_out_of_the_garbage_collector_and_survive_collections(monkeypatch):
@@ -225,8 +227,8 @@ def test_compiled_nodes_stay_out_of_the_garbage_collector_and_survive_collection
     import gc
 
     state = POSITIONS["game record, move 40"]()
-    tree = grow(tree_core.COMPILED, state, 300, 8, monkeypatch)
-    reference = grow(tree_core.COMPILED, state, 300, 8, monkeypatch)
+    tree = grow(COMPILED, state, 300, 8, monkeypatch)
+    reference = grow(COMPILED, state, 300, 8, monkeypatch)
     gc.collect()
     nodes = [child for child in tree.root.children.values() if child.moves is not None]
     assert len(nodes) > 20
@@ -238,13 +240,13 @@ def test_compiled_nodes_stay_out_of_the_garbage_collector_and_survive_collection
     assert assert_same_tree(tree.root, reference.root) > 50
 
 
-@pytest.mark.parametrize("core", ["PYTHON", "COMPILED"])
+@pytest.mark.parametrize("core", ["python", "compiled"])
 def test_descents_before_a_failure_are_undone(core, monkeypatch):
     """A gather that fails between descents (here at the third copy of the root's position) undoes the descents
     before it (virtual loss, new leaves), so the tree equals one that never tried, and searches on alike."""
     state = POSITIONS["game record, move 40"]()
-    tree = grow(getattr(tree_core, core), state, 200, 8, monkeypatch)
-    reference = grow(getattr(tree_core, core), state, 200, 8, monkeypatch)
+    tree = grow(getattr(tree_core.IMPLEMENTATIONS, core), state, 200, 8, monkeypatch)
+    reference = grow(getattr(tree_core.IMPLEMENTATIONS, core), state, 200, 8, monkeypatch)
 
     copies = 0
 
@@ -275,7 +277,7 @@ def test_compiled_core_grows_the_reference_tree_with_batches_in_flight(name, mon
     cores alike."""
 
     def grow_in_flight(core):
-        monkeypatch.setattr(tree_core, "DEFAULT", core)
+        monkeypatch.setattr(tree_core, "CORE", core)
         tree = Tree(HashedEvaluator(), POSITIONS[name](), TreeConfig(virtual_loss=0.0))
         tree.run_batch(1)
         awaited = 0
@@ -287,6 +289,6 @@ def test_compiled_core_grows_the_reference_tree_with_batches_in_flight(name, mon
         assert not tree._in_flight and not tree._awaited
         return tree, awaited
 
-    (python, awaited), (compiled, _) = grow_in_flight(tree_core.PYTHON), grow_in_flight(tree_core.COMPILED)
+    (python, awaited), (compiled, _) = grow_in_flight(PYTHON), grow_in_flight(COMPILED)
     assert awaited > 50
     assert assert_same_tree(python.root, compiled.root) > 30
