@@ -11,6 +11,7 @@ built).
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -134,9 +135,12 @@ def hand_built_node(rng: np.random.Generator) -> Node:
     return node
 
 
+PARAMS = tree_core.PuctParams(c_puct=1.1, c_puct_log=0.45, c_puct_base=500.0, fpu_reduction=0.25, virtual_loss=1.0)
+
+
 def test_compiled_select_matches_the_reference_on_random_nodes():
     rng = np.random.default_rng(11)
-    params = (1.1, 0.45, 500.0, 0.25, 1.0)
+    params = PARAMS
     for _ in range(500):
         seed = int(rng.integers(1 << 30))
         nodes = [hand_built_node(np.random.default_rng(seed)) for _ in range(2)]
@@ -149,7 +153,7 @@ def test_compiled_select_matches_the_reference_on_random_nodes():
 def test_compiled_select_reads_priors_and_statistics_given_after_a_first_selection():
     """The compiled core checks a node's arrays once and keeps their data; a new array (new priors, grown or replaced
     statistics) must be read from then on, as the reference reads it."""
-    params = (1.1, 0.45, 500.0, 0.25, 1.0)
+    params = PARAMS
     for seed in range(40):
         nodes = [hand_built_node(np.random.default_rng(seed)) for _ in range(2)]
         for core, node in zip((PYTHON, COMPILED), nodes):
@@ -167,9 +171,22 @@ def test_compiled_core_refuses_statistics_of_another_type():
     node = hand_built_node(np.random.default_rng(1))
     node.prior = node.prior.astype(np.float32)
     with pytest.raises(TypeError, match="float64"):
-        COMPILED.select(node, (1.0, 0.45, 500.0, 0.25, 1.0))
-    with pytest.raises(TypeError, match="params"):
-        COMPILED.select(node, (1.0, 0.45))
+        COMPILED.select(node, PARAMS)
+    with pytest.raises(TypeError, match="params: a tree_core.PuctParams, not tuple"):
+        COMPILED.select(node, (1.1, 0.45, 500.0, 0.25, 1.0))
+
+
+def test_both_cores_read_the_params_by_name():
+    """Any record with the fields, in any order, selects as PuctParams does: neither core reads a field by its place,
+    so that a field added or moved cannot be misread."""
+    shuffled = SimpleNamespace(virtual_loss=1.0, fpu_reduction=0.25, c_puct_base=500.0, c_puct_log=0.45, c_puct=1.1)
+    for seed in range(40):
+        nodes = [hand_built_node(np.random.default_rng(seed)) for _ in range(4)]
+        edges = [core.select(node, params) for (core, params), node in
+                 zip([(PYTHON, PARAMS), (PYTHON, shuffled), (COMPILED, PARAMS), (COMPILED, shuffled)], nodes)]
+        assert len(set(edges)) == 1, seed
+    with pytest.raises(TypeError, match="no fpu_reduction"):
+        COMPILED.select(nodes[0], SimpleNamespace(c_puct=1.1, c_puct_log=0.45, c_puct_base=500.0, virtual_loss=1.0))
 
 
 @pytest.mark.parametrize("width", [10, 82, 362])
@@ -268,6 +285,22 @@ def test_descents_before_a_failure_are_undone(core, monkeypatch):
         tree.run_batch(8)
         reference.run_batch(8)
     assert assert_same_tree(tree.root, reference.root) > 50
+
+
+@pytest.mark.parametrize("core", ["python", "compiled"])
+def test_gather_reads_the_hooks_by_name(core, monkeypatch):
+    """Hooks given as any record with the fields, in another order, grow the tree tree_core.Hooks grows."""
+    state = POSITIONS["ko and suicides"]()
+    tree = grow(getattr(tree_core.IMPLEMENTATIONS, core), state, 100, 8, monkeypatch)
+    reference = grow(getattr(tree_core.IMPLEMENTATIONS, core), state, 100, 8, monkeypatch)
+    tree._hooks = SimpleNamespace(**dict(reversed(tree._hooks._asdict().items())))
+    for _ in range(20):
+        tree.run_batch(8)
+        reference.run_batch(8)
+    assert assert_same_tree(tree.root, reference.root) > 50
+    tree._hooks = SimpleNamespace(**{k: v for k, v in reference._hooks._asdict().items() if k != "copy_state"})
+    with pytest.raises((TypeError, AttributeError), match="copy_state"):
+        tree.gather(8)
 
 
 @pytest.mark.parametrize("name", ["empty 9x9", "game record, move 40"])
