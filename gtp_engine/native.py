@@ -16,10 +16,11 @@ Terms:
   Python reference even where a twin is built (to measure it, or to rule the C code out).
 
 The one mechanism: each such module sets IMPLEMENTATIONS = implementations(twin name, its Python record, a function
-that makes the compiled record from the loaded twin) and binds what it calls to module names once, at import
-(board's _play_unchecked, game's PLAY_LINE, features' encode, tree_core's CORE, which a tree holds), so that no
-call pays for the choice. Tests hold compiled to python, bit for bit, through IMPLEMENTATIONS alone, and make a
-module run the other one by monkeypatching those names.
+that makes the compiled record from the loaded twin) and binds chosen's functions to its own names once, at import
+(board's _play_unchecked, game's PLAY_LINE, features' encode, tree_core's CORE, which a new tree holds), so that no
+call pays for the choice (position.kind_for alone picks per tree, between python and compiled, by the evaluator).
+Tests hold compiled to python, bit for bit, through IMPLEMENTATIONS, and make a module run the other one by
+monkeypatching those names.
 """
 
 from __future__ import annotations

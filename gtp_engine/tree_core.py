@@ -210,7 +210,8 @@ def descend(root, state, edge: int, params: PuctParams, node_type: type, make_te
 
 
 class Hooks(NamedTuple):
-    """What gather's descents call back into (see descend): a tree's own, fixed for its life."""
+    """What gather's descents call back into (see descend): a tree's own, fixed for its life; read by name, as
+    PuctParams is."""
 
     node_type: type
     make_terminal: Callable
