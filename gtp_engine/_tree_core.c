@@ -6,7 +6,8 @@
  * their fields are read and written in the C struct below, with no attribute lookups and no boxed numbers. Edge
  * statistics are node.stats, a C-contiguous float64 array of shape (6, capacity): N, W, W2, V, S, S2. Priors are
  * node.prior, float64, contiguous. The rare steps (a new node, a terminal position, an illegal edge, growing the
- * statistics) call back into Python.
+ * statistics) call back into Python. The records a call is given, tree_core.PuctParams and Hooks, are read by field
+ * name, once per call, so that no order of their fields binds this file.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -21,9 +22,29 @@ enum { ROW_N, ROW_W, ROW_W2, ROW_V, ROW_S, ROW_S2, ROWS };
 static PyObject *s_allocate, *s_consecutive_passes, *s_board, *s_colors;
 enum { EMPTY_COLOR = 0 };  /* board.EMPTY */
 
+/* tree_core.PuctParams, read by field name (parse_params) once per call. */
 typedef struct {
     double c_puct, c_puct_log, c_puct_base, fpu_reduction, virtual_loss;
 } Params;
+
+static const struct { const char *name; size_t offset; } PARAM_FIELDS[] = {
+    {"c_puct", offsetof(Params, c_puct)},
+    {"c_puct_log", offsetof(Params, c_puct_log)},
+    {"c_puct_base", offsetof(Params, c_puct_base)},
+    {"fpu_reduction", offsetof(Params, fpu_reduction)},
+    {"virtual_loss", offsetof(Params, virtual_loss)},
+};
+enum { PARAMS = sizeof(PARAM_FIELDS) / sizeof(PARAM_FIELDS[0]) };
+static PyObject *s_params[PARAMS];  /* PARAM_FIELDS' names, interned */
+
+/* tree_core.Hooks, read by field name once per gather call into an array indexed thus (descend takes its own first
+ * five as arguments, in this order). */
+enum {
+    HOOK_NODE_TYPE, HOOK_MAKE_TERMINAL, HOOK_DROP_EDGE, HOOK_PLAY_LINE, HOOK_ILLEGAL_REASON, HOOK_COPY_STATE, HOOKS
+};
+static const char *const HOOK_FIELDS[HOOKS] = {"node_type", "make_terminal", "drop_edge", "play_line",
+                                               "illegal_reason", "copy_state"};
+static PyObject *s_hooks[HOOKS];  /* HOOK_FIELDS, interned */
 
 /* tree_core.NodeFields: the fields of a node, as mcts.Node's docstring and tree_core's reference define them. The
  * type is not tracked by the garbage collector for its own fields: a tree holds no reference cycles (children are
@@ -211,15 +232,20 @@ static int get_ssize(PyObject *obj, PyObject *name, Py_ssize_t *out) {
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
 }
 
-static int parse_params(PyObject *tuple, Params *p) {
-    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != 5) {
-        PyErr_SetString(PyExc_TypeError, "params: (c_puct, c_puct_log, c_puct_base, fpu_reduction, virtual_loss)");
-        return -1;
-    }
-    double *fields[5] = {&p->c_puct, &p->c_puct_log, &p->c_puct_base, &p->fpu_reduction, &p->virtual_loss};
-    for (int i = 0; i < 5; i++) {
-        *fields[i] = PyFloat_AsDouble(PyTuple_GET_ITEM(tuple, i));
-        if (*fields[i] == -1.0 && PyErr_Occurred()) return -1;
+/* Fills p from the fields of params (a tree_core.PuctParams) read by name; -1 with an exception set. */
+static int parse_params(PyObject *params, Params *p) {
+    for (int i = 0; i < PARAMS; i++) {
+        PyObject *value = PyObject_GetAttr(params, s_params[i]);
+        if (value == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_AttributeError))
+                PyErr_Format(PyExc_TypeError, "params: a tree_core.PuctParams, not %.100s (no %s)",
+                             Py_TYPE(params)->tp_name, PARAM_FIELDS[i].name);
+            return -1;
+        }
+        double number = PyFloat_AsDouble(value);
+        Py_DECREF(value);
+        if (number == -1.0 && PyErr_Occurred()) return -1;
+        *(double *)((char *)p + PARAM_FIELDS[i].offset) = number;
     }
     return 0;
 }
@@ -381,11 +407,12 @@ static int play_pending(PyObject *play_line, PyObject *state, PyObject *line) {
 }
 
 /* tree_core.descend from the root `node` by its `edge`; hooks: node_type, make_terminal, drop_edge, play_line,
- * illegal_reason (tree_core.Hooks' first five). A new (leaf, path) tuple, or NULL with an exception set. */
+ * illegal_reason, indexed by HOOK_*. A new (leaf, path) tuple, or NULL with an exception set. */
 static PyObject *descend_from(NodeObject *node, PyObject *state, Py_ssize_t edge, const Params *params,
                               PyObject *const *hooks) {
-    PyObject *node_type = hooks[0], *make_terminal = hooks[1], *drop_edge = hooks[2], *play_line = hooks[3],
-             *illegal = hooks[4];
+    PyObject *node_type = hooks[HOOK_NODE_TYPE], *make_terminal = hooks[HOOK_MAKE_TERMINAL],
+             *drop_edge = hooks[HOOK_DROP_EDGE], *play_line = hooks[HOOK_PLAY_LINE],
+             *illegal = hooks[HOOK_ILLEGAL_REASON];
     const Params p = *params;
     const double vl = p.virtual_loss;
     const double loss[2] = {vl, -vl};
@@ -560,8 +587,6 @@ static PyObject *py_backup(PyObject *Py_UNUSED(module), PyObject *const *args, P
     Py_RETURN_NONE;
 }
 
-enum { HOOKS = 6 };  /* tree_core.Hooks: node_type, make_terminal, drop_edge, play_line, illegal_reason, copy_state */
-
 /* gather(root, root_state, size, root_selection, params, hooks, in_flight, selected, leaves, states, plies): see
  * tree_core.gather. */
 static PyObject *py_gather(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
@@ -576,25 +601,30 @@ static PyObject *py_gather(PyObject *Py_UNUSED(module), PyObject *const *args, P
     Py_ssize_t size = PyLong_AsSsize_t(args[2]);
     Params p;
     if (root == NULL || (size == -1 && PyErr_Occurred()) || parse_params(args[4], &p) < 0) return NULL;
-    if (!PyTuple_Check(selection) || PyTuple_GET_SIZE(selection) != 4 || !PyTuple_Check(hooks) ||
-        PyTuple_GET_SIZE(hooks) != HOOKS || !PyDict_Check(in_flight) || !PyList_Check(selected) ||
-        !PyList_Check(leaves) || !PyList_Check(states) || !PyList_Check(plies)) {
-        PyErr_SetString(PyExc_TypeError, "gather: root_selection a 4-tuple, hooks a tree_core.Hooks, in_flight a "
-                                         "dict, and lists to fill");
+    if (!PyTuple_Check(selection) || PyTuple_GET_SIZE(selection) != 4 || !PyDict_Check(in_flight) ||
+        !PyList_Check(selected) || !PyList_Check(leaves) || !PyList_Check(states) || !PyList_Check(plies)) {
+        PyErr_SetString(PyExc_TypeError, "gather: root_selection a 4-tuple, in_flight a dict, and lists to fill");
         return NULL;
     }
     PyObject *prior = PyTuple_GET_ITEM(selection, 0), *excluded = PyTuple_GET_ITEM(selection, 1);
     double forced_k = PyFloat_AsDouble(PyTuple_GET_ITEM(selection, 2)),
            fpu_reduction = PyFloat_AsDouble(PyTuple_GET_ITEM(selection, 3));
     if (PyErr_Occurred()) return NULL;
-    PyObject *const *hook = &PyTuple_GET_ITEM(hooks, 0);
+    PyObject *hook[HOOKS] = {NULL}, *result = NULL;
+    for (int h = 0; h < HOOKS; h++) {
+        if ((hook[h] = PyObject_GetAttr(hooks, s_hooks[h])) != NULL) continue;
+        if (PyErr_ExceptionMatches(PyExc_AttributeError))
+            PyErr_Format(PyExc_TypeError, "hooks: a tree_core.Hooks, not %.100s (no %s)", Py_TYPE(hooks)->tp_name,
+                         HOOK_FIELDS[h]);
+        goto done;
+    }
     const Py_ssize_t first_new = PyList_GET_SIZE(leaves);  /* the leaves from here on are this call's ("mine") */
     for (Py_ssize_t i = 0; i < size; i++) {
-        PyObject *state = PyObject_CallOneArg(hook[5], root_state);
-        if (state == NULL) return NULL;
+        PyObject *state = PyObject_CallOneArg(hook[HOOK_COPY_STATE], root_state);
+        if (state == NULL) goto done;
         Py_ssize_t edge = select_root_edge(root, prior, excluded, forced_k, fpu_reduction, &p);
         PyObject *pair = edge < 0 ? NULL : descend_from(root, state, edge, &p, hook);
-        if (pair == NULL) { Py_DECREF(state); return NULL; }
+        if (pair == NULL) { Py_DECREF(state); goto done; }
         PyObject *leaf = PyTuple_GET_ITEM(pair, 0), *path = PyTuple_GET_ITEM(pair, 1);
         int failed = 0;
         if (!((NodeObject *)leaf)->terminal) {
@@ -623,9 +653,13 @@ static PyObject *py_gather(PyObject *Py_UNUSED(module), PyObject *const *args, P
         failed = failed || PyList_Append(selected, pair) < 0;
         Py_DECREF(pair);
         Py_DECREF(state);
-        if (failed) return NULL;
+        if (failed) goto done;
     }
-    Py_RETURN_NONE;
+    Py_INCREF(Py_None);
+    result = Py_None;
+done:
+    for (int h = 0; h < HOOKS; h++) Py_XDECREF(hook[h]);
+    return result;
 }
 
 /* take_evaluations(leaves, value, score, ownership, score_utility, score_scale, in_flight, awaited) -> evaluated: see
@@ -1003,6 +1037,10 @@ PyMODINIT_FUNC PyInit__tree_core(void) {
     s_board = PyUnicode_InternFromString("board");
     s_colors = PyUnicode_InternFromString("colors");
     if (s_allocate == NULL || s_consecutive_passes == NULL || s_board == NULL || s_colors == NULL) return NULL;
+    for (int i = 0; i < PARAMS; i++)
+        if ((s_params[i] = PyUnicode_InternFromString(PARAM_FIELDS[i].name)) == NULL) return NULL;
+    for (int h = 0; h < HOOKS; h++)
+        if ((s_hooks[h] = PyUnicode_InternFromString(HOOK_FIELDS[h])) == NULL) return NULL;
     import_array();
     if (PyType_Ready(&NodeType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);

@@ -19,14 +19,15 @@ Terms:
 
 Checked play (play) raises IllegalMoveError with the reason; play_unchecked assumes a legal move and is what the
 search calls. Superko needs the game's history and lives in game.py. play_unchecked, illegal_reason and hash_after
-have a compiled twin (_rules_core.c, see native.py) that they hand their work to where it is built; the methods
-named *_python here are the reference it is tested against.
+have a compiled twin (_rules_core.c): IMPLEMENTATIONS (native.py) holds both, and the methods hand their work to the
+chosen one; the methods named *_python here are the reference it is tested against.
 """
 
 from __future__ import annotations
 
 import random
 from array import array
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -459,10 +460,21 @@ class Board:
         return to_gtp(self.grid, point)
 
 
-_compiled = native.load("_rules_core")
-_play_unchecked = _compiled.board_play if _compiled else Board._play_unchecked_python
-_illegal_reason = _compiled.board_illegal_reason if _compiled else Board._illegal_reason_python
-_hash_after = _compiled.board_hash_after if _compiled else Board._hash_after_python
+class BoardFunctions(NamedTuple):
+    """The board's steps that have a compiled twin, as plain functions of (board, point, color[, allow_suicide])."""
+
+    play_unchecked: Callable[[Board, int, int], None]
+    illegal_reason: Callable[[Board, int, int, bool], str | None]
+    hash_after: Callable[[Board, int, int], int]
+
+
+IMPLEMENTATIONS = native.implementations(
+    "_rules_core", BoardFunctions(Board._play_unchecked_python, Board._illegal_reason_python, Board._hash_after_python),
+    lambda twin: BoardFunctions(twin.board_play, twin.board_illegal_reason, twin.board_hash_after))
+# What Board's methods call, bound once (native.py).
+_play_unchecked = IMPLEMENTATIONS.chosen.play_unchecked
+_illegal_reason = IMPLEMENTATIONS.chosen.illegal_reason
+_hash_after = IMPLEMENTATIONS.chosen.hash_after
 
 
 def _color_name(color: int) -> str:

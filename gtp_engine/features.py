@@ -20,9 +20,9 @@ Terms:
   loss), and the policy and ownership [B, A] of a position encoded under symmetry s are permuted back by s's
   inverse, so that index j is the board's own flat j (pass last).
 - compiled twin: _features_core.c builds the spatial planes and the global values, makes the position key and
-  decodes where it is built (native.py); encode_python, global_inputs_python, position_key_python and
-  decode_python are the reference it is tested against (value for value; decode's softmax sums within a few
-  units in the last place).
+  decodes; IMPLEMENTATIONS (native.py) holds it and the reference, encode_python, global_inputs_python,
+  position_key_python and decode_python, that it is tested against (value for value; decode's softmax sums within a
+  few units in the last place). encode, global_inputs, position_key and decode are the chosen one's.
 
 Bump FEATURES_VERSION whenever the meaning or order of any input changes; networks record the version they
 were trained with and the engine refuses a mismatch.
@@ -31,7 +31,8 @@ were trained with and the engine refuses a mismatch.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -76,7 +77,6 @@ _KO = SPATIAL.index("ko_ban")
 _LAST = SPATIAL.index("move_1_ago")
 _SCALE = 20.0  # points per unit of the global score-like inputs
 _INVERSE = np.array(symmetry.INVERSE)
-_compiled = native.load("_features_core")  # the twin of the planes, global inputs and key (_features_core.c)
 
 
 # The position key's fixed part: width, height, board hash, side to move, ko ban, number of recent moves, the
@@ -86,7 +86,7 @@ _KEY = struct.Struct(f"<HHQBiB{HISTORY}idBqB")
 
 
 def position_key_python(state: GameState) -> bytes:
-    """Everything encode() reads from `state`, as bytes (position_key: the compiled twin where built)."""
+    """position_key in Python, the reference: everything encode() reads from `state`, as bytes."""
     board = state.board
     g = board.grid
     rules = state.rules
@@ -97,56 +97,11 @@ def position_key_python(state: GameState) -> bytes:
                      _prisoner_balance(state) if territory else 0, rules.suicide_allowed) + rules.ko.encode()
 
 
-position_key = _compiled.position_key if _compiled else position_key_python
-
-
-def compiled() -> bool:
-    """Whether the compiled twin runs (it also reads search positions, position.py)."""
-    return _compiled is not None
-
-
-def encode(states: Sequence[GameState], symmetries: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Spatial float32 [B, C, H, W] and global float32 [B, G] inputs for positions of one board size.
-
-    With `symmetries` (one per position, all keeping one output shape), position i is encoded as if the board
-    had been transformed by symmetries[i]; a transpose swaps H and W.
-    """
-    if _compiled is None:
-        return encode_python(states, symmetries)
-    g = states[0].grid
-    height, width = g.height, g.width
-    table = None
-    if symmetries is not None:
-        table = symmetry.permutation_table(height, width)
-        if symmetries[0] & symmetry.TRANSPOSE:
-            height, width = width, height
-    planes = np.empty((len(states), SPATIAL_CHANNELS, g.area), np.float32)
-    _compiled.spatial_planes(states, symmetries, table, planes)
-    return planes.reshape(len(states), SPATIAL_CHANNELS, height, width), global_inputs(states)
-
-
-def decode(policy_logits: np.ndarray, value_logits: np.ndarray, ownership: np.ndarray, grid: Grid,
-           symmetries: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(policy [B, A + 1], value [B], ownership [B, A]) from raw outputs, float32, in the board's own orientation
-    (see the module docstring); symmetries: the int64 symmetry each position was encoded under, or None."""
-    if _compiled is None:
-        return decode_python(policy_logits, value_logits, ownership, grid, symmetries)
-    count = len(value_logits)
-    policy = np.empty((count, grid.area + 1), np.float32)
-    value = np.empty(count, np.float32)
-    owned = np.empty((count, grid.area), np.float32)
-    table = syms = None
-    if symmetries is not None:
-        table = symmetry.permutation_table(grid.height, grid.width)
-        syms = np.ascontiguousarray(symmetries, np.int64)
-    _compiled.decode(np.ascontiguousarray(policy_logits, np.float32), np.ascontiguousarray(value_logits, np.float32),
-                     np.ascontiguousarray(ownership, np.float32), syms, _INVERSE, table, policy, value, owned)
-    return policy, value, owned
-
-
 def decode_python(policy_logits: np.ndarray, value_logits: np.ndarray, ownership: np.ndarray, grid: Grid,
                   symmetries: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """decode in numpy: the reference of the compiled twin."""
+    """decode in numpy, the reference: (policy [B, A + 1], value [B], ownership [B, A]) from raw outputs, float32,
+    in the board's own orientation (see the module docstring); symmetries: the int64 symmetry each position was
+    encoded under, or None."""
     policy = _softmax(policy_logits)
     ownership = ownership.reshape(len(ownership), grid.area)
     if symmetries is not None:
@@ -165,17 +120,8 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
     return e
 
 
-def global_inputs(states: Sequence[GameState]) -> np.ndarray:
-    """The global values, float32 [B, G]."""
-    if _compiled is None:
-        return global_inputs_python(states)
-    out = np.empty((len(states), GLOBAL_FEATURES), np.float32)
-    _compiled.global_inputs(states, out)
-    return out
-
-
 def global_inputs_python(states: Sequence[GameState]) -> np.ndarray:
-    """global_inputs in Python: the reference of the compiled twin."""
+    """global_inputs in Python, the reference: the global values, float32 [B, G]."""
     rows = []
     for s in states:
         rules = s.rules
@@ -196,7 +142,12 @@ def global_inputs_python(states: Sequence[GameState]) -> np.ndarray:
 
 def encode_python(states: Sequence[GameState], symmetries: Sequence[int] | None = None) -> tuple[np.ndarray,
                                                                                                   np.ndarray]:
-    """encode in numpy and Python: the reference of the compiled planes and global inputs."""
+    """encode in numpy and Python, the reference: spatial float32 [B, C, H, W] and global float32 [B, G] inputs for
+    positions of one board size.
+
+    With `symmetries` (one per position, all keeping one output shape), position i is encoded as if the board
+    had been transformed by symmetries[i]; a transpose swaps H and W.
+    """
     g = states[0].board.grid
     height, width = g.height, g.width
     count, area = len(states), g.area
@@ -241,6 +192,7 @@ def encode_python(states: Sequence[GameState], symmetries: Sequence[int] | None 
     planes[:, _KO:] = 0.0
     planes[rows, channels, flats] = 1.0
     return planes.reshape(count, SPATIAL_CHANNELS, height, width), global_inputs_python(states)
+
 
 
 # _SIDE_CODE[4 * to_play + color]: 4 * side (see encode) of a point of that colour.
@@ -316,3 +268,60 @@ def _prisoner_balance(state: GameState) -> int:
     captures = state.board.captures
     own = state.to_play
     return captures[own] - captures[BLACK + WHITE - own]
+
+
+class FeatureFunctions(NamedTuple):
+    """What features has in Python and in its twin; each does what its reference (encode_python, ...) says."""
+
+    encode: Callable[..., tuple[np.ndarray, np.ndarray]]
+    global_inputs: Callable[[Sequence[GameState]], np.ndarray]
+    position_key: Callable[[GameState], bytes]
+    decode: Callable[..., tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+def _compiled_functions(twin: ModuleType) -> FeatureFunctions:
+    """The twin's planes, global inputs, key and decoding (_features_core.c) behind the references' signatures."""
+
+    def global_inputs(states: Sequence[GameState]) -> np.ndarray:
+        out = np.empty((len(states), GLOBAL_FEATURES), np.float32)
+        twin.global_inputs(states, out)
+        return out
+
+    def encode(states: Sequence[GameState], symmetries: Sequence[int] | None = None) -> tuple[np.ndarray,
+                                                                                              np.ndarray]:
+        g = states[0].grid
+        height, width = g.height, g.width
+        table = None
+        if symmetries is not None:
+            table = symmetry.permutation_table(height, width)
+            if symmetries[0] & symmetry.TRANSPOSE:
+                height, width = width, height
+        planes = np.empty((len(states), SPATIAL_CHANNELS, g.area), np.float32)
+        twin.spatial_planes(states, symmetries, table, planes)
+        return planes.reshape(len(states), SPATIAL_CHANNELS, height, width), global_inputs(states)
+
+    def decode(policy_logits: np.ndarray, value_logits: np.ndarray, ownership: np.ndarray, grid: Grid,
+               symmetries: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        count = len(value_logits)
+        policy = np.empty((count, grid.area + 1), np.float32)
+        value = np.empty(count, np.float32)
+        owned = np.empty((count, grid.area), np.float32)
+        table = syms = None
+        if symmetries is not None:
+            table = symmetry.permutation_table(grid.height, grid.width)
+            syms = np.ascontiguousarray(symmetries, np.int64)
+        twin.decode(np.ascontiguousarray(policy_logits, np.float32), np.ascontiguousarray(value_logits, np.float32),
+                    np.ascontiguousarray(ownership, np.float32), syms, _INVERSE, table, policy, value, owned)
+        return policy, value, owned
+
+    return FeatureFunctions(encode, global_inputs, twin.position_key, decode)
+
+
+IMPLEMENTATIONS = native.implementations(
+    "_features_core", FeatureFunctions(encode_python, global_inputs_python, position_key_python, decode_python),
+    _compiled_functions)
+# The chosen ones, bound once (native.py): what the evaluators call.
+encode = IMPLEMENTATIONS.chosen.encode
+global_inputs = IMPLEMENTATIONS.chosen.global_inputs
+position_key = IMPLEMENTATIONS.chosen.position_key
+decode = IMPLEMENTATIONS.chosen.decode

@@ -17,8 +17,9 @@ Terms:
 - KataGo's rules form: Rules.to_katago / Rules.from_katago, the JSON object of kata-get-rules / kata-set-rules.
 
 A GameState owns its board and plays on it in place; copy() copies it (what the search does once per descent).
-play_unchecked and illegal_reason hand their work to a compiled twin where it is built (PLAY_UNCHECKED, PLAY_LINE,
-ILLEGAL_REASON below); the *_python functions are the reference it is tested against.
+play_unchecked and illegal_reason hand their work to a compiled twin (_rules_core.c) where it is built:
+IMPLEMENTATIONS (native.py) holds both, PLAY_UNCHECKED, PLAY_LINE, ILLEGAL_REASON and COPY below are the chosen
+one's; the *_python functions are the reference it is tested against.
 Undo replays the moves since the last setup stones from a saved board: it costs a fraction of a millisecond on a
 full 19x19 game and keeps play itself as cheap as the board's own play.
 """
@@ -28,7 +29,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Iterable, NamedTuple, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -475,14 +476,26 @@ def _play_line_python(state: GameState, points: Sequence[int]) -> None:
         state._play_unchecked_python(point)
 
 
-# GameState.play_unchecked and .illegal_reason as plain functions of (state, point[, color]), PLAY_LINE(state,
-# points), play_unchecked of each point in turn, and COPY(state), GameState.copy: what the search's descent calls
-# without a method's frame. The compiled twins (_rules_core.c, see native.py) where built.
-_compiled = native.load("_rules_core")
-PLAY_UNCHECKED = _compiled.game_play if _compiled else GameState._play_unchecked_python
-PLAY_LINE = _compiled.game_play_line if _compiled else _play_line_python
-ILLEGAL_REASON = _compiled.game_illegal_reason if _compiled else GameState._illegal_reason_python
-COPY = _compiled.game_copy if _compiled else GameState.copy
+class GameFunctions(NamedTuple):
+    """GameState.play_unchecked and .illegal_reason as plain functions of (state, point[, color]), play_line(state,
+    points), play_unchecked of each point in turn, and copy(state), GameState.copy: what the search's descent calls
+    without a method's frame."""
+
+    play_unchecked: Callable[..., None]
+    play_line: Callable[[GameState, Sequence[int]], None]
+    illegal_reason: Callable[..., str | None]
+    copy: Callable[[GameState], GameState]
+
+
+IMPLEMENTATIONS = native.implementations(
+    "_rules_core", GameFunctions(GameState._play_unchecked_python, _play_line_python,
+                                 GameState._illegal_reason_python, GameState.copy),
+    lambda twin: GameFunctions(twin.game_play, twin.game_play_line, twin.game_illegal_reason, twin.game_copy))
+# The chosen ones, bound once (native.py): GameState's methods and GAME_STATES (position.py) call them.
+PLAY_UNCHECKED = IMPLEMENTATIONS.chosen.play_unchecked
+PLAY_LINE = IMPLEMENTATIONS.chosen.play_line
+ILLEGAL_REASON = IMPLEMENTATIONS.chosen.illegal_reason
+COPY = IMPLEMENTATIONS.chosen.copy
 
 _zobrist_flat_cache: dict[tuple[Grid, int], np.ndarray] = {}
 

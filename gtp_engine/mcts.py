@@ -230,9 +230,10 @@ class Tree:
         self.virtual_loss = config.virtual_loss
         self.score_utility = config.score_utility
         self.score_scale = config.scale_for(root_state.grid.area)
-        self._core = tree_core.DEFAULT  # the inner loop (tree_core.py): compiled where built
-        self._params = (float(config.c_puct), float(config.c_puct_log), float(config.c_puct_base),
-                        float(config.fpu_reduction), float(config.virtual_loss))  # tree_core.Params
+        self._core = tree_core.CORE  # the inner loop (tree_core.py): compiled where built
+        self._params = tree_core.PuctParams(
+            c_puct=float(config.c_puct), c_puct_log=float(config.c_puct_log), c_puct_base=float(config.c_puct_base),
+            fpu_reduction=float(config.fpu_reduction), virtual_loss=float(config.virtual_loss))
         g = root_state.grid
         self.area = g.area
         self._point_of_flat = np.append(g.point_of, PASS)

@@ -6,32 +6,32 @@ Terms:
   GameState, copy one, play a line on it, tell why a move is illegal there (GameState.illegal_reason, for the side
   to move), list the candidate moves of a batch (tree_core.candidates), and give the GameState it stands for.
 - GAME_STATES: the kind whose positions are GameStates themselves, the reference; every evaluator takes them.
+  IMPLEMENTATIONS (native.py) holds it as python and the compiled search positions' kind as compiled.
 - compiled search position (_rules_core.Position, layout in _position.h): the root's board, counts and recent
   moves plus the line played from it, in one allocation, so that a descent makes no Python object but the position
   and plays without reading attributes. What every position of a tree shares (grid, Zobrist keys, the root's
   superko history, the rules' numbers) is one context, made with the root's position. It answers to_play,
   consecutive_passes, grid, hash, move_number, line (the points played from the root) and root_state, and
   features.encode and features.position_key read it as the GameState it stands for (the same inputs, the same
-  key). SEARCH_POSITIONS is its kind, None where _rules_core or _features_core is not built (or
+  key). IMPLEMENTATIONS.compiled is its kind, None where _rules_core or _features_core is not built (or
   GTP_ENGINE_PURE_PYTHON=1).
 - accepting evaluator: one whose evaluate() (and prepare()) takes compiled search positions as it takes GameStates,
   because it reads them only through features.encode and position_key: its accepts_positions is True (read as
   evaluator.accepts_positions reads it; this module sits on the evaluator's layer, so it cannot import that). kind_for
-  gives a tree SEARCH_POSITIONS only for such an evaluator.
+  gives a tree the compiled kind only for such an evaluator: the choice is per tree, not chosen once.
 tests/unit/test_position.py holds the compiled positions to GameState: the same boards, legality, inputs and keys.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from gtp_engine import features, native
 from gtp_engine.game import COPY, ILLEGAL_REASON, PLAY_LINE, GameState
-
-_rules = native.load("_rules_core")
 
 
 @dataclass(frozen=True)
@@ -49,29 +49,37 @@ class PositionKind:
     game_state: Callable[[Any], GameState]  # the GameState a position stands for (a new one for a compiled one)
 
 
-def _root_position(state: GameState) -> Any:
-    rules = state.rules
-    return _rules.position_root(state, features.white_compensation(state), rules.scoring == "territory",
-                                rules.ko.encode(), rules.ko == "simple", rules.ko == "situational",
-                                rules.suicide_allowed)
-
-
-def _game_state_of(position: Any) -> GameState:
-    state = position.root_state.copy()
-    PLAY_LINE(state, position.line)
-    return state
-
-
 GAME_STATES = PositionKind("GameState", lambda state: state, COPY, PLAY_LINE, ILLEGAL_REASON, None,
                            lambda state: state)
 
-SEARCH_POSITIONS = PositionKind(
-    "compiled", _root_position, _rules.position_copy, _rules.position_play_line, _rules.position_illegal_reason,
-    _rules.position_candidates, _game_state_of) if _rules is not None and features.compiled() else None
+
+def _search_positions(twin: ModuleType) -> PositionKind | None:
+    """The compiled search positions' kind, made by _rules_core; None where the features' twin, which reads them, is
+    not built."""
+    if features.IMPLEMENTATIONS.compiled is None:
+        return None
+
+    def root(state: GameState) -> Any:
+        rules = state.rules
+        return twin.position_root(state, features.white_compensation(state), rules.scoring == "territory",
+                                  rules.ko.encode(), rules.ko == "simple", rules.ko == "situational",
+                                  rules.suicide_allowed)
+
+    def game_state(position: Any) -> GameState:
+        state = position.root_state.copy()
+        PLAY_LINE(state, position.line)
+        return state
+
+    return PositionKind("compiled", root, twin.position_copy, twin.position_play_line, twin.position_illegal_reason,
+                        twin.position_candidates, game_state)
+
+
+IMPLEMENTATIONS = native.implementations("_rules_core", GAME_STATES, _search_positions)
 
 
 def kind_for(evaluator: object) -> PositionKind:
-    """SEARCH_POSITIONS for an accepting evaluator where they are built, else GAME_STATES."""
-    if SEARCH_POSITIONS is not None and getattr(evaluator, "accepts_positions", False):
-        return SEARCH_POSITIONS
+    """The compiled search positions' kind for an accepting evaluator where it is built, else GAME_STATES."""
+    compiled = IMPLEMENTATIONS.compiled
+    if compiled is not None and getattr(evaluator, "accepts_positions", False):
+        return compiled
     return GAME_STATES

@@ -8,25 +8,27 @@ arithmetic in the same order, and tests/unit/test_tree_core.py holds them to gro
 
 - node fields: what a node holds (mcts.Node adds its methods). NodeFields below is the reference; the compiled
   twin keeps the same fields in a C struct, so that the compiled functions read and write them without attribute
-  lookups or boxed numbers. NODE_FIELDS is the one mcts.Node is built on: the compiled one where the extension is
-  built (and GTP_ENGINE_PURE_PYTHON=1 is not set), since the compiled functions accept only it. The edge
-  statistics N, W, W2, V, S, S2 are the rows of `stats`, derived from it.
+  lookups or boxed numbers. NODE_FIELDS is the one mcts.Node is built on: the chosen core's (below), since the
+  compiled functions accept only theirs; the Python ones take either. The edge statistics N, W, W2, V, S, S2 are
+  the rows of `stats`, derived from it.
 
-- params: (c_puct, c_puct_log, c_puct_base, fpu_reduction, virtual_loss), the TreeConfig numbers these need
-  (fpu_reduction below the root; select_root is given the root's).
+- params (PuctParams): c_puct, c_puct_log, c_puct_base, fpu_reduction and virtual_loss, the TreeConfig numbers
+  these need (fpu_reduction below the root; select_root is given the root's), by name: both cores read each field
+  by its name (the compiled one once per call), so no order of fields binds them.
 - visited prior: the sum of the priors of the edges with N > 0, added in edge order (np.cumsum), as the compiled
   code adds it; numpy's sum and dot add in another order and could round differently. expand's sums likewise.
 - batch: gather runs a batch's descents, take_evaluations hands its leaves their evaluations, back_up its
   backups, so that the loops over a batch's selections run in C too, with no Python call per selection but the
   position's copy.
-- core: the nine functions as one Core. PYTHON is the reference, COMPILED the compiled twin (None when the
-  extension was not built, or GTP_ENGINE_PURE_PYTHON=1 is in the environment: native.py), DEFAULT what new trees
-  use: COMPILED when there is one.
+- core: the node fields and the nine functions as one Core. IMPLEMENTATIONS (native.py) holds the reference
+  (python) and the compiled twin (compiled; None where the extension was not built, or GTP_ENGINE_PURE_PYTHON=1);
+  CORE is the chosen one, what new trees run.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -74,16 +76,24 @@ class NodeFields:
     S2 = property(lambda self: self._row(5), doc="sums of squared scores")
 
 
-Params = tuple[float, float, float, float, float]
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PuctParams:
+    """What selection and descent need of a TreeConfig (mcts.py defines each), given and read by name."""
+
+    c_puct: float
+    c_puct_log: float
+    c_puct_base: float
+    fpu_reduction: float  # below the root
+    virtual_loss: float
 
 
-def exploration(nsum: float, params: Params) -> float:
+def exploration(nsum: float, params: PuctParams) -> float:
     """c * sqrt(sum N): the factor on P / (1 + N) in PUCT."""
-    c_puct, c_puct_log, base = params[:3]
-    return (c_puct + c_puct_log * math.log((nsum + base) / base)) * math.sqrt(nsum)
+    base = params.c_puct_base
+    return (params.c_puct + params.c_puct_log * math.log((nsum + base) / base)) * math.sqrt(nsum)
 
 
-def puct_scores(node, fpu_reduction: float, prior: np.ndarray, params: Params) -> np.ndarray:
+def puct_scores(node, fpu_reduction: float, prior: np.ndarray, params: PuctParams) -> np.ndarray:
     """PUCT score of every edge of an expanded node over `prior` (the node's, or the root's noisy ones), FPU applied
     to unvisited edges: the reference rule that select and select_root compute faster."""
     n_edges = len(node.moves)
@@ -102,7 +112,7 @@ def puct_scores(node, fpu_reduction: float, prior: np.ndarray, params: Params) -
 
 
 def select_root(root, prior: np.ndarray | None, excluded: np.ndarray | None, forced_k: float,
-                fpu_reduction: float, params: Params) -> int:
+                fpu_reduction: float, params: PuctParams) -> int:
     """The root's edge: puct_scores with the root's FPU reduction over `prior` (None: the root's own), never an
     edge marked in `excluded`; with forced_k > 0, among the edges short of their forced playouts (N below
     sqrt(forced_k * P * sum N)) the best of those, if there are any. The root has statistics for every edge."""
@@ -119,17 +129,17 @@ def select_root(root, prior: np.ndarray | None, excluded: np.ndarray | None, for
     return int(scores.argmax())
 
 
-def select(node, params: Params) -> int:
+def select(node, params: PuctParams) -> int:
     """The edge with the highest PUCT score (puct_scores with the node's FPU reduction and priors), fast.
 
     Priors fall along the edges and all unvisited edges share one Q (the FPU), so among the unvisited edges the
     first has the highest score. Only the visited prefix needs the formula, plus that one candidate; selecting it
     extends the prefix.
     """
-    c_puct, c_puct_log, base, fpu_reduction, _ = params
     k = node.tried
     nsum = node.nsum
-    coef = (c_puct + c_puct_log * math.log((nsum + base) / base)) * math.sqrt(nsum)  # exploration()
+    base = params.c_puct_base
+    coef = (params.c_puct + params.c_puct_log * math.log((nsum + base) / base)) * math.sqrt(nsum)  # exploration()
     best, best_score = -1, -math.inf
     if k > _VECTOR_EDGES:
         N = node.N[:k]
@@ -146,7 +156,7 @@ def select(node, params: Params) -> int:
             if score > best_score:
                 best, best_score = i, score
     if k < len(node.moves):
-        fpu = node.net_u - fpu_reduction * math.sqrt(node.tried_prior)
+        fpu = node.net_u - params.fpu_reduction * math.sqrt(node.tried_prior)
         p = float(node.prior[k])
         if fpu + coef * p > best_score:
             if k == node.stats.shape[1]:
@@ -157,7 +167,7 @@ def select(node, params: Params) -> int:
     return best
 
 
-def descend(root, state, edge: int, params: Params, node_type: type, make_terminal: Callable,
+def descend(root, state, edge: int, params: PuctParams, node_type: type, make_terminal: Callable,
             drop_edge: Callable, play_line: Callable, illegal_reason: Callable) -> tuple[object, list]:
     """From the root's chosen edge to a leaf (new, pending or terminal), under virtual loss; plays the line on
     `state` with play_line(state, points) and asks illegal_reason(state, point) about first tries (game.PLAY_LINE
@@ -169,7 +179,7 @@ def descend(root, state, edge: int, params: Params, node_type: type, make_termin
     A new leaf is node_type() in its parent's children; make_terminal(leaf, state) scores one after two passes.
     drop_edge(node, edge) removes a first-tried edge that turns out illegal, and the node selects again.
     """
-    vl = params[4]
+    vl = params.virtual_loss
     node = root
     path = []
     line = []  # moves selected but not played yet
@@ -200,7 +210,8 @@ def descend(root, state, edge: int, params: Params, node_type: type, make_termin
 
 
 class Hooks(NamedTuple):
-    """What gather's descents call back into (see descend): a tree's own, fixed for its life."""
+    """What gather's descents call back into (see descend): a tree's own, fixed for its life; read by name, as
+    PuctParams is."""
 
     node_type: type
     make_terminal: Callable
@@ -210,7 +221,7 @@ class Hooks(NamedTuple):
     copy_state: Callable  # copy_state(state) -> a copy for one descent to play its line on
 
 
-def gather(root, root_state, size: int, root_selection: tuple, params: Params, hooks: Hooks, in_flight: dict,
+def gather(root, root_state, size: int, root_selection: tuple, params: PuctParams, hooks: Hooks, in_flight: dict,
            selected: list, leaves: list, states: list, plies: list) -> None:
     """Selects `size` leaves for one batch (mcts.Tree.gather): per selection, the root's edge by select_root(root,
     *root_selection, params), root_selection being (prior, excluded, forced_k, fpu_reduction), and a descent by
@@ -327,6 +338,9 @@ def candidates(states: list, point_of_flat: np.ndarray, out: np.ndarray) -> None
 
 
 class Core(NamedTuple):
+    """The node fields and the nine functions, in Python or compiled (see the module docstring)."""
+
+    node_fields: type
     select: Callable
     select_root: Callable
     descend: Callable
@@ -338,12 +352,10 @@ class Core(NamedTuple):
     back_up: Callable
 
 
-PYTHON = Core(select, select_root, descend, backup, expand, candidates, gather, take_evaluations, back_up)
-
-
-_compiled = native.load("_tree_core")
-COMPILED = None if _compiled is None else Core(_compiled.select, _compiled.select_root, _compiled.descend,
-                                               _compiled.backup, _compiled.expand, _compiled.candidates,
-                                               _compiled.gather, _compiled.take_evaluations, _compiled.back_up)
-DEFAULT = PYTHON if COMPILED is None else COMPILED
-NODE_FIELDS: type = NodeFields if _compiled is None else _compiled.NodeFields
+IMPLEMENTATIONS = native.implementations(
+    "_tree_core", Core(NodeFields, select, select_root, descend, backup, expand, candidates, gather, take_evaluations,
+                       back_up),
+    lambda twin: Core(twin.NodeFields, twin.select, twin.select_root, twin.descend, twin.backup, twin.expand,
+                      twin.candidates, twin.gather, twin.take_evaluations, twin.back_up))
+CORE = IMPLEMENTATIONS.chosen  # what new trees run, bound once (native.py)
+NODE_FIELDS: type = CORE.node_fields  # what mcts.Node is built on: the compiled functions accept only their own

@@ -26,7 +26,7 @@ def test_a_short_run_reports_the_costs_their_ratio_and_the_parts(capsys):
     for name in ("copy + play of the descent", "features.encode", "NetworkEvaluator less forward, encode",
                  "CachedEvaluator less inner"):
         assert any(line.startswith(name) and line.endswith("us/position") for line in parts)
-    expected_kind = "compiled" if position.SEARCH_POSITIONS is not None else "GameState"
+    expected_kind = "compiled" if position.IMPLEMENTATIONS.compiled is not None else "GameState"
     assert parts[-3].endswith(f"plies per descent; leaf positions: {expected_kind})")
     assert parts[-1] == f"compiled twins: {native.describe()}"
     pipelined = parts[-2].split()  # "... X us/visit in the search thread beside Y us/position of network; Z visits/s"

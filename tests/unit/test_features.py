@@ -4,13 +4,15 @@ symmetry equivariance, and the position key."""
 import numpy as np
 import pytest
 
-from gtp_engine import features, symmetry
+from gtp_engine import features, native, symmetry
 from gtp_engine.board import BLACK, WHITE, Board
 from gtp_engine.coords import PASS, Grid
 from gtp_engine.game import GameState, Rules
 
 CH = {name: i for i, name in enumerate(features.SPATIAL)}
 GL = {name: i for i, name in enumerate(features.GLOBAL)}
+PYTHON, COMPILED = features.IMPLEMENTATIONS.python, features.IMPLEMENTATIONS.compiled
+TWIN = native.load("_features_core")  # the extension itself, for its own argument checks
 
 
 def from_ascii(text, **game_args):
@@ -233,7 +235,7 @@ def ko_captures(states, limit):
     return found
 
 
-@pytest.mark.skipif(features._compiled is None, reason="the compiled features are not built")
+@pytest.mark.skipif(COMPILED is None, reason="the compiled features are not built")
 @pytest.mark.parametrize("size, seed", [(9, 1), ((7, 5), 2), (19, 3), (5, 6), ((1, 4), 5)])
 def test_compiled_planes_equal_the_reference(random_states, size, seed):
     """_features_core.c against encode_python, value for value, with and without symmetries; small boards and long
@@ -242,12 +244,12 @@ def test_compiled_planes_equal_the_reference(random_states, size, seed):
     states += ko_captures(states, 5)
     width, height = size if isinstance(size, tuple) else (size, size)
     rng = np.random.default_rng(seed)
-    reference = features.encode_python(states)
-    for ours, theirs in zip(features.encode(states), reference):
+    reference = PYTHON.encode(states)
+    for ours, theirs in zip(COMPILED.encode(states), reference):
         np.testing.assert_array_equal(ours, theirs)
     for symmetries in (rng.integers(0, len(symmetry.symmetries_for(width, height)), len(states)).tolist(),
                        np.full(len(states), len(symmetry.symmetries_for(width, height)) - 1)):
-        for ours, theirs in zip(features.encode(states, symmetries), features.encode_python(states, symmetries)):
+        for ours, theirs in zip(COMPILED.encode(states, symmetries), PYTHON.encode(states, symmetries)):
             assert ours.shape == theirs.shape
             np.testing.assert_array_equal(ours, theirs)
     spatial = reference[0]
@@ -256,21 +258,21 @@ def test_compiled_planes_equal_the_reference(random_states, size, seed):
         assert spatial[:, CH["ko_ban"]].any() and spatial[:, CH["own_1_liberty"]].any()
 
 
-@pytest.mark.skipif(features._compiled is None, reason="the compiled features are not built")
+@pytest.mark.skipif(COMPILED is None, reason="the compiled features are not built")
 def test_compiled_planes_refuse_what_they_cannot_encode():
     planes = np.empty((1, features.SPATIAL_CHANNELS, 81), np.float32)
     with pytest.raises(ValueError, match="planes must be float32"):
-        features._compiled.spatial_planes([GameState(9), GameState(9)], None, None, planes)
+        TWIN.spatial_planes([GameState(9), GameState(9)], None, None, planes)
     with pytest.raises(ValueError, match="another size"):
-        features._compiled.spatial_planes([GameState(9), GameState(7)], None, None,
-                                          np.empty((2, features.SPATIAL_CHANNELS, 81), np.float32))
+        TWIN.spatial_planes([GameState(9), GameState(7)], None, None,
+                            np.empty((2, features.SPATIAL_CHANNELS, 81), np.float32))
     with pytest.raises(TypeError, match="planes"):
-        features._compiled.spatial_planes([GameState(9)], None, None, planes.astype(np.float64))
+        TWIN.spatial_planes([GameState(9)], None, None, planes.astype(np.float64))
     with pytest.raises(ValueError, match="no row"):
-        features._compiled.spatial_planes([GameState(9)], [9], symmetry.permutation_table(9, 9), planes)
+        TWIN.spatial_planes([GameState(9)], [9], symmetry.permutation_table(9, 9), planes)
 
 
-@pytest.mark.skipif(features._compiled is None, reason="the compiled features are not built")
+@pytest.mark.skipif(COMPILED is None, reason="the compiled features are not built")
 @pytest.mark.parametrize("rules", ["chinese", "japanese", "aga", "new-zealand", "tromp-taylor"])
 def test_compiled_global_inputs_and_key_equal_the_reference(random_states, rules):
     """Komi, handicap bonus (area scoring only), prisoners (territory scoring only), ko and suicide rules, passes:
@@ -279,11 +281,11 @@ def test_compiled_global_inputs_and_key_equal_the_reference(random_states, rules
     handicap = GameState(9, komi=0.5, rules=Rules.named(rules))
     handicap.place_handicap(handicap.grid.points[:3])
     states += [handicap, handicap.with_to_play(WHITE), GameState(5, komi=0.0, rules=Rules.named(rules))]
-    np.testing.assert_array_equal(features.global_inputs(states), features.global_inputs_python(states))
-    assert any(features.global_inputs_python(states)[:, GL["last_move_pass"]])
+    np.testing.assert_array_equal(COMPILED.global_inputs(states), PYTHON.global_inputs(states))
+    assert any(PYTHON.global_inputs(states)[:, GL["last_move_pass"]])
     for state in states:
-        key = features.position_key(state)
-        assert key == features.position_key_python(state) and hash(key) == hash(features.position_key_python(state))
+        key = COMPILED.position_key(state)
+        assert key == PYTHON.position_key(state) and hash(key) == hash(PYTHON.position_key(state))
         assert type(key) is bytes
 
 
@@ -307,7 +309,7 @@ def test_decoding_a_transformed_position_undoes_its_symmetry(width, height):
     np.testing.assert_array_equal(value, 0.0)
 
 
-@pytest.mark.skipif(features._compiled is None, reason="the compiled features are not built")
+@pytest.mark.skipif(COMPILED is None, reason="the compiled features are not built")
 @pytest.mark.parametrize("width, height", [(9, 9), (19, 19), (7, 5), (2, 3)])
 @pytest.mark.parametrize("with_symmetries", [True, False])
 def test_compiled_decode_equals_the_reference(width, height, with_symmetries):
@@ -320,27 +322,25 @@ def test_compiled_decode_equals_the_reference(width, height, with_symmetries):
     value_logits = (rng.normal(size=(count, 3)) * 4).astype(np.float32)
     ownership = np.tanh(rng.normal(size=(count, height, width))).astype(np.float32)
     syms = rng.integers(0, len(symmetry.symmetries_for(width, height)), count) if with_symmetries else None
-    compiled = features.decode(policy_logits, value_logits, ownership, grid, syms)
-    reference = features.decode_python(policy_logits, value_logits, ownership, grid, syms)
+    compiled = COMPILED.decode(policy_logits, value_logits, ownership, grid, syms)
+    reference = PYTHON.decode(policy_logits, value_logits, ownership, grid, syms)
     for ours, theirs in zip(compiled, reference):
         assert ours.dtype == np.float32 and ours.shape == theirs.shape
         np.testing.assert_allclose(ours, theirs, rtol=2e-6, atol=1e-7)
     np.testing.assert_array_equal(compiled[2], reference[2])  # ownership is only moved
 
 
-@pytest.mark.skipif(features._compiled is None, reason="the compiled features are not built")
+@pytest.mark.skipif(COMPILED is None, reason="the compiled features are not built")
 def test_compiled_decode_refuses_what_does_not_fit():
     policy, value, owned = (np.zeros((2, 82), np.float32), np.zeros(2, np.float32), np.zeros((2, 81), np.float32))
     good = (np.zeros((2, 82), np.float32), np.zeros((2, 3), np.float32), np.zeros((2, 81), np.float32))
     table = symmetry.permutation_table(9, 9)
     inverse = np.array(symmetry.INVERSE)
     with pytest.raises(ValueError, match="decode needs"):
-        features._compiled.decode(np.zeros((2, 80), np.float32), good[1], good[2], None, inverse, table, policy, value,
-                                  owned)
+        TWIN.decode(np.zeros((2, 80), np.float32), good[1], good[2], None, inverse, table, policy, value, owned)
     with pytest.raises(ValueError, match="symmetry 9"):
-        features._compiled.decode(*good, np.array([0, 9]), inverse, table, policy, value, owned)
+        TWIN.decode(*good, np.array([0, 9]), inverse, table, policy, value, owned)
     with pytest.raises(TypeError, match="policy_logits"):
-        features._compiled.decode(good[0].astype(np.float64), good[1], good[2], None, inverse, table, policy, value,
-                                  owned)
-    features._compiled.decode(*good, np.array([0, 7]), inverse, table, policy, value, owned)
+        TWIN.decode(good[0].astype(np.float64), good[1], good[2], None, inverse, table, policy, value, owned)
+    TWIN.decode(*good, np.array([0, 7]), inverse, table, policy, value, owned)
     np.testing.assert_allclose(policy, 1 / 82, rtol=1e-6)

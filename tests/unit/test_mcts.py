@@ -54,8 +54,8 @@ def test_exploration_grows_with_the_log_of_visits():
     assert tree.exploration(10_000) / 100 > tree.exploration(100) / 10
 
 
-CORES = [tree_core.PYTHON, pytest.param(tree_core.COMPILED, marks=pytest.mark.skipif(
-    tree_core.COMPILED is None, reason="the compiled search core is not built"))]
+CORES = [tree_core.IMPLEMENTATIONS.python, pytest.param(tree_core.IMPLEMENTATIONS.compiled, marks=pytest.mark.skipif(
+    tree_core.IMPLEMENTATIONS.compiled is None, reason="the compiled search core is not built"))]
 
 
 @pytest.mark.parametrize("core", CORES, ids=["python", "compiled"])

@@ -20,8 +20,8 @@ from gtp_engine.board import BLACK, EMPTY, WHITE
 from gtp_engine.coords import PASS
 from gtp_engine.evaluator import CachedEvaluator, accepts_positions
 from gtp_engine.game import RULE_SETS, GameState
-from gtp_engine.position import SEARCH_POSITIONS
 
+SEARCH_POSITIONS = position.IMPLEMENTATIONS.compiled
 pytestmark = pytest.mark.skipif(SEARCH_POSITIONS is None, reason="the compiled twins are not built")
 
 

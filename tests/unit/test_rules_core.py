@@ -1,10 +1,11 @@
 """The compiled rules (_rules_core.c) against their Python reference (board.py, game.py): the same boards.
 
-Random games are played twice in lockstep, once through the *_python methods and once through the compiled
-functions, and after every move the two boards must agree in every array (colours, chain heads, chain links, sizes,
-pseudo-liberties) and every count (hash, ko, captures, stones); before every move both must give the same reason
-for every point and colour, and the same hash after every legal move. Small boards make captures, kos, suicides and
-superko repetitions frequent; the tests check that each of them happened. Without a built extension they skip.
+Random games are played twice in lockstep, once through the Python reference and once through the compiled
+functions (board.IMPLEMENTATIONS, game.IMPLEMENTATIONS), and after every move the two boards must agree in every
+array (colours, chain heads, chain links, sizes, pseudo-liberties) and every count (hash, ko, captures, stones);
+before every move both must give the same reason for every point and colour, and the same hash after every legal
+move. Small boards make captures, kos, suicides and superko repetitions frequent; the tests check that each of them
+happened. Without a built extension, or with GTP_ENGINE_PURE_PYTHON=1, they skip.
 """
 
 from __future__ import annotations
@@ -15,22 +16,23 @@ from array import array
 import pytest
 
 from gtp_engine import board as board_module
-from gtp_engine import native
+from gtp_engine import game as game_module
 from gtp_engine.board import BLACK, WHITE, Board
 from gtp_engine.coords import PASS
 from gtp_engine.game import GameState, Rules
 
-compiled = native.built("_rules_core")
-pytestmark = pytest.mark.skipif(compiled is None, reason="the compiled rules are not built")
+PYTHON_BOARD, COMPILED_BOARD = board_module.IMPLEMENTATIONS.python, board_module.IMPLEMENTATIONS.compiled
+PYTHON_GAME, COMPILED_GAME = game_module.IMPLEMENTATIONS.python, game_module.IMPLEMENTATIONS.compiled
+pytestmark = pytest.mark.skipif(COMPILED_BOARD is None, reason="the compiled rules are not built")
 
 
 @pytest.fixture
 def python_board_steps(monkeypatch):
-    """The reference GameState methods call Board's methods, which hand their work to the compiled twin where it is
-    built: these tests point them at the Python reference instead."""
-    monkeypatch.setattr(board_module, "_play_unchecked", Board._play_unchecked_python)
-    monkeypatch.setattr(board_module, "_illegal_reason", Board._illegal_reason_python)
-    monkeypatch.setattr(board_module, "_hash_after", Board._hash_after_python)
+    """The reference GameState methods call Board's methods, which hand their work to the board's chosen
+    implementation, the compiled one here: these tests point them at the Python reference instead."""
+    monkeypatch.setattr(board_module, "_play_unchecked", PYTHON_BOARD.play_unchecked)
+    monkeypatch.setattr(board_module, "_illegal_reason", PYTHON_BOARD.illegal_reason)
+    monkeypatch.setattr(board_module, "_hash_after", PYTHON_BOARD.hash_after)
 
 
 def board_state(board: Board) -> tuple:
@@ -56,16 +58,16 @@ def test_compiled_board_plays_and_judges_as_the_reference(width, height, allow_s
         legal = []
         for point in reference.grid.points:
             for c in (BLACK, WHITE):
-                reason = Board._illegal_reason_python(reference, point, c, allow_suicide)
-                assert compiled.board_illegal_reason(twin, point, c, allow_suicide) == reason
+                reason = PYTHON_BOARD.illegal_reason(reference, point, c, allow_suicide)
+                assert COMPILED_BOARD.illegal_reason(twin, point, c, allow_suicide) == reason
                 if reason is None and c == color:
                     legal.append(point)
-                    assert compiled.board_hash_after(twin, point, c) == Board._hash_after_python(reference, point, c)
+                    assert COMPILED_BOARD.hash_after(twin, point, c) == PYTHON_BOARD.hash_after(reference, point, c)
                 seen["ko"] += reason == "ko"
         point = rng.choice(legal) if legal and rng.random() > 0.03 else PASS
         stones = sum(reference.stone_count)
-        Board._play_unchecked_python(reference, point, color)
-        compiled.board_play(twin, point, color)
+        PYTHON_BOARD.play_unchecked(reference, point, color)
+        COMPILED_BOARD.play_unchecked(twin, point, color)
         assert board_state(twin) == board_state(reference)
         seen["capture"] += sum(reference.stone_count) < stones
         seen["suicide"] += point != PASS and reference.colors[point] == 0
@@ -87,14 +89,14 @@ def test_compiled_game_plays_and_judges_superko_as_the_reference(rules, python_b
         legal = []
         for point in reference.grid.points:
             for color in (None, BLACK, WHITE):
-                reason = GameState._illegal_reason_python(reference, point, color)
-                assert compiled.game_illegal_reason(twin, point, color) == reason
+                reason = PYTHON_GAME.illegal_reason(reference, point, color)
+                assert COMPILED_GAME.illegal_reason(twin, point, color) == reason
                 superko += reason == "superko"
                 if reason is None and color is None:
                     legal.append(point)
         point = rng.choice(legal) if legal and rng.random() > 0.05 else PASS
-        GameState._play_unchecked_python(reference, point)
-        compiled.game_play(twin, point)
+        PYTHON_GAME.play_unchecked(reference, point)
+        COMPILED_GAME.play_unchecked(twin, point)
         assert game_state(twin) == game_state(reference)
         if reference.consecutive_passes >= 2:
             reference, twin = GameState(4, rules=rules), GameState(4, rules=rules)
@@ -112,24 +114,24 @@ def test_compiled_play_line_plays_a_line_as_the_reference_plays_its_moves(size, 
     while played < 300:
         line = []
         for _ in range(rng.randint(1, 12)):
-            legal = [p for p in reference.grid.points if GameState._illegal_reason_python(reference, p) is None]
+            legal = [p for p in reference.grid.points if PYTHON_GAME.illegal_reason(reference, p) is None]
             point = rng.choice(legal) if legal and rng.random() > 0.05 else PASS
-            GameState._play_unchecked_python(reference, point)
+            PYTHON_GAME.play_unchecked(reference, point)
             line.append(point)
-        compiled.game_play_line(twin, line)
+        COMPILED_GAME.play_line(twin, line)
         assert game_state(twin) == game_state(reference)
         played += len(line)
         if reference.consecutive_passes >= 2:
             reference, twin = GameState(size, rules=rules), GameState(size, rules=rules)
-    compiled.game_play_line(twin, [])
+    COMPILED_GAME.play_line(twin, [])
     assert game_state(twin) == game_state(reference)
 
 
 def test_compiled_game_play_with_an_explicit_colour_and_the_methods_that_use_it():
     state = GameState(9)
     twin = state.copy()
-    GameState._play_unchecked_python(state, state.grid.point(2, 2), WHITE)
-    compiled.game_play(twin, twin.grid.point(2, 2), WHITE)
+    PYTHON_GAME.play_unchecked(state, state.grid.point(2, 2), WHITE)
+    COMPILED_GAME.play_unchecked(twin, twin.grid.point(2, 2), WHITE)
     assert state.moves == twin.moves == [(WHITE, state.grid.point(2, 2))]
     assert state.to_play == twin.to_play == BLACK
     assert state._history == twin._history
@@ -140,22 +142,22 @@ def test_compiled_game_play_with_an_explicit_colour_and_the_methods_that_use_it(
 def test_bad_input_gets_an_error_not_a_crash():
     board = Board(9)
     with pytest.raises(ValueError, match="not on a 9x9 board"):
-        compiled.board_illegal_reason(board, 0, BLACK, False)
+        COMPILED_BOARD.illegal_reason(board, 0, BLACK, False)
     with pytest.raises(ValueError, match="not on a 9x9 board"):
-        compiled.board_play(board, 10_000, BLACK)
+        COMPILED_BOARD.play_unchecked(board, 10_000, BLACK)
     with pytest.raises(ValueError, match="neither black"):
-        compiled.board_play(board, board.grid.point(0, 0), 5)
-    compiled.board_play(board, board.grid.point(0, 0), BLACK)
+        COMPILED_BOARD.play_unchecked(board, board.grid.point(0, 0), 5)
+    COMPILED_BOARD.play_unchecked(board, board.grid.point(0, 0), BLACK)
     with pytest.raises(ValueError, match="occupied"):
-        compiled.board_play(board, board.grid.point(0, 0), WHITE)
+        COMPILED_BOARD.play_unchecked(board, board.grid.point(0, 0), WHITE)
     board.chain_libs = array("I", bytes(4 * board.grid.array_size))
     with pytest.raises(TypeError, match="chain_libs"):
-        compiled.board_play(board, board.grid.point(1, 1), WHITE)
+        COMPILED_BOARD.play_unchecked(board, board.grid.point(1, 1), WHITE)
     with pytest.raises(TypeError):
-        compiled.game_play(GameState(9))
+        COMPILED_GAME.play_unchecked(GameState(9))
     state = GameState(9)
     with pytest.raises(ValueError, match="occupied"):  # what was played before the refused point stays played
-        compiled.game_play_line(state, [state.grid.point(0, 0), state.grid.point(1, 1), state.grid.point(0, 0)])
+        COMPILED_GAME.play_line(state, [state.grid.point(0, 0), state.grid.point(1, 1), state.grid.point(0, 0)])
     assert [point for _, point in state.moves] == [state.grid.point(0, 0), state.grid.point(1, 1)]
     assert state.board.stone_count == [0, 1, 1] and len(state._history) == 3 and state.to_play == BLACK
 
@@ -169,7 +171,7 @@ def test_compiled_copy_is_the_references_copy_and_independent_of_its_source():
     for _ in range(40):
         legal = [p for p in state.grid.points if state.is_legal(p)]
         state.play(rng.choice(legal) if legal else PASS)
-    twin, reference = compiled.game_copy(state), state.copy()
+    twin, reference = COMPILED_GAME.copy(state), state.copy()
     assert type(twin) is GameState and twin.__dict__.keys() == reference.__dict__.keys()
     for name, value in reference.__dict__.items():
         if name == "board":
@@ -187,4 +189,4 @@ def test_compiled_copy_is_the_references_copy_and_independent_of_its_source():
     assert twin._history == reference._history and twin._max_stones == reference._max_stones
     assert (board_state(state.board), list(state.moves), list(state._history)) == source
     with pytest.raises(AttributeError, match="no __dict__"):
-        compiled.game_copy(object())
+        COMPILED_GAME.copy(object())

@@ -1,15 +1,17 @@
 """The compiled search core against its Python reference (tree_core.py): the same choices, the same trees.
 
-Each search is grown twice from the same position with the same evaluator, once through tree_core.PYTHON and once
-through tree_core.COMPILED, and the two trees must agree in every node: moves, priors, tried prefix, and every edge
-statistic to the last bit. Positions come from a real game record (captures), a ko with suicide points (lazy
-legality drops edges) and the end of a game (terminal nodes). Without a built extension, or with
-GTP_ENGINE_PURE_PYTHON=1, these tests skip (.ci/run installs gcc and says whether it was built).
+Each search is grown twice from the same position with the same evaluator, once through the reference and once
+through the compiled twin (tree_core.IMPLEMENTATIONS: python, compiled), and the two trees must agree in every node:
+moves, priors, tried prefix, and every edge statistic to the last bit. Positions come from a real game record
+(captures), a ko with suicide points (lazy legality drops edges) and the end of a game (terminal nodes). Without a
+built extension, or with GTP_ENGINE_PURE_PYTHON=1, these tests skip (.ci/run installs gcc and says whether it was
+built).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -24,7 +26,8 @@ from gtp_engine.mcts import MoveFilter, MoveClause, Node, Tree, TreeConfig
 from gtp_engine.sgf_io import load_sgf_file
 
 FIXTURES = Path(__file__).resolve().parents[1] / "sgf" / "fixtures"
-pytestmark = pytest.mark.skipif(tree_core.COMPILED is None, reason="the compiled search core is not built")
+PYTHON, COMPILED = tree_core.IMPLEMENTATIONS.python, tree_core.IMPLEMENTATIONS.compiled
+pytestmark = pytest.mark.skipif(COMPILED is None, reason="the compiled search core is not built")
 
 
 class HashedEvaluator:
@@ -48,7 +51,7 @@ class HashedEvaluator:
 
 
 def grow(core, state: GameState, playouts: int, batch: int, monkeypatch, **config) -> Tree:
-    monkeypatch.setattr(tree_core, "DEFAULT", core)
+    monkeypatch.setattr(tree_core, "CORE", core)
     tree = Tree(HashedEvaluator(), state.copy(), TreeConfig(**config))
     done = 0
     while done < playouts:
@@ -88,7 +91,7 @@ POSITIONS = {
 def test_compiled_core_grows_the_reference_tree(name, batch, virtual_loss, monkeypatch):
     state = POSITIONS[name]()
     trees = [grow(core, state, 600, batch, monkeypatch, virtual_loss=virtual_loss)
-             for core in (tree_core.PYTHON, tree_core.COMPILED)]
+             for core in (PYTHON, COMPILED)]
     assert assert_same_tree(trees[0].root, trees[1].root) > 50
 
 
@@ -97,8 +100,8 @@ def test_compiled_root_selection_with_noise_exclusions_and_forced_playouts(monke
     state = record_position("ogs_16975155.sgf", 30)
     move_filter = MoveFilter((MoveClause(BLACK, frozenset(state.grid.points[:20]), 3, allow=False),))
     trees = []
-    for core in (tree_core.PYTHON, tree_core.COMPILED):
-        monkeypatch.setattr(tree_core, "DEFAULT", core)
+    for core in (PYTHON, COMPILED):
+        monkeypatch.setattr(tree_core, "CORE", core)
         tree = Tree(HashedEvaluator(), state.copy(), TreeConfig(), move_filter=move_filter)
         tree.run_batch(1)
         n = len(tree.root.moves)
@@ -132,13 +135,16 @@ def hand_built_node(rng: np.random.Generator) -> Node:
     return node
 
 
+PARAMS = tree_core.PuctParams(c_puct=1.1, c_puct_log=0.45, c_puct_base=500.0, fpu_reduction=0.25, virtual_loss=1.0)
+
+
 def test_compiled_select_matches_the_reference_on_random_nodes():
     rng = np.random.default_rng(11)
-    params = (1.1, 0.45, 500.0, 0.25, 1.0)
+    params = PARAMS
     for _ in range(500):
         seed = int(rng.integers(1 << 30))
         nodes = [hand_built_node(np.random.default_rng(seed)) for _ in range(2)]
-        edges = [core.select(node, params) for core, node in zip((tree_core.PYTHON, tree_core.COMPILED), nodes)]
+        edges = [core.select(node, params) for core, node in zip((PYTHON, COMPILED), nodes)]
         assert edges[0] == edges[1]
         assert (nodes[0].tried, nodes[0].tried_prior) == (nodes[1].tried, nodes[1].tried_prior)
         assert nodes[0].stats.shape == nodes[1].stats.shape
@@ -147,16 +153,16 @@ def test_compiled_select_matches_the_reference_on_random_nodes():
 def test_compiled_select_reads_priors_and_statistics_given_after_a_first_selection():
     """The compiled core checks a node's arrays once and keeps their data; a new array (new priors, grown or replaced
     statistics) must be read from then on, as the reference reads it."""
-    params = (1.1, 0.45, 500.0, 0.25, 1.0)
+    params = PARAMS
     for seed in range(40):
         nodes = [hand_built_node(np.random.default_rng(seed)) for _ in range(2)]
-        for core, node in zip((tree_core.PYTHON, tree_core.COMPILED), nodes):
+        for core, node in zip((PYTHON, COMPILED), nodes):
             core.select(node, params)
             node.prior = node.prior[::-1].copy()  # new priors: rising now
             stats = node.stats.copy()
             stats[1] = -stats[1]  # new statistics: the utilities turned around
             node.stats = stats
-        edges = [core.select(node, params) for core, node in zip((tree_core.PYTHON, tree_core.COMPILED), nodes)]
+        edges = [core.select(node, params) for core, node in zip((PYTHON, COMPILED), nodes)]
         assert edges[0] == edges[1], seed
         assert (nodes[0].tried, nodes[0].tried_prior) == (nodes[1].tried, nodes[1].tried_prior)
 
@@ -165,9 +171,22 @@ def test_compiled_core_refuses_statistics_of_another_type():
     node = hand_built_node(np.random.default_rng(1))
     node.prior = node.prior.astype(np.float32)
     with pytest.raises(TypeError, match="float64"):
-        tree_core.COMPILED.select(node, (1.0, 0.45, 500.0, 0.25, 1.0))
-    with pytest.raises(TypeError, match="params"):
-        tree_core.COMPILED.select(node, (1.0, 0.45))
+        COMPILED.select(node, PARAMS)
+    with pytest.raises(TypeError, match="params: a tree_core.PuctParams, not tuple"):
+        COMPILED.select(node, (1.1, 0.45, 500.0, 0.25, 1.0))
+
+
+def test_both_cores_read_the_params_by_name():
+    """Any record with the fields, in any order, selects as PuctParams does: neither core reads a field by its place,
+    so that a field added or moved cannot be misread."""
+    shuffled = SimpleNamespace(virtual_loss=1.0, fpu_reduction=0.25, c_puct_base=500.0, c_puct_log=0.45, c_puct=1.1)
+    for seed in range(40):
+        nodes = [hand_built_node(np.random.default_rng(seed)) for _ in range(4)]
+        edges = [core.select(node, params) for (core, params), node in
+                 zip([(PYTHON, PARAMS), (PYTHON, shuffled), (COMPILED, PARAMS), (COMPILED, shuffled)], nodes)]
+        assert len(set(edges)) == 1, seed
+    with pytest.raises(TypeError, match="no fpu_reduction"):
+        COMPILED.select(nodes[0], SimpleNamespace(c_puct=1.1, c_puct_log=0.45, c_puct_base=500.0, virtual_loss=1.0))
 
 
 @pytest.mark.parametrize("width", [10, 82, 362])
@@ -185,7 +204,7 @@ def test_compiled_expand_matches_the_reference_with_ties_and_empty_policies(widt
     prior[5, 7] = np.nan
     prior[6, ~mask[6]] = np.nan  # NaN off the mask: ignored
     leaves = [[Node() for _ in range(12)] for _ in range(2)]
-    for core, row in zip((tree_core.PYTHON, tree_core.COMPILED), leaves):
+    for core, row in zip((PYTHON, COMPILED), leaves):
         core.expand(row, prior.copy(), mask.copy(), point_of_flat, 4)
     ties = 0
     for a, b in zip(*leaves):
@@ -195,11 +214,11 @@ def test_compiled_expand_matches_the_reference_with_ties_and_empty_policies(widt
         ties += len(a.prior) - len(set(a.prior.tolist()))
     assert ties > width // 4 and len(set(leaves[0][3].prior.tolist())) == 1
     with pytest.raises(ValueError, match="one row"):
-        tree_core.COMPILED.expand(leaves[1][:2], prior, mask, point_of_flat, 4)
+        COMPILED.expand(leaves[1][:2], prior, mask, point_of_flat, 4)
     with pytest.raises(TypeError, match="mask"):
-        tree_core.COMPILED.expand(leaves[1], prior, mask.astype(np.uint8), point_of_flat, 4)
+        COMPILED.expand(leaves[1], prior, mask.astype(np.uint8), point_of_flat, 4)
     with pytest.raises(TypeError, match="policy"):
-        tree_core.COMPILED.expand(leaves[1], prior.astype(np.float64), mask, point_of_flat, 4)
+        COMPILED.expand(leaves[1], prior.astype(np.float64), mask, point_of_flat, 4)
 
 
 @pytest.mark.parametrize("name", POSITIONS)
@@ -210,13 +229,13 @@ def test_compiled_candidates_match_the_reference(name):
     states[1].play(PASS)
     point_of_flat = np.append(state.grid.point_of, PASS).astype(np.int64)
     masks = [np.zeros((3, state.grid.area + 1), bool) for _ in range(2)]
-    for core, mask in zip((tree_core.PYTHON, tree_core.COMPILED), masks):
+    for core, mask in zip((PYTHON, COMPILED), masks):
         core.candidates(states, point_of_flat, mask)
     assert np.array_equal(masks[0], masks[1])
     assert masks[1][:, -1].all() and masks[1][2].all()
     assert np.array_equal(masks[1][0, :-1], [state.board.colors[p] == 0 for p in state.grid.point_of])
     with pytest.raises(ValueError, match="row of out"):
-        tree_core.COMPILED.candidates(states, point_of_flat, masks[1][:2])
+        COMPILED.candidates(states, point_of_flat, masks[1][:2])
 
 
 def test_compiled_nodes_stay_out_of_the_garbage_collector_and_survive_collections(monkeypatch):
@@ -225,8 +244,8 @@ def test_compiled_nodes_stay_out_of_the_garbage_collector_and_survive_collection
     import gc
 
     state = POSITIONS["game record, move 40"]()
-    tree = grow(tree_core.COMPILED, state, 300, 8, monkeypatch)
-    reference = grow(tree_core.COMPILED, state, 300, 8, monkeypatch)
+    tree = grow(COMPILED, state, 300, 8, monkeypatch)
+    reference = grow(COMPILED, state, 300, 8, monkeypatch)
     gc.collect()
     nodes = [child for child in tree.root.children.values() if child.moves is not None]
     assert len(nodes) > 20
@@ -238,13 +257,13 @@ def test_compiled_nodes_stay_out_of_the_garbage_collector_and_survive_collection
     assert assert_same_tree(tree.root, reference.root) > 50
 
 
-@pytest.mark.parametrize("core", ["PYTHON", "COMPILED"])
+@pytest.mark.parametrize("core", ["python", "compiled"])
 def test_descents_before_a_failure_are_undone(core, monkeypatch):
     """A gather that fails between descents (here at the third copy of the root's position) undoes the descents
     before it (virtual loss, new leaves), so the tree equals one that never tried, and searches on alike."""
     state = POSITIONS["game record, move 40"]()
-    tree = grow(getattr(tree_core, core), state, 200, 8, monkeypatch)
-    reference = grow(getattr(tree_core, core), state, 200, 8, monkeypatch)
+    tree = grow(getattr(tree_core.IMPLEMENTATIONS, core), state, 200, 8, monkeypatch)
+    reference = grow(getattr(tree_core.IMPLEMENTATIONS, core), state, 200, 8, monkeypatch)
 
     copies = 0
 
@@ -268,6 +287,22 @@ def test_descents_before_a_failure_are_undone(core, monkeypatch):
     assert assert_same_tree(tree.root, reference.root) > 50
 
 
+@pytest.mark.parametrize("core", ["python", "compiled"])
+def test_gather_reads_the_hooks_by_name(core, monkeypatch):
+    """Hooks given as any record with the fields, in another order, grow the tree tree_core.Hooks grows."""
+    state = POSITIONS["ko and suicides"]()
+    tree = grow(getattr(tree_core.IMPLEMENTATIONS, core), state, 100, 8, monkeypatch)
+    reference = grow(getattr(tree_core.IMPLEMENTATIONS, core), state, 100, 8, monkeypatch)
+    tree._hooks = SimpleNamespace(**dict(reversed(tree._hooks._asdict().items())))
+    for _ in range(20):
+        tree.run_batch(8)
+        reference.run_batch(8)
+    assert assert_same_tree(tree.root, reference.root) > 50
+    tree._hooks = SimpleNamespace(**{k: v for k, v in reference._hooks._asdict().items() if k != "copy_state"})
+    with pytest.raises((TypeError, AttributeError), match="copy_state"):
+        tree.gather(8)
+
+
 @pytest.mark.parametrize("name", ["empty 9x9", "game record, move 40"])
 def test_compiled_core_grows_the_reference_tree_with_batches_in_flight(name, monkeypatch):
     """Three batches gathered before the first is finished, without virtual loss: leaves pending in an earlier batch
@@ -275,7 +310,7 @@ def test_compiled_core_grows_the_reference_tree_with_batches_in_flight(name, mon
     cores alike."""
 
     def grow_in_flight(core):
-        monkeypatch.setattr(tree_core, "DEFAULT", core)
+        monkeypatch.setattr(tree_core, "CORE", core)
         tree = Tree(HashedEvaluator(), POSITIONS[name](), TreeConfig(virtual_loss=0.0))
         tree.run_batch(1)
         awaited = 0
@@ -287,6 +322,6 @@ def test_compiled_core_grows_the_reference_tree_with_batches_in_flight(name, mon
         assert not tree._in_flight and not tree._awaited
         return tree, awaited
 
-    (python, awaited), (compiled, _) = grow_in_flight(tree_core.PYTHON), grow_in_flight(tree_core.COMPILED)
+    (python, awaited), (compiled, _) = grow_in_flight(PYTHON), grow_in_flight(COMPILED)
     assert awaited > 50
     assert assert_same_tree(python.root, compiled.root) > 30
