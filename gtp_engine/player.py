@@ -94,7 +94,7 @@ import numpy as np
 
 from gtp_engine.board import BLACK, EMPTY, WHITE, Board, opponent
 from gtp_engine.coords import PASS
-from gtp_engine.evaluator import Evaluator
+from gtp_engine.evaluator import Evaluator, legal_policy
 from gtp_engine.game import GameState
 from gtp_engine.mcts import MoveFilter
 from gtp_engine.search import (
@@ -245,11 +245,11 @@ class Player:
     # ---- judging a position -----------------------------------------------------------------------------
 
     def policy(self, game: GameState, color: int) -> np.ndarray:
-        """The network's move probabilities for `color` in `game` (flat, pass last), 0 on illegal moves."""
+        """The network's move probabilities for `color` in `game` (flat, pass last) over the legal moves
+        (evaluator.legal_policy), 0 on illegal moves."""
         self.stop_background()
         state = game.with_to_play(color)
-        policy = self.evaluator.evaluate([state]).policy[0]
-        return np.where(state.legal_mask(), policy, 0.0)
+        return legal_policy(self.evaluator.evaluate([state]).policy[0], state)
 
     def ownership(self, game: GameState, deadline: float | None = None) -> np.ndarray:
         """Ownership of `game`'s position, flat, Black's view (+1 Black's), from a search (ending at `deadline`, on

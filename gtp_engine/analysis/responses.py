@@ -11,8 +11,8 @@ Terms:
   visits (the tree has no transpositions). scoreMean is scoreLead (KataGo keeps both names). scoreStdev is the
   spread of the leads the search backed up through the move (search/snapshot.py), not a network output.
 - ownership: row-major from the top-left point (flat order, coords.py), length width * height.
-- policy: the network's policy for the position over its legal moves (renormalised, as KataGo's network masks
-  illegal moves), flat order with pass last, -1 on illegal moves.
+- policy: the network's policy for the position over its legal moves (evaluator.legal_policy: renormalised, as
+  KataGo's network masks illegal moves), flat order with pass last, -1 on illegal moves.
 - thisHash: the position's Zobrist hash of stones and side to move, in hexadecimal (KataGo's also covers a simple
   ko ban). Fields KataGo sends that this engine cannot compute honestly (scoreSelfplay, utilityLcb, symHash,
   ownershipStdev) are left out.
@@ -94,16 +94,6 @@ def result(query, turn, snapshot: Snapshot, move_ownership: MoveOwnership | None
     if query.include_policy and policy is not None:
         response["policy"] = _floats(policy)
     return response
-
-
-def policy_with_illegal(policy: np.ndarray, state: GameState) -> np.ndarray:
-    """The network's policy (flat, pass last) over the legal moves, summing to 1 as the search's priors do, and
-    -1 on the moves illegal in `state`."""
-    legal = state.legal_mask()
-    kept = np.where(legal, policy, 0.0)
-    total = kept.sum()
-    kept = kept / total if total > 0 else legal / legal.sum()
-    return np.where(legal, kept, -1.0)
 
 
 def _move_info(move: MoveInfo, order: int, g: coords.Grid, flip: bool, sign: float, pv_length: int,

@@ -26,11 +26,9 @@ import logging
 import threading
 from typing import Any, Callable
 
-import numpy as np
-
 from gtp_engine.analysis import responses
 from gtp_engine.analysis.query import Query, Turn
-from gtp_engine.evaluator import Evaluator
+from gtp_engine.evaluator import Evaluator, legal_policy
 from gtp_engine.search import ReportSchedule, SearchConfig, Searcher, Snapshot, StopCondition
 
 log = logging.getLogger(__name__)
@@ -150,7 +148,7 @@ class Scheduler:
         searcher.reset()  # a fresh tree for the task
         policy = None
         if query.include_policy:
-            policy = responses.policy_with_illegal(evaluator.evaluate([state]).policy[0].astype(np.float64), state)
+            policy = legal_policy(evaluator.evaluate([state]).policy[0], state, illegal=-1.0)
 
         def report(snapshot: Snapshot) -> None:
             self._emit(responses.result(query, turn, snapshot, searcher.move_ownership, policy))

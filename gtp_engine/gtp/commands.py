@@ -31,6 +31,7 @@ import gtp_engine
 from gtp_engine import coords, sgf_io
 from gtp_engine.board import BLACK, WHITE, IllegalMoveError, opponent
 from gtp_engine.config import PlayOptions, SearchOptions
+from gtp_engine.evaluator import legal_policy
 from gtp_engine.game import KOMI, GameState, Rules, diagram, fixed_handicap_points, format_result, free_handicap_points
 from gtp_engine.gtp import analyze_lines
 from gtp_engine.gtp.protocol import (
@@ -499,9 +500,7 @@ class Session:
         g = state.grid
         white = -1.0 if state.to_play == BLACK else 1.0  # the network speaks for the side to move
         value, lead = white * float(batch.value[0]), white * float(batch.score[0])
-        legal = state.legal_mask()
-        policy = np.where(legal, batch.policy[0], 0.0)
-        policy = np.where(legal, policy / policy.sum(), np.nan)  # over the legal moves, as the search's priors
+        policy = legal_policy(batch.policy[0], state, illegal=np.nan)
         ownership = white * np.asarray(batch.ownership[0], dtype=np.float64)
 
         def rows(values: np.ndarray) -> list[str]:
