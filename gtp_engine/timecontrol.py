@@ -27,7 +27,7 @@ Terms:
   Canadian overtime keeps it back once for every stone left in the period, from each stone's share: each of those
   moves pays the delay.
 - overhead: the engine's own seconds per move outside its search (the answer after the search stops), measured by
-  the caller and kept back as well. The search itself stops one batch before its deadline (search.py).
+  the caller and kept back as well. The search itself stops one batch before its deadline (search/limits.py).
 
 budget() is a pure function of the settings, one clock and the position's size; nothing here reads a clock or
 runs a search. The caller turns a budget into the search's stop condition.
