@@ -117,7 +117,7 @@ class Searcher:
             stop = replace(stop, visits=cfg.stop.default_visits)
         playouts = 0 if tree.root.is_expanded else tree.run_batch(1)
         self._prepare_root(tree, exclude, cfg)
-        next_snapshot = start + reports.first if on_snapshot and reports is not None else math.inf
+        next_report = start + reports.first if on_snapshot and reports is not None else math.inf
         batch_size = max(1, cfg.batch_size)
         depth = max(1, cfg.batches_in_flight)
         workers = cfg.evaluation_threads_for()
@@ -125,13 +125,13 @@ class Searcher:
         in_flight: collections.deque[tuple[PendingBatch, InFlight]] = collections.deque()
         selections = 0  # of the batches in flight
         last_finish = clock()
-        snapshot_due = False  # set when a batch finishes past next_snapshot
+        report_due = False  # set when a batch finishes past next_report
         try:
             while True:
-                # Gather while there is room; a stop or a snapshot first drains the batches in flight, and a stop
+                # Gather while there is room; a stop or a report first drains the batches in flight, and a stop
                 # is only final when none is left (the statistics then hold no virtual loss).
                 room = depth if tree.root.visits >= overlap_from else 1
-                if (not snapshot_due and len(in_flight) < room
+                if (not report_due and len(in_flight) < room
                         and not self._should_stop(tree, stop, playouts, start, cfg, selections, len(in_flight))):
                     size = batch_size
                     if stop.playouts is not None:
@@ -145,12 +145,12 @@ class Searcher:
                     if len(in_flight) < room:
                         continue
                 elif not in_flight:
-                    if not snapshot_due:
+                    if not report_due:
                         break
                     on_snapshot(self._snapshot(tree, playouts, start, ownership_in_snapshots, cfg.choice,
                                                during_search=True))
-                    next_snapshot = clock() + reports.every if reports.every is not None else math.inf
-                    snapshot_due = False
+                    next_report = clock() + reports.every if reports.every is not None else math.inf
+                    report_due = False
                     continue
                 pending, evaluation = in_flight[0]
                 while not evaluation.done() and self._workers is not None and self._workers.run_queued():
@@ -162,7 +162,7 @@ class Searcher:
                 ended = clock()
                 self._batch = (max(ended - last_finish, self.batch_seconds(ended)), ended)
                 last_finish = ended
-                snapshot_due = snapshot_due or ended >= next_snapshot
+                report_due = report_due or ended >= next_report
         except BaseException:
             for pending, _ in reversed(in_flight):  # the latest first; finish() has abandoned its own batch
                 if pending.selected:
