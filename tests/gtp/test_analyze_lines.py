@@ -11,7 +11,7 @@ from gtp_engine.gtp import analyze_lines
 from gtp_engine.gtp.protocol import GtpError
 from gtp_engine.gtp.values import IllegalVertex, parse_float, parse_vertex
 from gtp_engine.mcts import MoveClause, MoveFilter
-from gtp_engine.search import MoveInfo, Snapshot
+from gtp_engine.search import MoveInfo, ReportSchedule, Snapshot
 
 G = coords.grid(3)
 
@@ -34,6 +34,9 @@ def test_request_grammar_follows_katago():
     request = analyze_lines.parse_request(("b", "50", "maxmoves", "3", "ownership", "true"), G, WHITE, kata=True)
     assert (request.color, request.interval, request.max_moves, request.ownership) == (BLACK, 0.5, 3, True)
     assert analyze_lines.parse_request(("20",), G, BLACK, kata=False).interval == 0.2  # Lizzie: no colour
+    # The interval is the search's report schedule; 0 (or none) reports only when the search ends.
+    assert analyze_lines.parse_request(("20",), G, BLACK, kata=False).reports == ReportSchedule.periodic(0.2)
+    assert analyze_lines.parse_request(("b", "0"), G, BLACK, kata=False).reports is None
     assert analyze_lines.parse_request(("interval", "100", "rootInfo", "true"), G, BLACK, kata=True).root_info
     for bad in (("ownership", "true"), ("b", "-1"), ("minmoves",), ("b", "10", "foo", "1")):
         with pytest.raises(GtpError, match="syntax error"):
