@@ -16,6 +16,8 @@ Terms:
   splits its batch, so that a search with one batch in flight runs it on every core).
 - position key: features.position_key(state), everything the network input depends on; two positions with the
   same key get the same evaluation, so CachedEvaluator stores evaluations under it.
+- legal policy: a network policy over the moves legal in its position, renormalised (legal_policy); what every
+  report of the raw policy shows (kata-raw-nn, gogui-policy, the JSON analysis engine's policy, minmoves).
 - accepting evaluator: one that declares accepts_positions = True, so a search may hand it compiled search positions
   (position.py) in place of GameStates; accepts_positions(evaluator) below reads that for any evaluator, False
   where it is not declared, and a wrapper passes on its inner evaluator's answer.
@@ -106,6 +108,16 @@ class _WholeEvaluation:
 
     def result(self) -> EvaluationBatch:
         return self._batch
+
+
+def legal_policy(policy: np.ndarray, state: GameState, illegal: float = 0.0) -> np.ndarray:
+    """A network policy for `state` (flat, pass last) over its legal moves: renormalised to sum to 1 there, as the
+    search's priors are (uniform over them where the network gives them nothing), float64, `illegal` elsewhere."""
+    legal = state.legal_mask()
+    kept = np.where(legal, np.asarray(policy, dtype=np.float64), 0.0)
+    total = kept.sum()
+    kept = kept / total if total > 0 else legal / legal.sum()
+    return np.where(legal, kept, illegal)
 
 
 def accepts_positions(evaluator: object) -> bool:

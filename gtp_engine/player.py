@@ -43,11 +43,12 @@ import numpy as np
 from gtp_engine import endgame
 from gtp_engine.board import BLACK, opponent
 from gtp_engine.coords import PASS
-from gtp_engine.evaluator import EvaluationBatch, Evaluator
+from gtp_engine.evaluator import EvaluationBatch, Evaluator, legal_policy
 from gtp_engine.game import GameState
 from gtp_engine.mcts import MoveFilter
 from gtp_engine.search import (
     BackgroundSearch,
+    ReportSchedule,
     ResignConfig,
     ResignCounter,
     SearchConfig,
@@ -102,14 +103,12 @@ class MoveLimits:
             visits = self.visits
             if visits is None and self.playouts is None and self.time_per_move is None:
                 visits = default_visits
-            deadline = None if self.time_per_move is None else started + self.time_per_move
-            return StopCondition(visits=visits, playouts=self.playouts, deadline=deadline, interrupt=interrupt)
+            return StopCondition.for_limits(started, visits, self.playouts, self.time_per_move, interrupt)
         seconds = [budget.minimum, budget.recommended, budget.maximum]
         if self.time_per_move is not None:
             seconds = [min(t, self.time_per_move) for t in seconds]
-        stop = StopCondition.for_budget(started, *seconds, interrupt=interrupt, visits=self.visits)
-        stop.playouts = self.playouts
-        return stop
+        return StopCondition.for_budget(started, *seconds, interrupt=interrupt, visits=self.visits,
+                                        playouts=self.playouts)
 
 
 @dataclass(frozen=True)
@@ -158,7 +157,7 @@ class Player:
     # ---- searching ------------------------------------------------------------------------------------
 
     def genmove(self, game: GameState, color: int, stop: StopCondition, on_snapshot: SnapshotCallback | None = None,
-                snapshot_interval: float | None = None, cleanup: bool = False,
+                reports: ReportSchedule | None = None, cleanup: bool = False,
                 move_filter: MoveFilter = MoveFilter(), trial: bool = False) -> MoveChoice:
         """The move for `color` (to play or not) in `game`: a search, then the pass and resign rules. Plays
         nothing: the move is legal for `color` in `game` and the caller plays it. trial: the move is only asked
@@ -181,7 +180,7 @@ class Player:
             stop = self._leaving_time(stop, PASS_CHECK_SHARE)  # for the search after our pass (rules 1 and 2)
 
         def search(stop: StopCondition) -> SearchResult:
-            return self._search(state, stop, on_snapshot, snapshot_interval,
+            return self._search(state, stop, on_snapshot, reports,
                                 exclude=(PASS,) if dead_opponent else (), move_filter=move_filter)
 
         result = search(stop)
@@ -195,7 +194,7 @@ class Player:
         def search_without_pass() -> SearchResult:  # the rest of the move's time, or its visits once more
             budget = move_stop.playouts if move_stop.playouts is not None else move_stop.visits
             return self._search(state, replace(move_stop, visits=None, playouts=budget), on_snapshot,
-                                snapshot_interval, exclude=(PASS,), move_filter=move_filter)
+                                reports, exclude=(PASS,), move_filter=move_filter)
 
         choice = result.choice
         snapshot = result.snapshot
@@ -217,17 +216,17 @@ class Player:
         return MoveChoice(point, winrate=info.winrate, score_lead=info.score_lead, visits=snapshot.visits)
 
     def analyze(self, game: GameState, color: int, stop: StopCondition, on_snapshot: SnapshotCallback,
-                snapshot_interval: float | None = None, ownership: bool = False,
+                reports: ReportSchedule | None = None, ownership: bool = False,
                 move_filter: MoveFilter = MoveFilter()) -> None:
         """Searches `game` for `color` until `stop` (an interrupt alone is enough), reporting snapshots."""
         self.stop_background()
-        self._search(game.with_to_play(color), stop, on_snapshot, snapshot_interval, ownership=ownership,
+        self._search(game.with_to_play(color), stop, on_snapshot, reports, ownership=ownership,
                      move_filter=move_filter, config=self.config.analysis_search)
 
     def start_analysis(self, game: GameState, color: int, stop: StopCondition, on_snapshot: SnapshotCallback | None,
-                       snapshot_interval: float | None = None, ownership: bool = False) -> None:
+                       reports: ReportSchedule | None = None, ownership: bool = False) -> None:
         """Like analyze, in a background thread; any later call (or stop_background) ends it."""
-        self._start_background(game.with_to_play(color), stop, on_snapshot, snapshot_interval, ownership,
+        self._start_background(game.with_to_play(color), stop, on_snapshot, reports, ownership,
                                self.config.analysis_search)
 
     def ponder(self, game: GameState, stop: StopCondition | None = None) -> None:
@@ -251,9 +250,9 @@ class Player:
         threading.Thread(target=watch_input, name="ponder-input", daemon=True).start()
 
     def _start_background(self, state: GameState, stop: StopCondition, on_snapshot: SnapshotCallback | None,
-                          interval: float | None, ownership: bool, config: SearchConfig) -> None:
+                          reports: ReportSchedule | None, ownership: bool, config: SearchConfig) -> None:
         self.stop_background()
-        self._background = BackgroundSearch(self.searcher, state, stop, on_snapshot, interval, ownership, config)
+        self._background = BackgroundSearch(self.searcher, state, stop, on_snapshot, reports, ownership, config)
 
     def stop_background(self) -> None:
         with self._lock:
@@ -266,11 +265,11 @@ class Player:
     # ---- judging a position -----------------------------------------------------------------------------
 
     def policy(self, game: GameState, color: int) -> np.ndarray:
-        """The network's move probabilities for `color` in `game` (flat, pass last), 0 on illegal moves."""
+        """The network's move probabilities for `color` in `game` (flat, pass last) over the legal moves
+        (evaluator.legal_policy), 0 on illegal moves."""
         self.stop_background()
         state = game.with_to_play(color)
-        policy = self.evaluator.evaluate([state]).policy[0]
-        return np.where(state.legal_mask(), policy, 0.0)
+        return legal_policy(self.evaluator.evaluate([state]).policy[0], state)
 
     def ownership(self, game: GameState, deadline: float | None = None) -> np.ndarray:
         """Ownership of `game`'s position, flat, Black's view (+1 Black's), from a search (ending at `deadline`, on
@@ -294,10 +293,10 @@ class Player:
 
     # ---- searches for the move ----------------------------------------------------------------------------
 
-    def _search(self, state: GameState, stop: StopCondition, on_snapshot=None, interval=None, exclude=(),
+    def _search(self, state: GameState, stop: StopCondition, on_snapshot=None, reports=None, exclude=(),
                 ownership: bool = False, move_filter: MoveFilter = MoveFilter(),
                 config: SearchConfig | None = None) -> SearchResult:
-        result = self.searcher.search(state, stop, on_snapshot, interval, exclude, ownership_in_snapshots=ownership,
+        result = self.searcher.search(state, stop, on_snapshot, reports, exclude, ownership_in_snapshots=ownership,
                                       move_filter=move_filter, config=config)
         self._last = (_key(state, move_filter), result)
         return result

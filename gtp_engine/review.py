@@ -1,9 +1,13 @@
 """Game review (`gtp-engine review GAME.sgf`): every position of a game analysed, the SGF written back annotated.
 
 Terms:
-- position t: the position after the first t moves of the main line (0: the start, with setup stones). All of
-  them go to the JSON analysis engine's scheduler as one query (analysis/), so the worker threads search several
-  positions at once; a progress bar on stderr counts the finished ones.
+- position t: the position after the first t moves of the main line (0: the start, with setup stones), the
+  opponent of the last mover to move (at 0: the first mover, else PL, else White after handicap stones; setup
+  stones of Black alone, two or more, count as handicap), as the JSON analysis engine (analysis/) sets up a game.
+  Each position is searched to the visits asked for, with the analysis search settings
+  (search.SearchConfig.for_analysis) and a fresh tree. `workers` threads search positions at once, each with
+  its own Searcher, sharing the network evaluator (and its cache); a progress bar on stderr counts the finished
+  ones.
 - views: winrates and score leads are Black's (Black's winrate, Black's lead in points), as Sabaki and KaTrain
   show them.
 - points lost by move t (played in position t - 1): how much the mover's score lead fell from position t - 1,
@@ -24,22 +28,23 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Callable, TextIO
 
 import gtp_engine
 from gtp_engine import config as config_lib
 from gtp_engine import coords, sgf_io
 from gtp_engine import log as log_lib
-from gtp_engine.analysis.query import QueryError, parse_query
-from gtp_engine.analysis.scheduler import EvaluatorFor, Scheduler
-from gtp_engine.analysis.settings import AnalysisSettings
-from gtp_engine.board import BLACK
+from gtp_engine.board import BLACK, WHITE, IllegalMoveError
+from gtp_engine.evaluator import Evaluator
+from gtp_engine.game import GameState
+from gtp_engine.search import SearchConfig, Searcher, Snapshot, StopCondition
 from gtp_engine.network_loader import NetworkLoader, NetworkUnavailable, exit_process
-from gtp_engine.search import SearchConfig
 
 MISTAKE = 3.0  # points lost for BM[1]
 BLUNDER = 8.0  # points lost for BM[2]
 WORST_LISTED = 10
+
+EvaluatorFor = Callable[[int, int], Evaluator]  # (width, height) -> evaluator; raises with a message if none
 
 
 class ReviewError(Exception):
@@ -70,73 +75,130 @@ class Review:
         return sorted((m for m in self.moves if m.points_lost > 0), key=lambda m: -m.points_lost)[:count]
 
 
+@dataclass(frozen=True)
+class PositionReview:
+    """What the search of one position found, Black's view."""
+
+    winrate: float  # Black's
+    score_lead: float  # Black's, points
+    best: str | None  # the search's best move (the first visited in its order), GTP vertex; None if none visited
+    best_lead: float | None  # Black's lead after that move, as the search saw it
+
+
 def analyse(record: sgf_io.GameRecord, evaluator_for: EvaluatorFor, search_config: SearchConfig, visits: int,
             workers: int, progress: Callable[[int, int], None] = lambda done, total: None) -> Review:
-    """Searches every position of the record with `visits` visits; raises ReviewError."""
+    """Searches every position of the record with `visits` visits, `workers` positions at once; progress(done,
+    total) after each one (and once before the first); raises ReviewError."""
     try:
         record.to_game()  # the record's legality as loadsgf judges it, its moves numbered from 1
     except sgf_io.SgfError as error:
         raise ReviewError(str(error)) from None
-    g = record.grid
-    letter = {BLACK: "B"}
-    fields: dict[str, Any] = {
-        "id": "review",
-        "moves": [[letter.get(c, "W"), coords.to_gtp(g, p)] for c, p in record.moves],
-        "initialStones": [[letter.get(c, "W"), coords.to_gtp(g, p)] for c, p in record.setup],
-        "rules": record.game_rules().to_katago(),
-        "komi": record.komi or 0.0,
-        "boardXSize": record.width,
-        "boardYSize": record.height,
-        "analyzeTurns": list(range(len(record.moves) + 1)),
-        "maxVisits": visits,
-    }
-    if record.first_player is not None and not record.moves:  # the first move, where there is one, overrides PL
-        fields["initialPlayer"] = letter.get(record.first_player, "W")
+    positions = _positions(record)
     try:
-        query, _ = parse_query(fields, AnalysisSettings(report_as="BLACK"))
-    except QueryError as error:
-        raise ReviewError(f"{record.source}: {error}") from None
-
-    total = len(query.turns)
-    results: dict[int, dict[str, Any]] = {}
-    errors: list[str] = []
-    finished = threading.Condition()
-
-    def collect(response: dict[str, Any]) -> None:
-        with finished:
-            if "error" in response:
-                errors.append(response["error"])
-            elif response.get("isDuringSearch") is False:
-                results[response["turnNumber"]] = response
-                progress(len(results), total)
-            finished.notify_all()
-
-    scheduler = Scheduler(evaluator_for, search_config, collect, workers)
-    progress(0, total)
-    scheduler.submit(query)
-    with finished:
-        finished.wait_for(lambda: errors or len(results) == total)
-    scheduler.close(wait=False)
-    if errors:
-        raise ReviewError(f"{record.source}: {errors[0]}")
+        evaluator = evaluator_for(record.width, record.height)
+    except Exception as error:  # noqa: BLE001 - no network for this size: the message says why
+        raise ReviewError(f"{record.source}: no network for a {record.width}x{record.height} board: "
+                          f"{error}") from None
+    try:
+        results = _search_positions(positions, evaluator, search_config.for_analysis(), visits, workers, progress)
+    except Exception as error:  # noqa: BLE001 - a search failed: the message says why
+        raise ReviewError(f"{record.source}: analysis failed: {error}") from None
     return _review(record, visits, results)
 
 
-def _review(record: sgf_io.GameRecord, visits: int, results: dict[int, dict[str, Any]]) -> Review:
-    def lead(t: int) -> float:
-        return results[t]["rootInfo"]["scoreLead"]
+def _positions(record: sgf_io.GameRecord) -> list[GameState]:
+    """Positions 0 to the number of moves (see position t)."""
+    game = GameState(record.width, record.height, komi=record.komi or 0.0, rules=record.game_rules())
+    for color in (BLACK, WHITE):
+        points = [p for c, p in record.setup if c == color]
+        if points:
+            game.place_setup(color, points)
+    black = sum(1 for c, _ in record.setup if c == BLACK)
+    if black >= 2 and black == len(record.setup):
+        game.handicap_stones = black
+    if record.moves:
+        first = record.moves[0][0]
+    elif record.first_player is not None:
+        first = record.first_player
+    else:
+        first = WHITE if game.handicap_stones else BLACK
+    if first != game.to_play:
+        game.set_to_play(first)
+    positions = [game.copy()]
+    for number, (color, point) in enumerate(record.moves, 1):
+        try:
+            game.play(point, color)
+        except IllegalMoveError as error:
+            raise ReviewError(f"{record.source}: move {number}: {error}") from None
+        positions.append(game.copy())
+    return positions
 
+
+def _search_positions(positions: list[GameState], evaluator: Evaluator, config: SearchConfig, visits: int,
+                      workers: int, progress: Callable[[int, int], None]) -> dict[int, PositionReview]:
+    """Each position's review by number, from `workers` threads with a Searcher each; raises the first error a
+    search raised, once the other searches have stopped."""
+    total = len(positions)
+    results: dict[int, PositionReview] = {}
+    errors: list[Exception] = []
+    waiting = iter(range(total))
+    lock = threading.Lock()
+    failed = threading.Event()  # interrupts the other searches
+
+    def work() -> None:
+        searcher = Searcher(evaluator, config)
+        while not failed.is_set():
+            with lock:
+                t = next(waiting, None)
+            if t is None:
+                return
+            searcher.reset()  # a fresh tree for each position
+            stop = StopCondition.for_limits(searcher.clock(), visits=visits, interrupt=failed)
+            try:
+                snapshot = searcher.search(positions[t], stop).snapshot
+            except Exception as error:  # noqa: BLE001 - raised in the calling thread once every thread has stopped
+                with lock:
+                    errors.append(error)
+                failed.set()
+                return
+            with lock:
+                if not failed.is_set():
+                    results[t] = _position_review(positions[t], snapshot)
+                    progress(len(results), total)
+
+    threads = [threading.Thread(target=work, name=f"review-{i}", daemon=True) for i in range(max(1, workers))]
+    progress(0, total)
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def _position_review(state: GameState, snapshot: Snapshot) -> PositionReview:
+    """A snapshot, from the side to move's view, turned to Black's."""
+    black = snapshot.to_play == BLACK
+    sign = 1.0 if black else -1.0
+    best = next((m for m in snapshot.moves if m.visits > 0), None)
+    return PositionReview(
+        winrate=snapshot.winrate if black else 1.0 - snapshot.winrate, score_lead=sign * snapshot.score_lead,
+        best=coords.to_gtp(state.grid, best.point) if best is not None else None,
+        best_lead=sign * best.score_lead if best is not None else None,
+    )
+
+
+def _review(record: sgf_io.GameRecord, visits: int, results: dict[int, PositionReview]) -> Review:
     moves = []
     for t, (color, point) in enumerate(record.moves, 1):
-        before = results[t - 1]
+        before, after = results[t - 1], results[t]
         sign = 1.0 if color == BLACK else -1.0
-        best = before["moveInfos"][0] if before["moveInfos"] else None
         moves.append(MoveReview(
-            number=t, color=color, point=point, winrate=results[t]["rootInfo"]["winrate"], score_lead=lead(t),
-            points_lost=sign * (lead(t - 1) - lead(t)), best=best["move"] if best else None,
-            best_lead=best["scoreLead"] if best else None,
+            number=t, color=color, point=point, winrate=after.winrate, score_lead=after.score_lead,
+            points_lost=sign * (before.score_lead - after.score_lead), best=before.best, best_lead=before.best_lead,
         ))
-    return Review(record, visits, results[0]["rootInfo"]["winrate"], lead(0), moves)
+    return Review(record, visits, results[0].winrate, results[0].score_lead, moves)
 
 
 # ---- writing -------------------------------------------------------------------------------------------------

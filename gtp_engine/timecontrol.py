@@ -28,7 +28,7 @@ Terms:
   moves pays the delay.
 - overhead: the engine's own seconds per move outside its search (the answer after the search stops), measured by
   the caller and kept back as well (AnswerOverhead keeps it from move to move). The search itself stops one batch
-  before its deadline (search.py).
+  before its deadline (search/limits.py).
 
 budget() is a pure function of the settings, one clock and the position's size; nothing here reads a clock or
 runs a search. The caller turns a budget into the search's stop condition.

@@ -54,7 +54,7 @@ from gtp_engine.coords import PASS
 from gtp_engine.evaluator import CachedEvaluator
 from gtp_engine.game import GameState
 from gtp_engine.onnx_evaluator import OnnxEvaluator
-from gtp_engine.search import SearchConfig, Searcher, StopCondition, StopConfig
+from gtp_engine.search import SearchConfig, Searcher, StopCondition, StoppingPolicy
 
 WEIGHTS = {size: Path(__file__).resolve().parent.parent / "weights" / name
            for size, name in ((9, "9x9.int8.onnx"), (19, "default.int8.onnx"))}
@@ -63,7 +63,7 @@ CACHE = 100_000
 SEED = 1
 # The fixed-playout searches: one batch in flight, and no early stop, which would end a 3,000-playout search of the
 # empty 9x9 board near half its playouts.
-FIXED_PLAYOUTS = SearchConfig(stop=StopConfig(early_stop=False), batches_in_flight=1)
+FIXED_PLAYOUTS = SearchConfig(stop=StoppingPolicy(early_stop=False), batches_in_flight=1)
 
 
 class TimedNetwork:

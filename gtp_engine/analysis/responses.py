@@ -9,10 +9,10 @@ Terms:
   flips it the same way, so it then bounds from above).
 - moveInfos: the moves the search visited, the chosen one first (order 0), then by visits. edgeVisits equals
   visits (the tree has no transpositions). scoreMean is scoreLead (KataGo keeps both names). scoreStdev is the
-  spread of the leads the search backed up through the move (search.py), not a network output.
+  spread of the leads the search backed up through the move (search/snapshot.py), not a network output.
 - ownership: row-major from the top-left point (flat order, coords.py), length width * height.
-- policy: the network's policy for the position over its legal moves (renormalised, as KataGo's network masks
-  illegal moves), flat order with pass last, -1 on illegal moves.
+- policy: the network's policy for the position over its legal moves (evaluator.legal_policy: renormalised, as
+  KataGo's network masks illegal moves), flat order with pass last, -1 on illegal moves.
 - thisHash: the position's Zobrist hash of stones and side to move, in hexadecimal (KataGo's also covers a simple
   ko ban). Fields KataGo sends that this engine cannot compute honestly (scoreSelfplay, utilityLcb, symHash,
   ownershipStdev) are left out.
@@ -49,12 +49,13 @@ def no_results(query_id: str, turn: int) -> dict[str, Any]:
     return {"id": query_id, "turnNumber": turn, "isDuringSearch": False, "noResults": True}
 
 
-def result(query, turn, snapshot: Snapshot, during_search: bool, move_ownership: MoveOwnership | None = None,
+def result(query, turn, snapshot: Snapshot, move_ownership: MoveOwnership | None = None,
            policy: np.ndarray | None = None) -> dict[str, Any]:
-    """The result object for one analysed turn (query.Query, query.Turn) from a snapshot of its search.
+    """The result object for one analysed turn (query.Query, query.Turn) from a snapshot of its search, during
+    the search or final as the snapshot is.
 
-    move_ownership is asked for the visited moves when the query includes moves' ownership; policy is the raw
-    network policy (flat, pass last) when it includes the policy."""
+    move_ownership is asked for the visited moves when the query includes moves' ownership; policy is the
+    network's policy (flat, pass last, see policy) when it includes the policy."""
     state: GameState = turn.state
     g = state.grid
     flip = _flips(query.settings.report_as, snapshot.to_play)
@@ -74,7 +75,7 @@ def result(query, turn, snapshot: Snapshot, during_search: bool, move_ownership:
     response: dict[str, Any] = {
         "id": query.id,
         "turnNumber": turn.number,
-        "isDuringSearch": during_search,
+        "isDuringSearch": snapshot.during_search,
         "moveInfos": infos,
         "rootInfo": {
             "visits": snapshot.visits,
@@ -93,16 +94,6 @@ def result(query, turn, snapshot: Snapshot, during_search: bool, move_ownership:
     if query.include_policy and policy is not None:
         response["policy"] = _floats(policy)
     return response
-
-
-def policy_with_illegal(policy: np.ndarray, state: GameState) -> np.ndarray:
-    """The network's policy (flat, pass last) over the legal moves, summing to 1 as the search's priors do, and
-    -1 on the moves illegal in `state`."""
-    legal = state.legal_mask()
-    kept = np.where(legal, policy, 0.0)
-    total = kept.sum()
-    kept = kept / total if total > 0 else legal / legal.sum()
-    return np.where(legal, kept, -1.0)
 
 
 def _move_info(move: MoveInfo, order: int, g: coords.Grid, flip: bool, sign: float, pv_length: int,

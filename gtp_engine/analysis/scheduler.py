@@ -8,10 +8,9 @@ Terms:
   and a query asked again would repeat the same numbers. Workers share the network evaluator and its cache (so a
   position asked again is cheap): the cache locks, onnxruntime runs concurrent calls, and numpy's generator (the
   network's random symmetry) takes its own lock.
-- report: during a search with reportDuringSearchEvery, the search runs in slices that end at each report time
-  (the tree carries over from slice to slice), and each slice's snapshot is sent with isDuringSearch true. The
-  first report comes after firstReportDuringSearchAfter seconds when given; given alone, it asks for that one
-  report (as KataGo).
+- report: during a search with reportDuringSearchEvery, a snapshot every that many seconds, sent with
+  isDuringSearch true (the search's search.ReportSchedule). The first report comes after
+  firstReportDuringSearchAfter seconds when given; given alone, it asks for that one report (as KataGo).
 - terminate: a waiting task answers noResults at once; a running one stops after its current batch and sends
   its final result. Terminating a query that has finished does nothing.
 - close: the end of input. Waiting: every queued task is still analysed. Not waiting (-quit-without-waiting):
@@ -25,15 +24,12 @@ import heapq
 import itertools
 import logging
 import threading
-import time
 from typing import Any, Callable
-
-import numpy as np
 
 from gtp_engine.analysis import responses
 from gtp_engine.analysis.query import Query, Turn
-from gtp_engine.evaluator import Evaluator
-from gtp_engine.search import NoiseConfig, SearchConfig, Searcher, SearchResult, StopCondition
+from gtp_engine.evaluator import Evaluator, legal_policy
+from gtp_engine.search import ReportSchedule, SearchConfig, Searcher, Snapshot, StopCondition
 
 log = logging.getLogger(__name__)
 
@@ -149,51 +145,38 @@ class Scheduler:
         config = self._config_for(query)
         if searcher is None or searcher.evaluator is not evaluator or searcher.config != config:
             searcher = Searcher(evaluator, config)
-        searcher.reset()  # a fresh tree for the task; its report slices then grow one tree
+        searcher.reset()  # a fresh tree for the task
         policy = None
         if query.include_policy:
-            policy = responses.policy_with_illegal(evaluator.evaluate([state]).policy[0].astype(np.float64), state)
+            policy = legal_policy(evaluator.evaluate([state]).policy[0], state, illegal=-1.0)
+
+        def report(snapshot: Snapshot) -> None:
+            self._emit(responses.result(query, turn, snapshot, searcher.move_ownership, policy))
 
         settings = query.settings
-        start = time.monotonic()
-        deadline = start + settings.max_time if settings.max_time is not None else None
-        next_report = None
-        if query.report_every is not None or query.first_report_after is not None:
-            first = query.first_report_after if query.first_report_after is not None else query.report_every
-            next_report = start + first
-        while True:
-            ends = [t for t in (deadline, next_report) if t is not None]
-            stop = StopCondition(visits=settings.max_visits, deadline=min(ends) if ends else None,
-                                 interrupt=task.interrupt)
-            result = searcher.search(state, stop, move_filter=query.move_filter)
-            now = time.monotonic()
-            if self._finished(task, result, deadline, now, config):
-                break
-            if next_report is not None and now >= next_report:
-                self._emit(responses.result(query, turn, result.snapshot, True, searcher.move_ownership, policy))
-                next_report = now + query.report_every if query.report_every is not None else None
-        self._emit(responses.result(query, turn, result.snapshot, False, searcher.move_ownership, policy))
+        stop = StopCondition.for_limits(searcher.clock(), visits=settings.max_visits, seconds=settings.max_time,
+                                        interrupt=task.interrupt)
+        searcher.search(state, stop, report, _reports(query), ownership_in_snapshots=True,
+                        move_filter=query.move_filter)
         return searcher
 
-    @staticmethod
-    def _finished(task: _Task, result: SearchResult, deadline: float | None, now: float,
-                  config: SearchConfig) -> bool:
-        visits = result.snapshot.visits
-        return (task.interrupt.is_set() or visits >= task.query.settings.max_visits
-                or visits >= config.stop.max_tree_visits or (deadline is not None and now >= deadline))
-
     def _config_for(self, query: Query) -> SearchConfig:
-        """The search settings of a query: the engine's, with what its settings change. Analysis searches to the
-        visits asked for (no early stop: the other moves' numbers matter too) and without noise."""
+        """The search settings of a query: the engine's as analysis searches with them (SearchConfig.for_analysis),
+        with what its settings change."""
         s, base = query.settings, self._search_config
         tree = {name: value for name, value in (
             ("c_puct", s.c_puct), ("c_puct_log", s.c_puct_log), ("c_puct_base", s.c_puct_base),
             ("fpu_reduction", s.fpu_reduction), ("root_fpu_reduction", s.root_fpu_reduction)) if value is not None}
         return dataclasses.replace(
-            base,
+            base.for_analysis(s.policy_temperature),
             tree=dataclasses.replace(base.tree, **tree),
-            stop=dataclasses.replace(base.stop, early_stop=False),
-            choice=dataclasses.replace(base.choice, temperature=0.0),
-            noise=NoiseConfig(root_policy_temperature=s.policy_temperature),
             batch_size=s.search_threads or base.batch_size,
         )
+
+
+def _reports(query: Query) -> ReportSchedule | None:
+    """When the search of a query reports during itself (see report); None: only its final result."""
+    if query.report_every is None and query.first_report_after is None:
+        return None
+    first = query.first_report_after if query.first_report_after is not None else query.report_every
+    return ReportSchedule(first, query.report_every)

@@ -31,8 +31,9 @@ import gtp_engine
 from gtp_engine import coords, sgf_io
 from gtp_engine.board import BLACK, WHITE, IllegalMoveError, opponent
 from gtp_engine.config import PlayOptions
+from gtp_engine.evaluator import legal_policy
 from gtp_engine.game import KOMI, GameState, Rules, diagram, fixed_handicap_points, format_result, free_handicap_points
-from gtp_engine.gtp import analysis
+from gtp_engine.gtp import analyze_lines
 from gtp_engine.gtp.protocol import (
     BAD_VERTEX_LIST,
     BOARD_NOT_EMPTY,
@@ -258,20 +259,21 @@ class Session:
     @command("lz-genmove_analyze", "kata-genmove_analyze")
     def genmove_analyze(self, cmd: Command, stream: Stream) -> str:
         """genmove that streams info lines while it searches and ends with "play <vertex>"."""
-        request = analysis.parse_request(cmd.args, self.game.grid, self.game.to_play, kata=cmd.name.startswith("kata"))
+        request = analyze_lines.parse_request(cmd.args, self.game.grid, self.game.to_play,
+                                              kata=cmd.name.startswith("kata"))
         return "play " + self._generate(cmd, stream, request.color, request=request)
 
     def _generate(self, cmd: Command, stream: Stream, color: int, *, cleanup: bool = False, keep: bool = True,
-                  request: analysis.Request | None = None) -> str:
+                  request: analyze_lines.Request | None = None) -> str:
         started = cmd.received or self.now()
         player = self._player()
         stop = self._move_stop(player, color, started, stream.gogui_interrupted)
-        report = interval = None
+        report = reports = None
         if request is not None:
-            report = analysis.reporter(request, self.game.grid, stream.line, self._priors(player, request))
-            interval = request.interval or None
+            report = analyze_lines.reporter(request, self.game.grid, stream.line, self._priors(player, request))
+            reports = request.reports
             stream.start()
-        choice = player.genmove(self.game, color, stop, on_snapshot=report, snapshot_interval=interval, cleanup=cleanup,
+        choice = player.genmove(self.game, color, stop, on_snapshot=report, reports=reports, cleanup=cleanup,
                                 move_filter=request.move_filter if request is not None else MoveFilter(),
                                 trial=not keep)
         answered = self.now()
@@ -425,16 +427,17 @@ class Session:
     @command("lz-analyze", "kata-analyze")
     def analyze(self, cmd: Command, stream: Stream) -> str:
         """Streams info lines for the position until the next input line."""
-        request = analysis.parse_request(cmd.args, self.game.grid, self.game.to_play, kata=cmd.name.startswith("kata"))
+        request = analyze_lines.parse_request(cmd.args, self.game.grid, self.game.to_play,
+                                              kata=cmd.name.startswith("kata"))
         player = self._player()
-        report = analysis.reporter(request, self.game.grid, stream.line, self._priors(player, request),
-                                   player.searcher.move_ownership if request.moves_ownership else None)
+        report = analyze_lines.reporter(request, self.game.grid, stream.line, self._priors(player, request),
+                                        player.searcher.move_ownership if request.moves_ownership else None)
         stream.start()
         player.analyze(self.game, request.color, StopCondition(interrupt=stream.interrupted), report,
-                       request.interval or None, ownership=request.ownership, move_filter=request.move_filter)
+                       request.reports, ownership=request.ownership, move_filter=request.move_filter)
         return ""
 
-    def _priors(self, player, request: analysis.Request) -> dict[int, float] | None:
+    def _priors(self, player, request: analyze_lines.Request) -> dict[int, float] | None:
         """The network's policy for the analysed colour, point -> probability, when minmoves needs it; only the
         moves the request's filter leaves at the root."""
         if not request.min_moves:
@@ -457,9 +460,7 @@ class Session:
         batch = player.evaluator.evaluate([state])
         white = white_view(state, batch)
         g = state.grid
-        legal = state.legal_mask()
-        policy = np.where(legal, batch.policy[0], 0.0)
-        policy = np.where(legal, policy / policy.sum(), np.nan)  # over the legal moves, as the search's priors
+        policy = legal_policy(batch.policy[0], state, illegal=np.nan)
 
         def rows(values: np.ndarray) -> list[str]:
             grid = values[: g.area].reshape(g.height, g.width)

@@ -6,7 +6,7 @@ Terms:
   move instead: equal time for networks whose visits cost differently (visits scaled by measured throughput).
   parallel_games games are in progress at once (search.play_games): each round gathers a few leaves from every
   game's search tree, evaluates those of each network together, and finishes them. With evaluation_threads (1 by
-  default) the games are in two lanes whose rounds overlap (search.py's games in lanes); with 0, one round takes
+  default) the games are in two lanes whose rounds overlap (search/rounds.py's games in lanes); with 0, one round takes
   every game, one call for each network.
 - game: from the empty board; every move is a fresh search of `visits` playouts (the candidate's own number with
   candidate_visits) by the mover's network (no tree reuse, so each side spends exactly the effort it is given).

@@ -6,7 +6,7 @@ Terms:
   under virtual loss, their positions go to the evaluator, and each tree expands and backs up its share.
   parallel_games sets how many games are in progress, and so the batch sizes.
 - pipelining: with evaluation_threads = t > 0 (1 by default), the games are in two lanes whose rounds alternate
-  (search.py's games in lanes): while one lane's positions are in the network, in t + 1 calls, the playing
+  (search/rounds.py's games in lanes): while one lane's positions are in the network, in t + 1 calls, the playing
   thread finishes the other lane's round, plays its moves and gathers its next round; each call runs on
   cores // (t + 1) threads (network_threads). With 0, every round takes all games, one call, and nothing
   overlaps.

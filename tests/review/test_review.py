@@ -101,10 +101,69 @@ def test_points_lost_and_the_worst_moves_from_the_score_leads():
 
     record = load_sgf(b"(;GM[1]SZ[9]KM[7.5];B[ee];W[cc];B[gg];W[ff])")
     leads = [-7.0, -6.0, 2.0, -3.0, 8.0]  # Black's view, positions 0..4
-    results = {t: {"rootInfo": {"scoreLead": lead, "winrate": 0.5}, "moveInfos": [{"move": "C3", "scoreLead": lead}]}
-               for t, lead in enumerate(leads)}
+    results = {t: review_lib.PositionReview(0.5, lead, "C3", lead) for t, lead in enumerate(leads)}
     result = review_lib._review(record, 10, results)
     assert [m.points_lost for m in result.moves] == [-1.0, 8.0, 5.0, 11.0]  # the mover's lead fell by this much
     assert [m.number for m in result.worst()] == [4, 2, 3]
     assert [review_lib.move_properties(result, m).get("BM") for m in result.moves] == [None, "2", "1", "2"]
     assert "1. Move 4 (White F4): lost 11.0 points, best was C3" in review_lib.root_comment(result)
+
+
+class _CountingEvaluator:
+    """A network that counts: the side to move's lead by area, its value a squashed lead (deterministic)."""
+
+    def evaluate(self, states):
+        import numpy as np
+
+        from gtp_engine.board import BLACK
+        from gtp_engine.evaluator import UniformEvaluator
+
+        batch = UniformEvaluator().evaluate(states)
+        leads = [s.area_score() * (1 if s.to_play == BLACK else -1) for s in states]
+        batch.score = np.array(leads, np.float32)
+        batch.value = np.tanh(np.array(leads, np.float32) / 5)
+        return batch
+
+
+@pytest.mark.parametrize("game", [
+    b"(;GM[1]SZ[5]KM[0.5];B[cc];W[bd];B[db];W[dc];B[cd])",
+    b"(;GM[1]SZ[5]KM[0.5]RU[Chinese]AB[bb][dd])",  # Black's stones alone: handicap, White to move and its bonus
+    b"(;GM[1]SZ[5]KM[2.5]RU[Japanese]AW[cc]PL[W])",
+    b"(;GM[1]SZ[5]KM[0.5]AB[bb]AW[dd];W[cc];B[cd])",
+])
+def test_the_review_finds_what_the_json_analysis_engine_finds_for_its_positions(game):
+    from gtp_engine import coords
+    from gtp_engine import review as review_lib
+    from gtp_engine.analysis.query import parse_query
+    from gtp_engine.analysis.scheduler import Scheduler
+    from gtp_engine.analysis.settings import AnalysisSettings
+    from gtp_engine.search import SearchConfig
+    from gtp_engine.sgf_io import load_sgf
+
+    record = load_sgf(game)
+    evaluator, config, visits = _CountingEvaluator(), SearchConfig(seed=0, batch_size=4), 30
+    progress = []
+    review = review_lib.analyse(record, lambda width, height: evaluator, config, visits, workers=2,
+                                progress=lambda done, total: progress.append((done, total)))
+    total = len(record.moves) + 1
+    assert progress[0] == (0, total) and progress[-1] == (total, total) and len(progress) == total + 1
+
+    letter = {1: "B", 2: "W"}
+    fields = {"id": "r", "moves": [[letter[c], coords.to_gtp(record.grid, p)] for c, p in record.moves],
+              "initialStones": [[letter[c], coords.to_gtp(record.grid, p)] for c, p in record.setup],
+              "rules": record.game_rules().to_katago(), "komi": record.komi, "boardXSize": record.width,
+              "boardYSize": record.height, "analyzeTurns": list(range(total)), "maxVisits": visits}
+    if record.first_player is not None and not record.moves:
+        fields["initialPlayer"] = letter[record.first_player]
+    query, _ = parse_query(fields, AnalysisSettings(report_as="BLACK"))
+    responses = []
+    scheduler = Scheduler(lambda width, height: evaluator, config, responses.append, workers=1)
+    scheduler.submit(query)
+    scheduler.close(wait=True)
+    found = {r["turnNumber"]: r for r in responses}
+    assert (review.start_winrate, review.start_lead) == (found[0]["rootInfo"]["winrate"],
+                                                         found[0]["rootInfo"]["scoreLead"])
+    for move in review.moves:
+        after, before = found[move.number]["rootInfo"], found[move.number - 1]["moveInfos"][0]
+        assert (move.winrate, move.score_lead) == (after["winrate"], after["scoreLead"])
+        assert (move.best, move.best_lead) == (before["move"], before["scoreLead"])

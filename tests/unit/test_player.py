@@ -16,7 +16,7 @@ from gtp_engine.evaluator import EvaluationBatch, UniformEvaluator
 from gtp_engine.game import GameState, Rules
 from gtp_engine.mcts import MoveClause, MoveFilter
 from gtp_engine.player import MoveLimits, Player, PlayerConfig, white_view
-from gtp_engine.search import ResignConfig, SearchConfig, Searcher, StopCondition, StopConfig
+from gtp_engine.search import ResignConfig, SearchConfig, Searcher, StopCondition, StoppingPolicy
 from gtp_engine.timecontrol import Budget
 
 # Black has the left three columns (15 points), White the right two (10).
@@ -486,7 +486,7 @@ def test_genmove_for_the_colour_not_to_play():
 
 
 def test_the_tree_is_reused_for_a_handed_position_that_follows_the_last_one():
-    player = Player(UniformEvaluator(), player_config(seed=0, stop=StopConfig(early_stop=False)))
+    player = Player(UniformEvaluator(), player_config(seed=0, stop=StoppingPolicy(early_stop=False)))
     game = GameState(5)
     choice = player.genmove(game, BLACK, StopCondition(visits=60))
     root = player.searcher.tree.root
@@ -583,9 +583,9 @@ def test_plays_a_game_with_a_real_network(tiny_onnx_model):
 
 def test_analysis_searches_with_the_analysis_settings_and_genmove_with_its_own():
     evaluator = ScriptedEvaluator()
-    one_leaf = SearchConfig(batch_size=1, reuse_tree=False, seed=0, stop=StopConfig(early_stop=False))
+    one_leaf = SearchConfig(batch_size=1, reuse_tree=False, seed=0, stop=StoppingPolicy(early_stop=False))
     player = Player(evaluator, PlayerConfig(SearchConfig(batch_size=8, reuse_tree=False, seed=0,
-                                                         stop=StopConfig(early_stop=False)), analysis=one_leaf))
+                                                         stop=StoppingPolicy(early_stop=False)), analysis=one_leaf))
     game = GameState(5)
     calls = evaluator.calls
     player.analyze(game, BLACK, StopCondition(playouts=33), lambda snapshot: None)
@@ -659,7 +659,7 @@ def test_the_time_kept_for_a_first_pass_goes_back_to_the_move_where_no_pass_is_i
     # Playouts and a deadline both bound the move: the playouts are the move's, not each search's.
     player = Player(TimedEvaluator(ScriptedEvaluator(favour=[G.point(2, 3)], value=dame_matter,
                                                      ownership=split_ownership), clock),
-                    player_config(seed=0, resign_threshold=None, stop=StopConfig(early_stop=False)), clock=clock)
+                    player_config(seed=0, resign_threshold=None, stop=StoppingPolicy(early_stop=False)), clock=clock)
     player.genmove(position(DAME, BLACK, komi=0.5), BLACK, StopCondition(playouts=300, deadline=clock() + 100.0))
     assert player.searcher.tree.root.visits <= 300 + 1 + 8  # the root's own evaluation, and the last batch
 

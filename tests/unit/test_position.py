@@ -191,7 +191,7 @@ def test_a_search_on_positions_grows_the_tree_it_grows_on_game_states(rules_name
     from gtp_engine.evaluator import CachedEvaluator
     from gtp_engine.mcts import MoveClause, MoveFilter
     from gtp_engine.onnx_evaluator import OnnxEvaluator
-    from gtp_engine.search import SearchConfig, Searcher, StopCondition, StopConfig
+    from gtp_engine.search import SearchConfig, Searcher, StopCondition, StoppingPolicy
 
     rng = random.Random(rules_name)
     root = random_root(size, RULE_SETS[rules_name], rng, moves, handicap=2 if rules_name == "aga" else 0)
@@ -201,7 +201,7 @@ def test_a_search_on_positions_grows_the_tree_it_grows_on_game_states(rules_name
     for wrap in (lambda e: e, GameStatesOnly):
         network = OnnxEvaluator(FIXTURE, device="cpu", threads=1, symmetry_mode=symmetry_mode, seed=5)
         evaluator = wrap(CachedEvaluator(network, 1000))
-        searcher = Searcher(evaluator, SearchConfig(stop=StopConfig(early_stop=False), batches_in_flight=2,
+        searcher = Searcher(evaluator, SearchConfig(stop=StoppingPolicy(early_stop=False), batches_in_flight=2,
                                                     evaluation_threads=0, seed=3))
         result = searcher.search(root, StopCondition(playouts=600), move_filter=avoid)
         tree = searcher.tree

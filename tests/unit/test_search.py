@@ -18,20 +18,21 @@ from gtp_engine.mcts import MoveClause, MoveFilter, Tree
 from gtp_engine.search import (
     BackgroundSearch,
     ChoiceConfig,
-    EvaluationThreads,
     NoiseConfig,
+    ReportSchedule,
+    ResignConfig,
+    ResignCounter,
     SearchConfig,
     Searcher,
     StopCondition,
-    ResignConfig,
-    ResignCounter,
-    StopConfig,
+    StoppingPolicy,
     choose_edge,
     draw_edge,
     pick_edge,
     play_games,
-    start_round,
 )
+from gtp_engine.search.rounds import start_round
+from gtp_engine.search.threads import EvaluationThreads
 
 # Black to move: the white stone is in atari; if Black does not capture it now, it runs away.
 ATARI = """
@@ -75,7 +76,7 @@ def test_a_uniform_evaluator_finds_the_capture_from_exact_end_scores():
 
 
 def test_stops_at_the_playouts_and_visits_asked_for():
-    searcher = Searcher(UniformEvaluator(), SearchConfig(batch_size=8, stop=StopConfig(early_stop=False)))
+    searcher = Searcher(UniformEvaluator(), SearchConfig(batch_size=8, stop=StoppingPolicy(early_stop=False)))
     result = searcher.search(GameState(5), StopCondition(playouts=37))
     assert result.snapshot.playouts == 37 and searcher.tree.root.visits == 37
     result = searcher.search(GameState(5), StopCondition(visits=50))  # reuses the 37 visits
@@ -90,7 +91,7 @@ def timed_searcher(config: SearchConfig, inner=None, seconds=0.01) -> tuple[Sear
 
 @pytest.mark.parametrize("in_flight", [1, 2, 3])
 def test_deadline_and_interrupt(in_flight):
-    searcher, clock = timed_searcher(SearchConfig(stop=StopConfig(early_stop=False), batches_in_flight=in_flight))
+    searcher, clock = timed_searcher(SearchConfig(stop=StoppingPolicy(early_stop=False), batches_in_flight=in_flight))
     start = clock()
     result = searcher.search(GameState(9), StopCondition(deadline=start + 0.3))
     # Stopped before the deadline, by at most the batch that would have run past it.
@@ -108,7 +109,7 @@ def test_a_deadline_leaves_room_for_the_last_batch(in_flight):
     # Batches take 0.07 s after a first quick one: the search stops when the next batch would end past the
     # deadline, never after it.
     durations = iter([0.001] + [0.07] * 1000)
-    config = SearchConfig(stop=StopConfig(early_stop=False), batches_in_flight=in_flight)
+    config = SearchConfig(stop=StoppingPolicy(early_stop=False), batches_in_flight=in_flight)
     searcher, clock = timed_searcher(config, seconds=lambda n: next(durations))
     start = clock()
     searcher.search(GameState(9), StopCondition(deadline=start + 1.0))
@@ -127,7 +128,7 @@ def test_a_deadline_leaves_room_for_the_last_batch(in_flight):
 
 @pytest.mark.parametrize("settled", [True, False])
 def test_a_time_budget_runs_to_the_recommended_time_and_on_to_the_maximum_while_unsettled(settled, monkeypatch):
-    searcher, clock = timed_searcher(SearchConfig(stop=StopConfig(early_stop=False)))
+    searcher, clock = timed_searcher(SearchConfig(stop=StoppingPolicy(early_stop=False)))
     monkeypatch.setattr(searcher, "_settled", lambda tree, choice: settled)
     start = clock()
     searcher.search(GameState(9), StopCondition.for_budget(start, 0.0, 0.2, 0.5))
@@ -150,7 +151,7 @@ def test_early_stop_once_the_best_move_cannot_be_caught():
     favour = [grid(5).point(2, 2)]
     stop = StopCondition(playouts=400)
     eager = Searcher(ScriptedEvaluator(favour=favour), SearchConfig(seed=0)).search(GameState(5), stop)
-    full = Searcher(ScriptedEvaluator(favour=favour), SearchConfig(seed=0, stop=StopConfig(early_stop=False))).search(GameState(5), stop)
+    full = Searcher(ScriptedEvaluator(favour=favour), SearchConfig(seed=0, stop=StoppingPolicy(early_stop=False))).search(GameState(5), stop)
     assert full.snapshot.playouts == 400
     assert eager.snapshot.playouts < 400
     assert eager.choice.point == full.choice.point == favour[0]
@@ -235,7 +236,8 @@ def test_snapshot_lists_the_chosen_move_first_with_consistent_numbers():
     state = position(ATARI, BLACK)
     snapshots = []
     searcher = Searcher(ScriptedEvaluator(), SearchConfig(seed=0, batch_size=4))
-    result = searcher.search(state, StopCondition(visits=200), snapshots.append, 0.0, ownership_in_snapshots=True)
+    result = searcher.search(state, StopCondition(visits=200), snapshots.append, ReportSchedule.periodic(0.0),
+                             ownership_in_snapshots=True)
     assert len(snapshots) > 10
     assert [s.visits for s in snapshots] == sorted(s.visits for s in snapshots)
     snap = result.snapshot
@@ -251,6 +253,44 @@ def test_snapshot_lists_the_chosen_move_first_with_consistent_numbers():
     g = state.grid
     assert snap.ownership[[g.flat(p) for p in state.board.stones(BLACK)]] == pytest.approx(1.0)
     assert snap.ownership[g.flat(CAPTURE)] > 0.5
+
+
+@pytest.mark.parametrize("in_flight", [1, 3])
+def test_reports_follow_their_schedule_on_the_searchers_clock(in_flight):
+    # Every network call takes 0.01 s on the fake clock; a report is made once a batch ends past its time and the
+    # batches still in flight have ended (up to in_flight calls late).
+    config = SearchConfig(batch_size=4, batches_in_flight=in_flight, stop=StoppingPolicy(early_stop=False))
+    searcher, _ = timed_searcher(config)
+    snapshots = []
+    result = searcher.search(GameState(5), StopCondition(visits=300), snapshots.append,
+                             ReportSchedule(first=0.05, every=0.1), ownership_in_snapshots=True)
+    during, final = snapshots[:-1], snapshots[-1]
+    assert all(s.during_search for s in during) and not final.during_search
+    assert final.visits == result.snapshot.visits == 300 and not result.snapshot.during_search
+    assert len(during) >= 3 and [s.visits for s in during] == sorted(s.visits for s in during)
+    late = in_flight * 0.01 + 1e-9
+    assert 0.05 - 1e-9 <= during[0].elapsed <= 0.05 + late
+    for before, after in zip(during, during[1:]):
+        assert 0.1 - 1e-9 <= after.elapsed - before.elapsed <= 0.1 + late
+    assert all(s.ownership is not None for s in snapshots)
+
+
+def test_a_first_report_alone_is_the_only_one_and_no_schedule_reports_only_at_the_end():
+    searcher, _ = timed_searcher(SearchConfig(batch_size=4, stop=StoppingPolicy(early_stop=False)))
+    once = []
+    searcher.search(GameState(5), StopCondition(visits=200), once.append, ReportSchedule(first=0.0))
+    assert [s.during_search for s in once] == [True, False] and once[0].visits < 200 and once[1].ownership is None
+    searcher.reset()
+    at_the_end = []
+    searcher.search(GameState(5), StopCondition(visits=200), at_the_end.append)
+    assert [s.during_search for s in at_the_end] == [False]
+
+
+def test_stop_conditions_from_limits_count_seconds_from_the_start():
+    interrupt = threading.Event()
+    stop = StopCondition.for_limits(100.0, visits=5, playouts=3, seconds=2.5, interrupt=interrupt)
+    assert stop == StopCondition(visits=5, playouts=3, deadline=102.5, interrupt=interrupt)
+    assert StopCondition.for_limits(100.0) == StopCondition() and not StopCondition.for_limits(100.0).is_bounded
 
 
 def test_moves_drawn_by_visits_follow_the_visits_and_are_never_a_pass():
@@ -580,7 +620,8 @@ def test_background_search_stops_within_a_batch_and_leaves_a_consistent_tree():
     clock = FakeClock()
     searcher = Searcher(TimedEvaluator(evaluator, clock, 0.01), SearchConfig(batch_size=8), clock=clock)
     snapshots = []
-    background = BackgroundSearch(searcher, GameState(9), StopCondition(interrupt=interrupt), snapshots.append, 0.02)
+    background = BackgroundSearch(searcher, GameState(9), StopCondition(interrupt=interrupt), snapshots.append,
+                                  ReportSchedule.periodic(0.02))
     waited = time.monotonic() + 60  # the thread's progress, however slow the machine: no bound is asserted
     while evaluator.calls < 20 and time.monotonic() < waited:
         time.sleep(0.01)
@@ -647,8 +688,8 @@ def test_move_ownership_is_the_mean_over_the_moves_backups():
 def test_a_root_policy_temperature_spreads_the_visits():
     state = GameState(5)
     favour = [grid(5).point(2, 2)]
-    narrow = Searcher(ScriptedEvaluator(favour=favour), SearchConfig(seed=0, stop=StopConfig(early_stop=False)))
-    wide = Searcher(ScriptedEvaluator(favour=favour), SearchConfig(seed=0, stop=StopConfig(early_stop=False),
+    narrow = Searcher(ScriptedEvaluator(favour=favour), SearchConfig(seed=0, stop=StoppingPolicy(early_stop=False)))
+    wide = Searcher(ScriptedEvaluator(favour=favour), SearchConfig(seed=0, stop=StoppingPolicy(early_stop=False),
                                                                     noise=NoiseConfig(root_policy_temperature=4.0)))
     narrow_moves = narrow.search(state, StopCondition(visits=100)).snapshot.moves
     wide_moves = wide.search(state, StopCondition(visits=100)).snapshot.moves
@@ -680,7 +721,7 @@ def test_a_search_with_batches_in_flight_is_the_same_whatever_the_timing():
     state = position(ATARI, BLACK)
     results = []
     for seed in range(3):
-        config = SearchConfig(seed=0, batches_in_flight=2, stop=StopConfig(early_stop=False))
+        config = SearchConfig(seed=0, batches_in_flight=2, stop=StoppingPolicy(early_stop=False))
         searcher = Searcher(JitteryEvaluator(ScriptedEvaluator(), seed), config)
         result = searcher.search(state, StopCondition(playouts=301))
         check_tree(searcher.tree)
@@ -709,7 +750,7 @@ def test_the_search_thread_evaluates_queued_batches_while_it_waits_and_the_tree_
     for threads in (1, 3, 1):
         evaluator = ThreadRecordingEvaluator(ScriptedEvaluator(), threads)
         config = SearchConfig(seed=0, batches_in_flight=4, evaluation_threads=threads,
-                              stop=StopConfig(early_stop=False))
+                              stop=StoppingPolicy(early_stop=False))
         searcher = Searcher(evaluator, config)
         result = searcher.search(state, StopCondition(playouts=601))
         check_tree(searcher.tree)
@@ -777,7 +818,7 @@ def test_a_batch_alone_in_flight_is_computed_in_parts_on_two_threads_and_the_tre
     results = []
     for splitting in (False, True):
         evaluator = SplittingEvaluator(ScriptedEvaluator()) if splitting else ScriptedEvaluator()
-        config = SearchConfig(seed=0, batches_in_flight=4, evaluation_threads=1, stop=StopConfig(early_stop=False))
+        config = SearchConfig(seed=0, batches_in_flight=4, evaluation_threads=1, stop=StoppingPolicy(early_stop=False))
         searcher = Searcher(evaluator, config)
         result = searcher.search(state, StopCondition(playouts=601))
         check_tree(searcher.tree)
@@ -795,7 +836,7 @@ def test_a_batch_alone_in_flight_is_computed_in_parts_on_two_threads_and_the_tre
 def test_a_failed_part_abandons_its_batch_and_the_tree_searches_on():
     evaluator = SplittingEvaluator(ScriptedEvaluator(), fail_on_part=7)
     searcher = Searcher(evaluator, SearchConfig(seed=0, batches_in_flight=4, evaluation_threads=1,
-                                                stop=StopConfig(early_stop=False)))
+                                                stop=StoppingPolicy(early_stop=False)))
     with pytest.raises(RuntimeError, match="part failure"):
         searcher.search(GameState(7), StopCondition(playouts=500))
     check_tree(searcher.tree)
@@ -839,7 +880,7 @@ def test_a_failed_evaluation_in_flight_leaves_a_consistent_tree_that_searches_on
 def test_a_job_hands_its_value_or_its_error_from_the_thread_that_ran_it():
     import threading
 
-    from gtp_engine.search import Job
+    from gtp_engine.search.threads import Job
 
     release = threading.Event()
     job = Job(lambda: release.wait(120) and 42)
@@ -861,7 +902,7 @@ def test_a_job_hands_its_value_or_its_error_from_the_thread_that_ran_it():
 def test_a_search_relaxes_the_garbage_collector_and_restores_it_even_when_it_fails():
     import gc
 
-    from gtp_engine.search import SEARCH_COLLECTOR_THRESHOLD, collector_relaxed
+    from gtp_engine.search.threads import SEARCH_COLLECTOR_THRESHOLD, collector_relaxed
 
     class Recording(ScriptedEvaluator):
         thresholds: list = []

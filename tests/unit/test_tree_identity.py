@@ -119,7 +119,7 @@ def test_rounds_over_several_trees_grow_the_recorded_trees():
     """Self-play and gating grow many trees at once (start_round); the trees that share an evaluator go to it in
     one call."""
     from gtp_engine.mcts import Tree, TreeConfig
-    from gtp_engine.search import start_round
+    from gtp_engine.search.rounds import start_round
 
     evaluator = StoneEvaluator()
     games = [opening(), opening(), opening()]

@@ -1,4 +1,5 @@
-"""Analysis commands: their arguments, and search snapshots written as the info lines GUIs parse.
+"""The analyze commands of GTP (lz-analyze, kata-analyze, *-genmove_analyze): their requests, and search snapshots
+written as the info lines GUIs parse.
 
 Terms:
 - request: what lz-analyze / kata-analyze / *-genmove_analyze ask for: `[color] [interval] [key value]...`
@@ -14,7 +15,8 @@ Terms:
 - lz format: winrate, prior and lcb as integers, 10000 = certain (Leela Zero; Lizzie parses them as integers).
   kata format: decimals in [0, 1], plus utility, scoreLead and scoreMean in points (Sabaki shows scoreLead)
   and scoreStdev (Lizzie shows it beside scoreMean; here the spread of the leads the search backed up through
-  the move, search.py, not a network output). Both are from the view of the side to move, as the clients expect.
+  the move, search/snapshot.py, not a network output). Both are from the view of the side to move, as the
+  clients expect.
 - after a kata block's pv, on request: pvVisits (the visits of each pv move) and movesOwnership (the ownership
   after the move, as the search averaged it, in the order and view of the ownership line).
 - ownership (kata, on request): after the info blocks, one value per point in [-1, 1] for the side to move,
@@ -33,7 +35,7 @@ from gtp_engine.board import BLACK
 from gtp_engine.gtp.protocol import SYNTAX_ERROR, GtpError
 from gtp_engine.gtp.values import is_color, parse_bool, parse_color, parse_float, parse_int, parse_vertex
 from gtp_engine.mcts import MoveClause, MoveFilter
-from gtp_engine.search import MoveInfo, Snapshot
+from gtp_engine.search import MoveInfo, ReportSchedule, Snapshot
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +50,11 @@ class Request:
     pv_visits: bool = False
     root_info: bool = False
     move_filter: MoveFilter = MoveFilter()
+
+    @property
+    def reports(self) -> ReportSchedule | None:
+        """When the search reports an info line during itself: every interval; None: only when it ends."""
+        return ReportSchedule.periodic(self.interval) if self.interval else None
 
 
 def parse_request(args: tuple[str, ...], g: coords.Grid, to_play: int, kata: bool) -> Request:
