@@ -1,4 +1,4 @@
-"""The import rules of DESIGN.md, read from the source: layers point down, and heavy libraries stay in their corner.
+"""The import rules of docs/design.md ("Layers"), read from the source: layers point down, and heavy libraries stay in their corner.
 
 A new engine module must be given a layer here: deciding where it sits is part of adding it.
 """
@@ -30,7 +30,7 @@ LAYERS = {
     "analysis.command": 15,
     "__main__": 16,
 }
-# Third-party libraries that only some modules may import (DESIGN.md, "Rules of the house").
+# Third-party libraries that only some modules may import (docs/design.md, "Layers").
 CONFINED = {
     "torch": {"training"},
     "onnxruntime": {"onnx_evaluator", "training.quantize"},  # the engine runs networks; quantize writes int8 ones
