@@ -276,6 +276,8 @@ def test_two_loads_at_once_keep_onnxruntime_quiet_through_both_gpu_attempts(monk
             severities_seen.append(state["severity"])
         raise RuntimeError("CUDA libraries not found")
 
+    # The engine's default log level, whatever an earlier test in this process set (debug lets onnxruntime speak).
+    monkeypatch.setattr(onnx_evaluator.log, "isEnabledFor", lambda level: level >= logging.WARNING)
     monkeypatch.setattr(ort, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
     monkeypatch.setattr(ort, "set_default_logger_severity", set_severity)
     monkeypatch.setattr(ort, "InferenceSession", session)
