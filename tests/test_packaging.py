@@ -32,6 +32,14 @@ def test_ci_runs_the_readme_test_command():
     assert set(extras) >= set(re.search(r'"\.\[(.*?)\]"', install_and_test).group(1).split(","))
 
 
+def test_ci_runs_the_tests_without_torch_and_on_the_pure_python_path():
+    """Besides the README's command, .ci/run holds the README's promise that the test extra alone runs every test
+    outside tests/training (a venv's python runs them), and runs the compiled twins' Python references as a whole."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert 'pip install -e ".[test]"' in ci and re.search(r'/bin/python" -m pytest$', ci, re.M)
+    assert "GTP_ENGINE_PURE_PYTHON=1 python -m pytest tests/unit" in ci
+
+
 def test_console_script_and_extras():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["scripts"] == {"gtp-engine": "gtp_engine.__main__:main"}

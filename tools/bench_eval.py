@@ -23,7 +23,8 @@ import numpy as np
 from gtp_engine import features
 from gtp_engine.onnx_evaluator import OUTPUTS, OnnxEvaluator
 from gtp_engine.training import model as model_lib
-from gtp_engine.training.export_onnx import export_random, random_positions
+from gtp_engine.training.export_onnx import export_random
+from gtp_engine.training.probes import random_positions
 
 TARGET = 0.85
 

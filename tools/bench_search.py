@@ -229,7 +229,8 @@ def networks(args, size: int, folder: Path) -> dict[str, Path]:
             found["int8"] = int8
         return found
     from gtp_engine.training import quantize
-    from gtp_engine.training.export_onnx import export_random, random_positions
+    from gtp_engine.training.export_onnx import export_random
+    from gtp_engine.training.probes import random_positions
 
     fp32 = folder / f"{args.preset}.onnx"
     if not fp32.exists():

@@ -32,6 +32,7 @@ from gtp_engine import features
 from gtp_engine.network_evaluator import ModelLoadError
 from gtp_engine.onnx_evaluator import METADATA_KEY, OnnxEvaluator
 from gtp_engine.training.files import network_metadata, replacing, set_network_metadata
+from gtp_engine.training.probes import random_positions
 
 log = logging.getLogger(__name__)
 
@@ -132,8 +133,6 @@ def drop_file(source: str | os.PathLike, out: str | os.PathLike | None = None, s
 
 def difference(a: str | os.PathLike, b: str | os.PathLike, seed: int = 0) -> float:
     """Largest absolute difference of any output of networks a and b on random whole-board positions."""
-    from gtp_engine.training.export_onnx import random_positions  # (export_onnx imports this module)
-
     rng = np.random.default_rng(seed)
     first = OnnxEvaluator(a, device="cpu", symmetry_mode="none")
     second = OnnxEvaluator(b, device="cpu", symmetry_mode="none")

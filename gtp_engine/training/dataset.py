@@ -47,10 +47,8 @@ Terms:
   shard size, counted in samples, sets the file size: 250k 19x19 samples are about 3 MB.
 - sidecar: index.json beside the shards: FORMAT, features version and plane names, board size, each shard with
   its split and counts, and whatever the writer adds (sources, filters, ingest counts).
-- game key, split: a game's key is a hash of its board size, setup stones and moves (game_key), so the same game
-  has the same key wherever it comes from; a game goes to the validation split when its key falls in the first
-  val_fraction of the key space (split_of). Every writer of training data (ingest, self-play, value data,
-  rollout-train) splits by this rule, so a game held out in one run is held out in all.
+- game key, split: as in splits.py: a hash of the game's board size, setup stones and moves, and whether that
+  key puts the game in the "train" or the "val" shards.
 - window: shards read into memory together and shuffled as one during training; a batch never spans two
   windows, and the last samples of a window that do not fill a batch are left out of that epoch.
 - batch stream: the batches of a run, a pure function of (seed, batch index), so a resumed run continues
@@ -64,7 +62,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -121,20 +118,6 @@ _LAYOUT = ("on_board", "own_stones", "opponent_stones", "ko_ban") + sum(_LIBERTY
 if features.FEATURES_VERSION != _KNOWN_VERSION or set(features.SPATIAL) != set(_LAYOUT):
     raise ImportError(f"dataset.py stores features version {_KNOWN_VERSION}, but features.py is version "
                       f"{features.FEATURES_VERSION} with planes {features.SPATIAL}: teach dataset.py the new layout")
-
-
-_KEY_BUCKETS = 1_000_000
-
-
-def game_key(width: int, height: int, setup, moves) -> int:
-    """The game's key (see the docstring): setup as (color, point) pairs in any order, moves in order."""
-    digest = hashlib.blake2b(repr((width, height, sorted(setup), list(moves))).encode(), digest_size=8)
-    return int.from_bytes(digest.digest(), "little")
-
-
-def split_of(key: int, val_fraction: float) -> str:
-    """"val" for the games a val_fraction holds out, else "train"."""
-    return "val" if key % _KEY_BUCKETS < val_fraction * _KEY_BUCKETS else "train"
 
 
 class DatasetError(Exception):

@@ -33,12 +33,12 @@ import numpy as np
 import torch
 
 from gtp_engine import features
-from gtp_engine.game import GameState, Rules
 from gtp_engine.onnx_evaluator import ModelLoadError, OnnxEvaluator
 from gtp_engine.training import board_masks
 from gtp_engine.training import checkpoint as checkpoint_lib
 from gtp_engine.training import model as model_lib
 from gtp_engine.training.files import replacing, set_network_metadata
+from gtp_engine.training.probes import random_positions
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,6 @@ FORMAT = "gtp_engine-onnx-1"
 MIN_SIZE, MAX_SIZE = 2, 25
 PARITY_SIZES = (9, 13, 19)
 TOLERANCE = 1e-4
-_RULES = ("chinese", "japanese", "tromp-taylor")
 RANDOM_PROVENANCE = {"data": "none: random weights", "steps": 0}
 
 
@@ -128,20 +127,6 @@ def parity(net: model_lib.GoNet, onnx_path: str | os.PathLike, seed: int = 0) ->
         for got, want in zip(evaluator.run(spatial, global_), expected):
             worst = max(worst, float(np.abs(got - want.numpy()).max()))
     return worst
-
-
-def random_positions(size: int, count: int, rng: np.random.Generator) -> list[GameState]:
-    """Positions after random legal moves (0 up to about 70% of the board), with assorted komi and rules."""
-    states = []
-    for i in range(count):
-        state = GameState(size, komi=float(rng.choice([0.5, 6.5, 7.5, -3.0])), rules=Rules.named(_RULES[i % 3]))
-        for _ in range(int(rng.integers(0, int(0.7 * size * size) + 1))):
-            legal = np.flatnonzero(state.legal_mask())
-            state.play(state.grid.from_flat(int(rng.choice(legal))))
-            if state.is_over:
-                break
-        states.append(state)
-    return states
 
 
 def _to_onnx(net: model_lib.GoNet):

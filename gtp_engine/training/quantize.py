@@ -14,7 +14,7 @@ Terms:
   (0.972 / 0.010 and 0.976 / 0.013), which every block convolution under minmax misses on 19x19 (0.969).
   Earlier, under minmax: all 3x3 convolutions 0.96 / 0.011 on 9x9; without the stem 0.969 / 0.014 on 19x19.
 - calibration positions / held-out positions: positions of real games (an SGF folder or archive), replayed
-  with the engine's own rules and features. Games are split by sgf_ingest.game_key, so no game gives
+  with the engine's own rules and features. Games are split by their game key (splits.py), so no game gives
   positions to both sides; from each game a few positions at random move numbers are kept.
 - agreement: on the held-out positions (symmetry none), the share of positions where both networks pick the
   same top policy move, the mean absolute difference of the value (win minus loss) and of the score.
@@ -46,8 +46,7 @@ from gtp_engine.game import GameState
 from gtp_engine.network_evaluator import ModelLoadError
 from gtp_engine.onnx_evaluator import INT8_SUFFIX, OnnxEvaluator
 from gtp_engine.training.files import replacing, set_network_metadata
-from gtp_engine.training.dataset import split_of
-from gtp_engine.training.sgf_ingest import game_key
+from gtp_engine.training.splits import record_key, split_of
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +57,7 @@ SCOPES = {  # what gets quantized: the residual blocks' convolutions, every conv
 }
 CALIBRATIONS = ("minmax", "percentile", "entropy")
 FP32_CONVS = 0  # leading convolutions of the residual blocks the trunk scope keeps in fp32 (module docstring)
-HELD_OUT_FRACTION = 0.5  # share of the games (by game_key) whose positions are held out from calibration
+HELD_OUT_FRACTION = 0.5  # share of the games (by game key) whose positions are held out from calibration
 POSITIONS_PER_GAME = 4
 # What a quantized network must reach on held-out positions; quantize() refuses to write one that does not.
 MIN_TOP1_AGREEMENT = 0.97
@@ -96,7 +95,7 @@ def game_positions(source: str | os.PathLike, size: int, count: int, held_out: b
             break
         if (record.width, record.height) != (size, size) or len(record.moves) < 2:
             continue
-        if (split_of(game_key(record), HELD_OUT_FRACTION) == "val") != held_out:
+        if (split_of(record_key(record), HELD_OUT_FRACTION) == "val") != held_out:
             continue
         picks = sorted(1 + rng.choice(len(record.moves) - 1, min(POSITIONS_PER_GAME, len(record.moves) - 1),
                                       replace=False))  # after 1 .. len - 1 moves: the empty board once is enough

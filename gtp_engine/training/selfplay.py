@@ -40,7 +40,7 @@ Terms:
 - value target: the game's winner from each sample's side to move (a draw where the count is exactly 0); and
   the search value (dataset.py), the root's mean value when the move was chosen, full or fast search alike.
 - output folder: the shards and index.json (all games to "train" except a val_fraction of them by game key, as
-  sgf_ingest does), sgf/game-N.sgf for game number N (0-based), report.json (SelfPlayReport.to_dict).
+  splits.py says), sgf/game-N.sgf for game number N (0-based), report.json (SelfPlayReport.to_dict).
 - evaluations: positions sent to the evaluator (a leaf selected twice in a round counts once).
 """
 
@@ -65,7 +65,7 @@ from gtp_engine.game import KOMI, GameState, Rules, format_result
 from gtp_engine.mcts import Tree, TreeConfig
 from gtp_engine.search import (ChoiceConfig, NoiseConfig, ResignConfig, ResignCounter, add_noise, network_threads,
                                pick_edge, play_games)
-from gtp_engine.training import dataset, sgf_ingest
+from gtp_engine.training import dataset, splits
 from gtp_engine.training.files import replacing
 
 log = logging.getLogger(__name__)
@@ -376,7 +376,7 @@ class _SelfPlay:
             exact = game.ending == "passes"
             value = np.full(count, 2, np.int8) if winner is None else np.where(to_play == winner, 0, 1).astype(np.int8)
             lead = black_lead if exact else 0.0
-            key = sgf_ingest.game_key(record)
+            key = splits.record_key(record)
             arrays.update(
                 to_play=to_play, globals=np.stack(game.global_), move=np.array(game.moves, np.int16), value=value,
                 score=np.where(to_play == BLACK, lead, -lead).astype(np.float32),
@@ -386,7 +386,7 @@ class _SelfPlay:
                 game_ownership=(state.area_ownership() if exact else np.zeros(self.area, np.int8))[None],
                 ownership_mask=np.array([exact]), game_key=np.array([key], np.uint64),
                 game_source=np.array([name]))
-            self.writer.add(dataset.split_of(key, config.val_fraction), arrays)
+            self.writer.add(splits.split_of(key, config.val_fraction), arrays)
             report.samples += count
             report.policy_samples += int(arrays["policy_mask"].sum())
 

@@ -42,7 +42,7 @@ from tqdm import tqdm
 
 from gtp_engine import features, sgf_io
 from gtp_engine.board import BLACK, WHITE, Board, IllegalMoveError
-from gtp_engine.training import dataset
+from gtp_engine.training import dataset, splits
 
 log = logging.getLogger(__name__)
 
@@ -140,11 +140,6 @@ def check_players(record: sgf_io.GameRecord, config: IngestConfig) -> None:
                 raise Skip("rank")
 
 
-def game_key(record: sgf_io.GameRecord) -> int:
-    """dataset.game_key of a record."""
-    return dataset.game_key(record.width, record.height, record.setup, record.moves)
-
-
 def game_samples(record: sgf_io.GameRecord, config: IngestConfig) -> dict[str, np.ndarray]:
     """The samples of one record, as a game for dataset.ShardWriter; raises Skip when it is left out."""
     if (record.width, record.height) != (config.size, config.size):
@@ -207,7 +202,7 @@ def game_samples(record: sgf_io.GameRecord, config: IngestConfig) -> dict[str, n
                     trusted_ownership = True
     game.update(value=value, score=score, score_mask=score_mask, game_ownership=ownership,
                 ownership_mask=np.array([trusted_ownership]),
-                game_key=np.array([game_key(record)], np.uint64), game_source=np.array([record.source]))
+                game_key=np.array([splits.record_key(record)], np.uint64), game_source=np.array([record.source]))
     game["ending"] = "none" if result is None else result.ending
     return game
 
@@ -287,7 +282,7 @@ def ingest(sources: Iterable[str | os.PathLike], out_dir: str | os.PathLike, con
                     continue
                 seen.add(key)
                 endings[game.pop("ending")] += 1
-                writer.add(dataset.split_of(key, config.val_fraction), game)
+                writer.add(splits.split_of(key, config.val_fraction), game)
     bar.close()
     sidecar = writer.finish({
         "sources": sources,

@@ -6,12 +6,13 @@ import json
 import numpy as np
 import pytest
 
-from gtp_engine import features
-from gtp_engine.onnx_evaluator import METADATA_KEY, OnnxEvaluator
-from gtp_engine.training import board_masks, export_onnx, quantize
-from gtp_engine.training import __main__ as training_cli
-
+pytest.importorskip("torch")  # export_onnx makes the networks
 onnx = pytest.importorskip("onnx")
+
+from gtp_engine import features  # noqa: E402
+from gtp_engine.onnx_evaluator import METADATA_KEY, OnnxEvaluator  # noqa: E402
+from gtp_engine.training import board_masks, export_onnx, quantize  # noqa: E402
+from gtp_engine.training import __main__ as training_cli  # noqa: E402
 
 
 def _muls(path) -> int:

@@ -30,8 +30,8 @@ def regenerate(path: Path = FIXTURE) -> dict:
 
 def test_the_committed_tiny_network_is_current(tmp_path):
     from gtp_engine.onnx_evaluator import OnnxEvaluator
-    from gtp_engine.training.export_onnx import random_positions
     from gtp_engine import features
+    from gtp_engine.training.probes import random_positions
 
     fresh = tmp_path / "tiny.onnx"
     regenerate(fresh)

@@ -16,8 +16,7 @@ from gtp_engine.coords import PASS  # noqa: E402
 from gtp_engine.training.alphago import rollout_train  # noqa: E402
 from gtp_engine.training.__main__ import main  # noqa: E402
 from gtp_engine.training.alphago.rollout_train import RolloutTrainConfig  # noqa: E402
-from gtp_engine.training.dataset import split_of  # noqa: E402
-from gtp_engine.training.sgf_ingest import game_key  # noqa: E402
+from gtp_engine.training.splits import record_key, split_of  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CONFIG = RolloutTrainConfig(size=9, val_fraction=0.3, min_pattern_count=1, epochs=40, lr=0.1)
@@ -28,7 +27,7 @@ def test_samples_hold_the_played_moves_and_games_are_held_out_by_hash(fraction):
     config = dataclasses.replace(CONFIG, val_fraction=fraction)
     train, val, counts = rollout_train.collect([FIXTURES], config, progress=False)
     records = [sgf_io.load_sgf_file(p) for p in sorted(FIXTURES.glob("*.sgf"))]
-    held_out = [r for r in records if split_of(game_key(r), fraction) == "val"]
+    held_out = [r for r in records if split_of(record_key(r), fraction) == "val"]
     assert counts["games"] == len(records) and counts["val_games"] == len(held_out) > 0
     assert len(train) + len(val) == sum(len(r.moves) for r in records)
     assert val.board_moves == sum(1 for r in held_out for _, p in r.moves if p != PASS)

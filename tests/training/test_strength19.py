@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from gtp_engine import features, match, sgf_io  # noqa: E402
-from gtp_engine.training import dataset, export_onnx, sgf_ingest  # noqa: E402
+from gtp_engine.training import export_onnx, sgf_ingest, splits  # noqa: E402
 from tools import strength19  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures19"
@@ -28,7 +28,7 @@ def test_held_out_top1_counts_the_validation_games_as_the_network_sees_them(tmp_
     hits = total = 0
     for path in sorted(FIXTURES.glob("*.sgf")):
         record = sgf_io.load_sgf_file(path)
-        if dataset.split_of(sgf_ingest.game_key(record), 0.3) != "val":
+        if splits.split_of(splits.record_key(record), 0.3) != "val":
             continue
         state = record.to_game(max_moves=0)
         states, moves = [], []

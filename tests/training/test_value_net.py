@@ -16,7 +16,7 @@ from gtp_engine.coords import PASS  # noqa: E402
 from gtp_engine.game import GameState  # noqa: E402
 from gtp_engine.onnx_evaluator import OnnxEvaluator  # noqa: E402
 from gtp_engine.training import checkpoint as checkpoint_lib  # noqa: E402
-from gtp_engine.training import dataset, export_onnx, metrics_csv  # noqa: E402
+from gtp_engine.training import dataset, export_onnx, metrics_csv, probes  # noqa: E402
 from gtp_engine.training.alphago import policy_play, value_net  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,7 +105,7 @@ def test_value_training_of_the_head_leaves_the_policy_alone_and_exports(value_da
     metadata = evaluator.info.metadata
     assert metadata["parity_max_abs_diff"] <= export_onnx.TOLERANCE
     assert "value network" in metadata["training"]["notes"]
-    states = export_onnx.random_positions(5, 4, np.random.default_rng(0))
+    states = probes.random_positions(5, 4, np.random.default_rng(0))
     spatial, global_ = policy_play.features.encode(states)
     net = trained.build_model()
     with torch.no_grad():

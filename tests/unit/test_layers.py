@@ -1,6 +1,8 @@
-"""The import rules of docs/design.md ("Layers"), read from the source: layers point down, and heavy libraries stay in their corner.
+"""The import rules of docs/design.md ("Layers"), read from the source: layers point down, and heavy libraries stay
+in their corner.
 
-A new engine module must be given a layer here: deciding where it sits is part of adding it.
+A new module must be given a layer here, an engine module in LAYERS, a training module in TRAINING_LAYERS:
+deciding where it sits is part of adding it. Imports inside functions count like those at the top of a file.
 """
 
 import ast
@@ -30,6 +32,25 @@ LAYERS = {
     "analysis.command": 15,
     "__main__": 16,
 }
+# Training modules (gtp_engine/training, training/alphago) sit above the whole engine, whose modules they may
+# import; among themselves, a module may import training modules of a strictly lower layer only. The packages'
+# __init__ files hold docstrings only.
+TRAINING_LAYERS = {
+    "training": 0, "training.alphago": 0, "training.files": 0, "training.metrics_csv": 0, "training.model": 0,
+    "training.probes": 0, "training.splits": 0,
+    "training.alphago.policy_play": 1, "training.board_masks": 1, "training.checkpoint": 1, "training.dataset": 1,
+    "training.gating": 1, "training.quantize": 1,
+    "training.export_onnx": 2, "training.grow": 2, "training.selfplay": 2, "training.sgf_ingest": 2,
+    "training.import_onnx": 3, "training.runs": 3,
+    "training.alphago.policy_gradient": 4, "training.alphago.rollout_train": 4, "training.alphago.value_net": 4,
+    "training.averaging": 4, "training.torch_evaluator": 4, "training.train": 4,
+    "training.loop": 5,
+    "training.distributed": 6,
+    "training.__main__": 7,
+}
+# Training modules that import without the train extra (torch, tqdm): quantize writes the int8 network of the
+# engine's tests (tests/conftest.py), which run with the test extra alone.
+WITHOUT_TRAIN_EXTRA = ["training.quantize"]
 # Third-party libraries that only some modules may import (docs/design.md, "Layers").
 CONFINED = {
     "torch": {"training"},
@@ -62,12 +83,17 @@ def engine_modules() -> list[Path]:
     return sorted(p for p in PACKAGE.rglob("*.py") if "training" not in p.relative_to(PACKAGE).parts)
 
 
+def training_modules() -> list[Path]:
+    return sorted((PACKAGE / "training").rglob("*.py"))
+
+
 def internal(name: str) -> str | None:
-    """The engine module an import names, or None for the package itself and for things that are not modules."""
+    """The module an import names (a training module without a layer: "training"), or None for the package itself
+    and for things that are not modules."""
     if not name.startswith("gtp_engine."):
         return None
     rest = name[len("gtp_engine."):]
-    while rest and rest not in LAYERS and not rest.startswith("training"):
+    while rest and rest not in LAYERS and rest not in TRAINING_LAYERS:
         rest = rest.rpartition(".")[0]
     return rest or None
 
@@ -89,6 +115,21 @@ def test_engine_imports_point_down(path):
                                                 f"(layer {LAYERS[target]})"
 
 
+@pytest.mark.parametrize("path", training_modules(), ids=module_name)
+def test_training_imports_point_down(path):
+    module = module_name(path)
+    assert module in TRAINING_LAYERS, f"{module} has no layer in TRAINING_LAYERS (tests/unit/test_layers.py)"
+    for name in imports_of(path):
+        target = internal(name)
+        if target is None or target == module or module.startswith(target + "."):
+            continue
+        if target in LAYERS:
+            continue  # the engine lies below all of training
+        assert TRAINING_LAYERS[target] < TRAINING_LAYERS[module], \
+            f"{module} (training layer {TRAINING_LAYERS[module]}) imports {target} " \
+            f"(training layer {TRAINING_LAYERS[target]})"
+
+
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=module_name)
 def test_heavy_libraries_stay_where_they_belong(path):
     module = module_name(path)
@@ -101,13 +142,15 @@ def test_heavy_libraries_stay_where_they_belong(path):
 
 
 def test_the_engine_imports_without_torch():
-    """Importing every engine module must not pull torch in (players install no training extras)."""
+    """Importing every engine module, and the training modules of WITHOUT_TRAIN_EXTRA, must not pull torch or tqdm
+    in (players install no training extras)."""
     import subprocess
     import sys
 
     modules = [f"gtp_engine.{module_name(p)}" if module_name(p) else "gtp_engine" for p in engine_modules()]
-    modules = [m for m in modules if not m.endswith("__main__")]
-    code = "import sys\n" + "".join(f"import {m}\n" for m in modules) + "print('torch' in sys.modules)"
+    modules = [m for m in modules if not m.endswith("__main__")] + [f"gtp_engine.{m}" for m in WITHOUT_TRAIN_EXTRA]
+    code = "import sys\n" + "".join(f"import {m}\n" for m in modules) + \
+        "print(sorted(m for m in ('torch', 'tqdm') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "False"
+    assert result.stdout.strip() == "[]"

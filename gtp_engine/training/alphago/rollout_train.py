@@ -1,8 +1,8 @@
 """Rollout policy training: the weights of rollout.RolloutPolicy fitted to the moves of SGF records.
 
 Terms:
-- record, game key, validation split: as in dataset.py (game_key / split_of): a game is held out by the hash
-  of its moves, so the same game is held out in every run.
+- record, game key, validation split: as in splits.py: a game is held out by the hash of its moves, so the same
+  game is held out in every run.
 - sample: one position of a game (the side to move's view) with its candidates' features and the index of the
   candidate that was played; a move that is no candidate (a pass, an own-eye filling) leaves the sample without a
   target: it is not trained on, and counts as a miss in the accuracy.
@@ -30,8 +30,8 @@ import numpy as np
 from gtp_engine import rollout, sgf_io
 from gtp_engine.board import IllegalMoveError
 from gtp_engine.coords import PASS
-from gtp_engine.training import dataset, runs
-from gtp_engine.training.sgf_ingest import Skip, game_key
+from gtp_engine.training import runs, splits
+from gtp_engine.training.sgf_ingest import Skip
 
 log = logging.getLogger(__name__)
 
@@ -111,10 +111,10 @@ def collect(sources: Iterable[str], config: RolloutTrainConfig, progress: bool =
             record = sgf_io.load_sgf(data, source=name)
             if (record.width, record.height) != (config.size, config.size) or not record.moves:
                 raise Skip("board size")
-            key = game_key(record)
+            key = splits.record_key(record)
             if key in seen:
                 raise Skip("duplicate")
-            held_out = dataset.split_of(key, config.val_fraction) == "val"
+            held_out = splits.split_of(key, config.val_fraction) == "val"
             _add_game(record, val if held_out else train, config, rng)
         except (Skip, sgf_io.SgfError, IllegalMoveError):
             counts["skipped"] += 1

@@ -38,7 +38,7 @@ from torch.nn import functional as F
 from gtp_engine.board import BLACK, EMPTY
 from gtp_engine.game import KOMI
 from gtp_engine.training import checkpoint as checkpoint_lib
-from gtp_engine.training import dataset, runs
+from gtp_engine.training import dataset, runs, splits
 from gtp_engine.training import model as model_lib
 from gtp_engine.training.alphago import policy_play
 
@@ -101,7 +101,7 @@ def sample_of(result: policy_play.GameResult) -> dict:
     winner = result.winner
     lead = result.score if step.to_play == BLACK else -result.score
     state = result.state
-    key = dataset.game_key(state.grid.width, state.grid.height, state.setup, state.moves)
+    key = splits.game_key(state.grid.width, state.grid.height, state.setup, state.moves)
     game.update(
         to_play=to_play, globals=step.global_[None], move=np.array([step.move], np.int16),
         value=np.array([2 if winner == EMPTY else 0 if winner == step.to_play else 1], np.int8),
@@ -128,7 +128,7 @@ def make_data(sl_path: str, rl_path: str, out_dir: str | Path, config: ValueData
             count = min(config.batch, config.games - played)
             rng = np.random.default_rng([config.seed, played])
             for game in value_games(sl, rl, count, config, rng, device):
-                writer.add(dataset.split_of(int(game["game_key"][0]), config.val_fraction), game)
+                writer.add(splits.split_of(int(game["game_key"][0]), config.val_fraction), game)
                 kept += 1
             played += count
             bar.update(count)
