@@ -1,5 +1,5 @@
 """The 19x19 GPU recipe: ingest go19_curated on the device's cores, train in chunks that each fit one device command,
-carry the checkpoint back between commands (and sessions), export ONNX at the end. Runs the same on a CPU.
+carry the checkpoint back between commands (and between machines), export ONNX at the end. Runs the same on a CPU.
 
 Terms:
 - call: one command on the device machine (10 minutes at most); it runs `step` once. Calls are chained so the
@@ -24,7 +24,7 @@ Terms:
 - resumption: train.py's: weights, optimizer state, step, learning-rate schedule and batch stream are all functions
   of the checkpoint's step, so chunks of any length give the run an uninterrupted one would.
 
-Usage (from the repository root; the README's "Training the 19x19 network on a GPU" gives the device calls):
+Usage (from the repository root; docs/gpu-runs.md gives the GPU calls):
   python -m tools.train19_gpu step --archive .data19/go19_curated.tar.xz --out $OUT --fit
   python -m tools.train19_gpu bench --presets b6c64 b10c128 --batch-size 256
 """

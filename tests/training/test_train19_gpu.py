@@ -146,7 +146,8 @@ def test_bench_with_compile_runs_the_steps_through_torch_compile(tmp_path, archi
 
 
 def test_a_fresh_machine_goes_on_from_a_committed_network(tmp_path, archive, capsys, one_thread):
-    """The README's next-session call: import-onnx of the shipped file, then a fitted run with --init-from it."""
+    """docs/gpu-runs.md's call for a run that goes on from the shipped network: import-onnx of the shipped file, then
+    a fitted run with --init-from it."""
     from gtp_engine.training.__main__ import main as training_main
 
     whole = call(capsys, archive, tmp_path / "machine-1", tmp_path / "nothing", tmp_path / "out-1")
