@@ -8,6 +8,9 @@ Terms:
   a quantized network (training/quantize.py) adds "precision": "int8" and its "quantization" record.
 - device: "cpu", "cuda", "tensorrt", or "auto" (TensorRT, else CUDA, else CPU: the first that actually loads).
   An explicit GPU device that does not load is an error (DeviceUnavailable), not a silent fallback.
+- GPU libraries: onnxruntime-gpu needs the CUDA and cuDNN libraries it was built for. Those of the pip packages
+  the `gpu` extra installs (onnxruntime-gpu[cuda,cudnn]) are loaded before the first GPU attempt
+  (onnxruntime.preload_dlls); without them the system's libraries are used, where there are any.
 - onnxruntime's own log: its lines (in colour, on stderr) are let through at --log-level debug only, where they
   say why a GPU provider did not load; at the other levels a failure reaches the user as this engine's
   ModelLoadError, naming the file and the reason.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io
 import json
 import logging
@@ -85,6 +89,8 @@ def open_session(path: str | os.PathLike, device: str = "auto", threads: int = 0
         if chain[0] not in available:
             failures.append(f"{name}: not in this onnxruntime build")
             continue
+        if name != "cpu":
+            _preload_gpu_libraries()
         try:
             with _quietly() if name != "cpu" else contextlib.nullcontext():
                 session = ort.InferenceSession(str(path), sess_options=options, providers=list(chain))
@@ -97,6 +103,23 @@ def open_session(path: str | os.PathLike, device: str = "auto", threads: int = 0
             return session, name
         failures.append(f"{name}: onnxruntime's {chain[0]} did not load")
     raise DeviceUnavailable(path, f"no usable device for --device {device} ({'; '.join(failures)})")
+
+
+@functools.cache
+def _preload_gpu_libraries() -> None:
+    """Loads the CUDA and cuDNN libraries of the nvidia pip packages (the gpu extra), else the system's, once per
+    process; what onnxruntime prints about libraries it did not find goes to the debug log, not to the user."""
+    preload = getattr(ort, "preload_dlls", None)  # onnxruntime 1.21 and later
+    if preload is None:
+        return
+    printed = io.StringIO()
+    with _QUIET_LOCK, contextlib.redirect_stdout(printed):
+        try:
+            preload(directory="")  # the nvidia site packages, then the default library paths
+        except Exception as error:  # noqa: BLE001 - the provider's own attempt says what is missing
+            print(f"preload_dlls failed: {error}")
+    for line in printed.getvalue().splitlines():
+        log.debug("onnxruntime: %s", line)
 
 
 @contextlib.contextmanager

@@ -1,5 +1,6 @@
 """OnnxEvaluator on a tiny random network: outputs, symmetries, batching, caching, and refusing bad model files."""
 
+import functools
 import json
 import logging
 import threading
@@ -290,3 +291,29 @@ def test_two_loads_at_once_keep_onnxruntime_quiet_through_both_gpu_attempts(monk
         load.join()
     assert devices == ["cpu", "cpu"]
     assert severities_seen == [4, 4]  # 4: fatal errors only
+
+
+def test_gpu_libraries_are_preloaded_once_and_quietly_before_a_gpu_attempt(monkeypatch, capfd, tiny_onnx_model):
+    # The gpu extra's nvidia packages are loaded by onnxruntime.preload_dlls, which prints what it cannot find on
+    # stdout, the protocol's stream: that goes to the debug log. A CPU-only load never calls it.
+    from gtp_engine import onnx_evaluator
+
+    ort = onnx_evaluator.ort
+    calls = []
+
+    def preload(directory=None):
+        calls.append(directory)
+        print("Failed to load libcublasLt.so.13: cannot open shared object file")
+
+    monkeypatch.setattr(ort, "preload_dlls", preload, raising=False)
+    # A fresh once-per-process cache: an earlier test in this process may have preloaded already.
+    monkeypatch.setattr(onnx_evaluator, "_preload_gpu_libraries",
+                        functools.cache(onnx_evaluator._preload_gpu_libraries.__wrapped__))
+    onnx_evaluator.open_session(tiny_onnx_model, device="cpu")
+    assert calls == []
+    monkeypatch.setattr(ort, "get_available_providers", lambda: ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    for _ in range(2):
+        onnx_evaluator.open_session(tiny_onnx_model, device="auto")
+    captured = capfd.readouterr()
+    assert calls == [""]
+    assert "libcublas" not in captured.out + captured.err
