@@ -30,7 +30,7 @@ import numpy as np
 import gtp_engine
 from gtp_engine import coords, sgf_io
 from gtp_engine.board import BLACK, WHITE, IllegalMoveError, opponent
-from gtp_engine.config import PlayOptions
+from gtp_engine.config import EngineConfig, PlayOptions
 from gtp_engine.evaluator import legal_policy
 from gtp_engine.game import KOMI, GameState, Rules, diagram, fixed_handicap_points, format_result, free_handicap_points
 from gtp_engine.gtp import analyze_lines
@@ -66,7 +66,6 @@ from gtp_engine.timecontrol import AnswerOverhead, Clock, TimeSettings
 
 log = logging.getLogger(__name__)
 
-NAME = "gtp_engine"
 MIN_SIZE = 2
 SEARCH_PARAMS = {"maxVisits": "visits", "maxPlayouts": "playouts", "maxTime": "time_per_move"}  # kata-set-param
 
@@ -104,8 +103,10 @@ def command_names() -> list[str]:
 
 class Session:
     def __init__(self, players: PlayerSource, move_limits: MoveLimits, play: PlayOptions, rules: Rules,
-                 board_size: int = 19, komi: float = KOMI, now: Callable[[], float] = time.monotonic):
+                 board_size: int = 19, komi: float = KOMI, now: Callable[[], float] = time.monotonic,
+                 name: str = EngineConfig.name):
         self.players = players
+        self.name_answer = name  # the name command's (--name)
         self.now = now  # the clock of move times and deadlines: the Players' searchers must read the same one
         self.move_limits = move_limits
         self.options = play
@@ -134,7 +135,7 @@ class Session:
 
     @command("name")
     def name(self, cmd: Command, stream: Stream) -> str:
-        return NAME
+        return self.name_answer
 
     @command("version")
     def version(self, cmd: Command, stream: Stream) -> str:
