@@ -205,7 +205,7 @@ OPTIONS: tuple[Option, ...] = (
            "thread when batches overlap, else onnxruntime's choice)", "N"),
     Option("precision", ("network", "precision"), _precision,
            "fp32; int8: the quantized sibling NAME.int8.onnx of the network; auto: that sibling where it exists "
-           "in the weights folder (default: auto)", "P"),
+           "beside the network, one named by --weights too (default: auto)", "P"),
     Option("lambda", ("rollout", "mix"), _weight,
            "weight of rollouts in a leaf's value: (1 - lambda) * value + lambda * rollout result "
            "(default: 0, no rollouts)", "LAMBDA"),
@@ -409,7 +409,7 @@ def from_katago_gtp(values: Mapping[str, str]) -> tuple[dict[str, Any], list[str
     if "resignThreshold" in values:
         utility = _katago_value(values, "resignThreshold",
                                 lambda x: _number(x, "a number in [-1, 1)", lambda u: -1 <= u < 1))
-        options["resign-threshold"] = (1 + utility) / 2
+        options["resign-threshold"] = round((1 + utility) / 2, 6)
     if "allowResignation" in values and not _katago_value(values, "allowResignation", _bool):
         options["resign-threshold"] = 0.0
     if "logSearchInfo" in values and _katago_value(values, "logSearchInfo", _bool):

@@ -93,7 +93,7 @@ def main(argv: list[str]) -> None:
 
     write = Writer(out)
     base = engine_config.player.analysis_search  # numSearchThreads, when set, changes its batch size per query
-    scheduler = Scheduler(evaluator_for, base, write, workers)
+    scheduler = Scheduler(evaluator_for, base, write, workers, loader.size_warning)
     serve(sys.stdin.buffer, Engine(scheduler, write, analysis_settings, loader.clear_cache, models),
           args.quit_without_waiting)
     log_lib.flush()  # every response was flushed as it was written (engine.Writer)
