@@ -383,12 +383,13 @@ KATAGO_GTP_KEYS = {
     "cpuctExploration": "c-puct", "cpuctExplorationLog": "c-puct-log", "cpuctExplorationBase": "c-puct-base",
     "fpuReductionMax": "fpu-reduction", "rootFpuReductionMax": "root-fpu-reduction",
     "rootPolicyTemperature": "root-policy-temperature",
+    "useLcbForSelection": "lcb", "lcbStdevs": "lcb-z", "minVisitPropForLCB": "lcb-min-visits-ratio",
 }
 # KataGo's single-rule keys, used where the file has no `rules` key -> the field of KataGo's rules object.
 KATAGO_RULE_KEYS = {"koRule": "ko", "scoringRule": "scoring", "taxRule": "tax", "multiStoneSuicideLegal": "suicide",
                     "hasButton": "hasButton", "whiteHandicapBonus": "whiteHandicapBonus",
                     "friendlyPassOk": "friendlyPassOk"}
-_KATAGO_SPECIAL = ("rules", "allowResignation", "resignThreshold", "logSearchInfo")
+_KATAGO_SPECIAL = ("rules", "allowResignation", "resignThreshold", "logSearchInfo", "logToStderr")
 
 
 def from_katago_gtp(values: Mapping[str, str]) -> tuple[dict[str, Any], list[str], list[str]]:
@@ -396,8 +397,8 @@ def from_katago_gtp(values: Mapping[str, str]) -> tuple[dict[str, Any], list[str
     played only approximately; raises ConfigError naming the key of a bad value.
 
     Besides KATAGO_GTP_KEYS: rules (a KataGo rule set name or JSON), else the single-rule keys; allowResignation
-    false (never resign) or resignThreshold (KataGo's utility in [-1, 1): winrate (1 + x) / 2); logSearchInfo true
-    (log level info)."""
+    false (never resign) or resignThreshold (KataGo's utility in [-1, 1): winrate (1 + x) / 2); logSearchInfo and
+    logToStderr both true (log level info: KataGo writes its search log to a file unless logToStderr)."""
     options: dict[str, Any] = {}
     ignored: list[str] = []
     for key, raw in values.items():
@@ -412,7 +413,7 @@ def from_katago_gtp(values: Mapping[str, str]) -> tuple[dict[str, Any], list[str
         options["resign-threshold"] = round((1 + utility) / 2, 6)
     if "allowResignation" in values and not _katago_value(values, "allowResignation", _bool):
         options["resign-threshold"] = 0.0
-    if "logSearchInfo" in values and _katago_value(values, "logSearchInfo", _bool):
+    if all(key in values and _katago_value(values, key, _bool) for key in ("logSearchInfo", "logToStderr")):
         options["log-level"] = "info"
     rules, notes = _katago_rules(values)
     if rules is not None:

@@ -80,10 +80,13 @@ def test_katago_resignation_and_rule_keys():
     options, ignored, notes = from_katago_gtp({"resignThreshold": "-0.9", "resignConsecTurns": "3",
                                                "koRule": "SIMPLE", "scoringRule": "TERRITORY", "taxRule": "SEKI",
                                                "multiStoneSuicideLegal": "false", "whiteHandicapBonus": "0",
-                                               "logSearchInfo": "true", "lagBuffer": "0.5"})
+                                               "logSearchInfo": "true", "logToStderr": "true", "lagBuffer": "0.5",
+                                               "useLcbForSelection": "false"})
     assert options == {"resign-threshold": 0.05, "resign-consecutive": 3, "rules": "japanese", "log-level": "info",
-                       "lag-buffer": 0.5}
+                       "lag-buffer": 0.5, "lcb": False}
     assert ignored == notes == []
+    options, _, _ = from_katago_gtp({"logSearchInfo": "true", "logToStderr": "false"})  # KataGo logs to a file
+    assert options == {}
     options, _, _ = from_katago_gtp({"resignThreshold": "-0.9", "allowResignation": "false", "rules": "chinese-ogs"})
     assert options == {"resign-threshold": 0.0, "rules": "chinese"}
     options, _, _ = from_katago_gtp({"koRule": "SIMPLE", "scoringRule": "AREA"})
