@@ -120,7 +120,6 @@ def load_katago_config(argv: list[str]) -> tuple[EngineConfig, list[str]]:
     """gtp-engine gtp ARGS: KataGo's command line, then any of our flags; the config and the warnings to log."""
     p = katago_parser()
     args, rest = p.parse_known_args(argv)
-    notes: list[str] = []
     try:
         values = katago_config.read_config_file(args.config) if args.config else {}
         values.update(katago_config.parse_overrides(args.override_config))
@@ -132,8 +131,7 @@ def load_katago_config(argv: list[str]) -> tuple[EngineConfig, list[str]]:
     if args.human_model:
         notes.append(f"-human-model {args.human_model} ignored: gtp_engine has no human-style network")
     if args.model is not None and katago_config.is_katago_network(args.model):
-        notes.append(f"-model {args.model} is a KataGo network, which gtp_engine cannot read; using the shipped "
-                     "network for each board size instead (give an ONNX network with -model to choose one)")
+        notes.append(katago_config.katago_network_warning(args.model))
     elif args.model is not None:
         options["weights"] = args.model
     return load_config(rest, options), notes

@@ -25,6 +25,12 @@ def is_katago_network(path: str) -> bool:
     return path.lower().endswith(KATAGO_NETWORK_SUFFIXES)
 
 
+def katago_network_warning(path: str) -> str:
+    """What a front end logs when -model names a KataGo network."""
+    return (f"-model {path} is a KataGo network, which gtp_engine cannot read; using the shipped network for each "
+            "board size instead (give an ONNX network with -model to choose one)")
+
+
 def read_config_file(path: str | Path) -> dict[str, str]:
     """The key = value lines of a KataGo config file; raises SettingError naming the file and line for anything
     else."""

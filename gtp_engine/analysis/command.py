@@ -70,8 +70,7 @@ def main(argv: list[str]) -> None:
         p.error("-analysis-threads: expected a positive integer")
     weights = args.model
     if weights is not None and katago_config.is_katago_network(weights):
-        log.warning("-model %s is a KataGo network, which gtp_engine cannot read; using the shipped network for "
-                    "each board size instead (give an ONNX network with -model to choose one)", weights)
+        log.warning("%s", katago_config.katago_network_warning(weights))
         weights = None
     engine_config = config_lib.build({"weights": weights} if weights else {})
     loader = NetworkLoader(engine_config, on_unusable=exit_process("gtp-engine analysis"), weights_flag="-model")

@@ -219,7 +219,8 @@ class Session:
         arity(cmd.args, 2)
         field = KATA_RULE_FIELDS.get(cmd.args[0].lower())
         if field is None:
-            raise GtpError(f"unknown rule {cmd.args[0]!r}; known: {', '.join(dict.fromkeys(KATA_RULE_FIELDS.values()))}")
+            known = ", ".join(dict.fromkeys(KATA_RULE_FIELDS.values()))
+            raise GtpError(f"unknown rule {cmd.args[0]!r}; known: {known}")
         rules = self.game.rules.to_katago()
         if field == "scoring":
             del rules["tax"]
