@@ -11,18 +11,22 @@ Terms:
   for analysis alone (lz-analyze, kata-analyze, the gogui analysis commands), as KataGo keeps separate values.
 - EngineConfig: everything the composition root needs, grouped by the part that uses it; player is the
   Player's own typed config (player.PlayerConfig), so every search setting is reachable from here.
-Nothing here reads flags or files by itself: load_file() and build() are called by __main__.
+- KataGo GTP key: a key of KataGo's GTP config file (maxVisits, ponderingEnabled, rules, ...; KATAGO_GTP_KEYS and
+  the rule keys); from_katago_gtp turns the ones with a meaning here into options, for `gtp-engine gtp -config`.
+Nothing here reads flags or files by itself: load_file(), from_katago_gtp() and build() are called by __main__.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from gtp_engine.game import Rules
 from gtp_engine.player import MoveLimits, PlayerConfig
 from gtp_engine.search import network_threads
 
@@ -69,6 +73,7 @@ class EngineConfig:
     play: PlayOptions = field(default_factory=PlayOptions)
     seed: int | None = None  # fixes every random choice: search, symmetries, rollouts (tests, reproducible matches)
     log_level: str = "warning"
+    name: str = "gtp_engine"  # what GTP's name command answers
 
     def network_threads(self, cores: int | None = None) -> int:
         """onnxruntime's CPU threads per run (0: its own choice): the configured number, else, when the search
@@ -163,6 +168,12 @@ def _precision(value: Any) -> str:
     return text
 
 
+def _rules(value: Any) -> str:
+    text = _text(value)
+    Rules.from_katago(text)  # ValueError naming the problem
+    return text
+
+
 def _log_level(value: Any) -> str:
     text = _text(value).lower()
     if text not in ("debug", "info", "warning", "error"):
@@ -194,7 +205,7 @@ OPTIONS: tuple[Option, ...] = (
            "thread when batches overlap, else onnxruntime's choice)", "N"),
     Option("precision", ("network", "precision"), _precision,
            "fp32; int8: the quantized sibling NAME.int8.onnx of the network; auto: that sibling where it exists "
-           "in the weights folder (default: auto)", "P"),
+           "beside the network, one named by --weights too (default: auto)", "P"),
     Option("lambda", ("rollout", "mix"), _weight,
            "weight of rollouts in a leaf's value: (1 - lambda) * value + lambda * rollout result "
            "(default: 0, no rollouts)", "LAMBDA"),
@@ -215,10 +226,14 @@ OPTIONS: tuple[Option, ...] = (
            "playouts of the search that judges dead stones when no search covered the position (default: 100)",
            "N"),
     Option("seed", ("seed",), _seed, "random seed for reproducible play", "N"),
-    Option("rules", ("play", "rules"), _text, "rule set: chinese, japanese, tromp-taylor, aga, ... (default: chinese)", "NAME"),
+    Option("rules", ("play", "rules"), _rules,
+           "rule set: chinese, japanese, tromp-taylor, aga, ..., or KataGo's rules as JSON (default: chinese)", "NAME"),
     Option("ponder", ("play", "ponder"), _bool, "think on the opponent's time: on or off (default: off)", "on|off"),
     Option("lag-buffer", ("play", "lag_buffer"), _lag, "your delay, kept back from every limit (default: a fifth, at most 1)", "SECONDS"),
     Option("log-level", ("log_level",), _log_level, "debug, info, warning or error (default: warning)", "LEVEL"),
+    Option("name", ("name",), _text,
+           "what the GTP name command answers (default: gtp_engine); --name KataGo makes Lizzie and LizzieYzy "
+           "use their KataGo mode (kata-analyze, score and ownership)", "NAME"),
 )
 
 _SEARCH = ("player", "search")  # where search options go; analysis overrides go to ("player", "analysis")
@@ -358,3 +373,75 @@ def _replaced(config: Any, target: tuple[str, ...], value: Any) -> Any:
     """`config` (a frozen dataclass) with the field at the path `target` set to `value`."""
     head, *rest = target
     return dataclasses.replace(config, **{head: _replaced(getattr(config, head), tuple(rest), value) if rest else value})
+
+
+# KataGo GTP key -> the option it sets, its value read by that option's parser.
+KATAGO_GTP_KEYS = {
+    "maxVisits": "visits", "maxPlayouts": "playouts", "maxTime": "time", "ponderingEnabled": "ponder",
+    "lagBuffer": "lag-buffer", "resignConsecTurns": "resign-consecutive",
+    "numSearchThreads": "batch",  # KataGo's threads gather leaves under virtual loss, as one batch does here
+    "cpuctExploration": "c-puct", "cpuctExplorationLog": "c-puct-log", "cpuctExplorationBase": "c-puct-base",
+    "fpuReductionMax": "fpu-reduction", "rootFpuReductionMax": "root-fpu-reduction",
+    "rootPolicyTemperature": "root-policy-temperature",
+    "useLcbForSelection": "lcb", "lcbStdevs": "lcb-z", "minVisitPropForLCB": "lcb-min-visits-ratio",
+}
+# KataGo's single-rule keys, used where the file has no `rules` key -> the field of KataGo's rules object.
+KATAGO_RULE_KEYS = {"koRule": "ko", "scoringRule": "scoring", "taxRule": "tax", "multiStoneSuicideLegal": "suicide",
+                    "hasButton": "hasButton", "whiteHandicapBonus": "whiteHandicapBonus",
+                    "friendlyPassOk": "friendlyPassOk"}
+_KATAGO_SPECIAL = ("rules", "allowResignation", "resignThreshold", "logSearchInfo", "logToStderr")
+
+
+def from_katago_gtp(values: Mapping[str, str]) -> tuple[dict[str, Any], list[str], list[str]]:
+    """The options that KataGo GTP config keys set, the keys with no meaning here (ignored), and notes on rules
+    played only approximately; raises ConfigError naming the key of a bad value.
+
+    Besides KATAGO_GTP_KEYS: rules (a KataGo rule set name or JSON), else the single-rule keys; allowResignation
+    false (never resign) or resignThreshold (KataGo's utility in [-1, 1): winrate (1 + x) / 2); logSearchInfo and
+    logToStderr both true (log level info: KataGo writes its search log to a file unless logToStderr)."""
+    options: dict[str, Any] = {}
+    ignored: list[str] = []
+    for key, raw in values.items():
+        if key in KATAGO_GTP_KEYS:
+            option = _BY_KEY[KATAGO_GTP_KEYS[key]]
+            options[option.name] = _parse(option, raw, f"config key {key}")
+        elif key not in _KATAGO_SPECIAL and key not in KATAGO_RULE_KEYS:
+            ignored.append(key)
+    if "resignThreshold" in values:
+        utility = _katago_value(values, "resignThreshold",
+                                lambda x: _number(x, "a number in [-1, 1)", lambda u: -1 <= u < 1))
+        options["resign-threshold"] = round((1 + utility) / 2, 6)
+    if "allowResignation" in values and not _katago_value(values, "allowResignation", _bool):
+        options["resign-threshold"] = 0.0
+    if all(key in values and _katago_value(values, key, _bool) for key in ("logSearchInfo", "logToStderr")):
+        options["log-level"] = "info"
+    rules, notes = _katago_rules(values)
+    if rules is not None:
+        options["rules"] = rules
+    return options, ignored, notes
+
+
+def _katago_rules(values: Mapping[str, str]) -> tuple[str | None, list[str]]:
+    """The rules option for KataGo's rules keys (None: none given), and where they are played approximately."""
+    if "rules" in values:
+        key, given = "rules", values["rules"]
+    else:
+        fields = {KATAGO_RULE_KEYS[k]: v for k, v in values.items() if k in KATAGO_RULE_KEYS}
+        if not fields:
+            return None, []
+        key = ", ".join(k for k in values if k in KATAGO_RULE_KEYS)
+        bools = {"true": True, "false": False}
+        given = {name: bools.get(v.strip().lower(), v.strip()) if name in ("suicide", "hasButton", "friendlyPassOk")
+                 else v.strip() for name, v in fields.items()}
+    try:
+        rules, notes = Rules.nearest_katago(given)
+    except ValueError as error:
+        raise ConfigError(f"config key {key}: {error}") from None
+    return rules.name if rules.name != "custom" else json.dumps(rules.to_katago()), notes
+
+
+def _katago_value(values: Mapping[str, str], key: str, parse: Callable[[Any], Any]) -> Any:
+    try:
+        return parse(values[key])
+    except ValueError as error:
+        raise ConfigError(f"config key {key}: {error}") from None

@@ -151,9 +151,17 @@ class NetworkEvaluator:
         if not (low <= width <= high and low <= height <= high):
             raise ModelLoadError(self.info.path, f"board size {width}x{height} is outside the sizes this network "
                                                  f"accepts ({low}..{high})")
-        if self.info.trained_sizes and max(width, height) not in self.info.trained_sizes:
-            log.warning("network %s was not trained on %dx%d boards", self.info.describe(), width, height)
+        warning = self.size_warning(width, height)
+        if warning is not None:
+            log.warning("%s", warning)  # once per size (at the default log level): it may play that size badly
         self._sizes_checked.add((width, height))
+
+    def size_warning(self, width: int, height: int) -> str | None:
+        """Says so when the network was not trained on width x height boards (its metadata's trained sizes, by the
+        longer side); None when it was, or when its metadata names no sizes."""
+        if self.info.trained_sizes and max(width, height) not in self.info.trained_sizes:
+            return f"network {self.info.describe()} was not trained on {width}x{height} boards"
+        return None
 
     def evaluate(self, states: Sequence[GameState]) -> EvaluationBatch:
         evaluation = self.prepare(states)

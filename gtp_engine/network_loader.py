@@ -127,10 +127,10 @@ class NetworkLoader:
         network, rollout = self.config.network, self.config.rollout
         path = self._file(network.weights, shipped_weights, width, height, "network",
                           f"give one with {self._weights_flag} FILE")
-        path = self._with_precision(path, explicit=network.weights is not None)
+        path = self._with_precision(path)
         value_path = None
         if network.value_weights is not None:
-            value_path = self._with_precision(Path(network.value_weights), explicit=True)
+            value_path = self._with_precision(Path(network.value_weights))
         rollout_path = None
         if rollout.mix > 0:
             rollout_path = self._file(rollout.weights, shipped_rollout, width, height, "rollout policy",
@@ -145,13 +145,12 @@ class NetworkLoader:
                 f"no {what} for {width}x{height} boards in {', '.join(map(str, self._directories()))}; {hint}")
         return path
 
-    def _with_precision(self, path: Path, explicit: bool) -> Path:
-        """The file to load for network `path` at --precision: a file named on the command line is used as
-        given unless int8 is asked for; one found in the weights folder gives way to its int8 sibling under
-        auto (network_evaluator.with_precision)."""
-        precision = self.config.network.precision
+    def _with_precision(self, path: Path) -> Path:
+        """The file to load for network `path` at --precision (network_evaluator.with_precision): under auto its
+        int8 sibling where one exists, whether the network was named on the command line or found in the weights
+        folder."""
         try:
-            return with_precision(path, "fp32" if explicit and precision == "auto" else precision)
+            return with_precision(path, self.config.network.precision)
         except ModelLoadError as error:
             raise self._unusable(error, PRECISION_FIX) from None
 
@@ -241,6 +240,16 @@ class NetworkLoader:
         except Exception as error:  # noqa: BLE001 - a load error, or a size this network cannot play
             raise NetworkUnavailable(str(error)) from None
         return player
+
+    def size_warning(self, width: int, height: int) -> str | None:
+        """Why the networks of this size may play it badly (network_evaluator.NetworkEvaluator.size_warning), once
+        loaded (waits for the load); None when nothing is known against them."""
+        try:
+            _, networks, _ = self._start(width, height).result()
+        except Exception:  # noqa: BLE001 - a network that does not load is reported by get
+            return None
+        warnings = [w for w in (onnx.size_warning(width, height) for onnx in networks) if w is not None]
+        return "; ".join(warnings) or None
 
     def networks(self) -> list:
         """The networks loaded so far (OnnxEvaluators)."""

@@ -143,6 +143,7 @@ class Player:
         self.config = config
         self.searcher = Searcher(evaluator, config.search, clock)  # clock: what the search's deadlines are on
         self._resign = ResignCounter(config.resign)
+        self._configured_resign = config.resign
         self._background: BackgroundSearch | None = None
         self._last: tuple[tuple, SearchResult] | None = None  # (position of a search, its result)
         self._lock = threading.Lock()
@@ -153,6 +154,13 @@ class Player:
         self.searcher.reset()
         self._resign = ResignCounter(self.config.resign)
         self._last = None
+
+    def resign_below(self, winrate: float | None) -> None:
+        """Resigns below this winrate from now on (0: never; None: as configured); a change restarts the count."""
+        resign = self._configured_resign if winrate is None else replace(self._configured_resign, winrate=winrate)
+        if resign != self.config.resign:
+            self.config = replace(self.config, resign=resign)
+            self._resign = ResignCounter(resign)
 
     # ---- searching ------------------------------------------------------------------------------------
 

@@ -80,3 +80,21 @@ def tiny_int8_model(tiny_onnx_model, tmp_path_factory):
     path = tmp_path_factory.mktemp("int8") / "tiny.int8.onnx"
     quantize.quantize(tiny_onnx_model, path, positions, [], calibration_name="random games", require_targets=False)
     return path
+
+
+@pytest.fixture
+def trained_network(tiny_onnx_model, tmp_path):
+    """make(*sizes, name="trained.onnx") -> the tiny network's path as if trained on these board sizes (its
+    metadata's trained_sizes), written under tmp_path."""
+    import json
+
+    import onnx
+
+    def make(*sizes: int, name: str = "trained.onnx"):
+        model = onnx.load(str(tiny_onnx_model))
+        entry = next(p for p in model.metadata_props if p.key == "gtp_engine")
+        entry.value = json.dumps({**json.loads(entry.value), "trained_sizes": list(sizes)})
+        onnx.save(model, str(tmp_path / name))
+        return tmp_path / name
+
+    return make

@@ -3,10 +3,10 @@
 Terms:
 - command line: KataGo's, as its clients build it: -model NET -config FILE [-override-config k=v,...]
   [-analysis-threads N] [-quit-without-waiting] (settings.py reads the config keys).
-- KataGo network: a -model file in KataGo's own format (.bin.gz, ...): this engine cannot read it, says so on
-  stderr and uses its shipped network for each board size, so that pointing KaTrain's "KataGo executable" at
-  gtp-engine works with KaTrain's other settings unchanged. Any other -model file that cannot be used (missing,
-  not ONNX, ...) ends the process with one line on stderr (network_loader.py), as does a broken shipped network.
+- KataGo network (katago_config.py): a -model file this engine cannot read; it says so on stderr and uses its
+  shipped network for each board size, so that pointing KaTrain's "KataGo executable" at gtp-engine works with
+  KaTrain's other settings unchanged. Any other -model file that cannot be used (missing, not ONNX, ...) ends the
+  process with one line on stderr (network_loader.py), as does a broken shipped network.
 - workers: -analysis-threads, else numAnalysisThreads, at most the CPU count.
 """
 
@@ -19,6 +19,7 @@ import sys
 from typing import Any
 
 from gtp_engine import config as config_lib
+from gtp_engine import katago_config
 from gtp_engine import log as log_lib
 from gtp_engine.analysis import settings as settings_lib
 from gtp_engine.analysis.engine import Engine, Writer, serve
@@ -26,9 +27,6 @@ from gtp_engine.analysis.scheduler import Scheduler
 from gtp_engine.network_loader import NetworkLoader, exit_process
 
 log = logging.getLogger(__name__)
-
-KATAGO_NETWORK_SUFFIXES = (".bin.gz", ".txt.gz", ".bin", ".txt")
-
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -59,10 +57,10 @@ def main(argv: list[str]) -> None:
     values: dict[str, Any] = {}
     try:
         if args.config:
-            values.update(settings_lib.read_config_file(args.config))
-        values.update(settings_lib.parse_overrides(args.override_config))
+            values.update(katago_config.read_config_file(args.config))
+        values.update(katago_config.parse_overrides(args.override_config))
         analysis_settings, ignored = settings_lib.apply(settings_lib.AnalysisSettings(), values)
-    except settings_lib.SettingError as error:
+    except katago_config.SettingError as error:
         p.error(str(error))
     if ignored:
         log.warning("config keys that do not apply to gtp_engine, ignored: %s", ", ".join(ignored))
@@ -71,9 +69,8 @@ def main(argv: list[str]) -> None:
     if args.analysis_threads is not None and args.analysis_threads < 1:
         p.error("-analysis-threads: expected a positive integer")
     weights = args.model
-    if weights is not None and weights.lower().endswith(KATAGO_NETWORK_SUFFIXES):
-        log.warning("-model %s is a KataGo network, which gtp_engine cannot read; using the shipped network for "
-                    "each board size instead (give an ONNX network with -model to choose one)", weights)
+    if weights is not None and katago_config.is_katago_network(weights):
+        log.warning("%s", katago_config.katago_network_warning(weights))
         weights = None
     engine_config = config_lib.build({"weights": weights} if weights else {})
     loader = NetworkLoader(engine_config, on_unusable=exit_process("gtp-engine analysis"), weights_flag="-model")
@@ -95,7 +92,7 @@ def main(argv: list[str]) -> None:
 
     write = Writer(out)
     base = engine_config.player.analysis_search  # numSearchThreads, when set, changes its batch size per query
-    scheduler = Scheduler(evaluator_for, base, write, workers)
+    scheduler = Scheduler(evaluator_for, base, write, workers, loader.size_warning)
     serve(sys.stdin.buffer, Engine(scheduler, write, analysis_settings, loader.clear_cache, models),
           args.quit_without_waiting)
     log_lib.flush()  # every response was flushed as it was written (engine.Writer)

@@ -13,6 +13,8 @@ Terms:
   firstReportDuringSearchAfter seconds when given; given alone, it asks for that one report (as KataGo).
 - terminate: a waiting task answers noResults at once; a running one stops after its current batch and sends
   its final result. Terminating a query that has finished does nothing.
+- size warning: where the network of a query's board size was not trained on that size (SizeWarning), the query
+  gets one {"warning": ..., "field": "boardXSize"} before its first result, as KataGo warns in its responses.
 - close: the end of input. Waiting: every queued task is still analysed. Not waiting (-quit-without-waiting):
   queued tasks are dropped and running searches interrupted.
 """
@@ -35,6 +37,7 @@ log = logging.getLogger(__name__)
 
 Emit = Callable[[dict[str, Any]], None]
 EvaluatorFor = Callable[[int, int], Evaluator]  # (width, height) -> evaluator; raises with a message if none
+SizeWarning = Callable[[int, int], "str | None"]  # (width, height) -> why its network may play it badly, or None
 
 
 class _Task:
@@ -46,14 +49,17 @@ class _Task:
 
 
 class Scheduler:
-    def __init__(self, evaluator_for: EvaluatorFor, search_config: SearchConfig, emit: Emit, workers: int):
+    def __init__(self, evaluator_for: EvaluatorFor, search_config: SearchConfig, emit: Emit, workers: int,
+                 size_warning: SizeWarning | None = None):
         self._evaluator_for = evaluator_for
+        self._size_warning = size_warning
         self._search_config = search_config
         self._emit = emit
         self._queue: list[tuple[int, int, _Task]] = []
         self._order = itertools.count()
         self._running: set[_Task] = set()
         self._failed: set[str] = set()  # ids of queries that got an error from a worker (one error per query)
+        self._warned: set[str] = set()  # ids of queries that got their size warning
         self._lock = threading.Condition()
         self._closing = False
         self._threads = [threading.Thread(target=self._work, name=f"analysis-{i}", daemon=True)
@@ -66,6 +72,7 @@ class Scheduler:
     def submit(self, query: Query) -> None:
         with self._lock:
             self._failed.discard(query.id)
+            self._warned.discard(query.id)
             for turn in query.turns:
                 heapq.heappush(self._queue, (-turn.priority, next(self._order), _Task(query, turn)))
             self._lock.notify_all()
@@ -142,6 +149,7 @@ class Scheduler:
         except Exception as error:  # noqa: BLE001 - no network for this size: the message says why
             self._fail(task, f"no network for a {state.width}x{state.height} board: {error}", "boardXSize")
             return searcher
+        self._warn_size(task)
         config = self._config_for(query)
         if searcher is None or searcher.evaluator is not evaluator or searcher.config != config:
             searcher = Searcher(evaluator, config)
@@ -159,6 +167,18 @@ class Scheduler:
         searcher.search(state, stop, report, _reports(query), ownership_in_snapshots=True,
                         move_filter=query.move_filter)
         return searcher
+
+    def _warn_size(self, task: _Task) -> None:
+        """The query's size warning, the first time one of its turns runs."""
+        state = task.turn.state
+        warning = self._size_warning(state.width, state.height) if self._size_warning is not None else None
+        if warning is None:
+            return
+        with self._lock:
+            first = task.query.id not in self._warned
+            self._warned.add(task.query.id)
+        if first:
+            self._emit(responses.warning(warning, "boardXSize", task.query.id))
 
     def _config_for(self, query: Query) -> SearchConfig:
         """The search settings of a query: the engine's as analysis searches with them (SearchConfig.for_analysis),

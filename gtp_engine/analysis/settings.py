@@ -2,7 +2,8 @@
 
 Terms:
 - setting: a KataGo config key this engine honours, e.g. maxVisits. The same table reads the config file
-  (-config), -override-config k=v,... and a query's overrideSettings, so a key means one thing everywhere.
+  (-config), -override-config k=v,... (both read by katago_config.py) and a query's overrideSettings, so a key
+  means one thing everywhere.
 - engine-only setting: one that only makes sense at start-up (numAnalysisThreads, numSearchThreads): refused in
   overrideSettings with a warning.
 - ignored key: a KataGo key with no meaning here (nnCacheSizePowerOfTwo, logDir, homeDataDir, ...): a warning,
@@ -23,17 +24,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
 from gtp_engine.game import Rules
+from gtp_engine.katago_config import SettingError
 
 REPORT_SIDES = ("BLACK", "WHITE", "SIDETOMOVE")
 MAX_PV_LENGTH = 30  # the longest principal variation the search gives
-
-
-class SettingError(ValueError):
-    """A bad value for a known key; the message names the key."""
 
 
 @dataclass(frozen=True)
@@ -133,35 +130,3 @@ def apply(settings: AnalysisSettings, values: dict[str, Any], per_query: bool = 
         except (TypeError, ValueError):
             raise SettingError(f"{key}: expected {expected}, got {raw!r}") from None
     return dataclasses.replace(settings, **changes), ignored
-
-
-def read_config_file(path: str | Path) -> dict[str, str]:
-    """The key = value lines of a KataGo config file (# comments, blank lines); raises SettingError naming the file
-    and line for anything else. Later lines win, as in KataGo."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as error:
-        raise SettingError(f"cannot read config file {path}: {error.strerror}") from None
-    except UnicodeDecodeError:
-        raise SettingError(f"config file {path} is not UTF-8 text") from None
-    values: dict[str, str] = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        key, equals, value = line.partition("=")
-        if not equals or not key.strip():
-            raise SettingError(f"config file {path}, line {number}: expected key = value, got {line!r}")
-        values[key.strip()] = value.strip()
-    return values
-
-
-def parse_overrides(text: str) -> dict[str, str]:
-    """-override-config "k=v,k=v" -> {k: v}; raises SettingError."""
-    values: dict[str, str] = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        key, equals, value = item.partition("=")
-        if not equals or not key.strip():
-            raise SettingError(f"-override-config: expected key=value, got {item!r}")
-        values[key.strip()] = value.strip()
-    return values

@@ -30,7 +30,7 @@ import numpy as np
 import gtp_engine
 from gtp_engine import coords, sgf_io
 from gtp_engine.board import BLACK, WHITE, IllegalMoveError, opponent
-from gtp_engine.config import PlayOptions
+from gtp_engine.config import EngineConfig, PlayOptions
 from gtp_engine.evaluator import legal_policy
 from gtp_engine.game import KOMI, GameState, Rules, diagram, fixed_handicap_points, format_result, free_handicap_points
 from gtp_engine.gtp import analyze_lines
@@ -54,6 +54,7 @@ from gtp_engine.gtp.values import (
     arity,
     color_letter,
     parse_color,
+    parse_bool,
     parse_float,
     parse_int,
     parse_vertex,
@@ -66,9 +67,14 @@ from gtp_engine.timecontrol import AnswerOverhead, Clock, TimeSettings
 
 log = logging.getLogger(__name__)
 
-NAME = "gtp_engine"
 MIN_SIZE = 2
 SEARCH_PARAMS = {"maxVisits": "visits", "maxPlayouts": "playouts", "maxTime": "time_per_move"}  # kata-set-param
+# kata-set-rule's rule names (lower case) -> the field of KataGo's rules object (game.Rules.to_katago)
+KATA_RULE_FIELDS = {"ko": "ko", "scoring": "scoring", "score": "scoring", "tax": "tax", "suicide": "suicide",
+                    "multistonesuicidelegal": "suicide", "hasbutton": "hasButton", "button": "hasButton",
+                    "whitehandicapbonus": "whiteHandicapBonus", "friendlypassok": "friendlyPassOk"}
+KATA_BOOLEAN_RULES = ("suicide", "hasButton", "friendlyPassOk")
+KGS_RULES = {"japanese": "japanese", "chinese": "chinese-kgs", "aga": "aga", "new_zealand": "new-zealand"}
 
 
 class PlayerSource(Protocol):
@@ -104,8 +110,10 @@ def command_names() -> list[str]:
 
 class Session:
     def __init__(self, players: PlayerSource, move_limits: MoveLimits, play: PlayOptions, rules: Rules,
-                 board_size: int = 19, komi: float = KOMI, now: Callable[[], float] = time.monotonic):
+                 board_size: int = 19, komi: float = KOMI, now: Callable[[], float] = time.monotonic,
+                 name: str = EngineConfig.name):
         self.players = players
+        self.name_answer = name  # the name command's (--name)
         self.now = now  # the clock of move times and deadlines: the Players' searchers must read the same one
         self.move_limits = move_limits
         self.options = play
@@ -113,6 +121,7 @@ class Session:
         self.clock = Clock()
         self.overhead = AnswerOverhead()  # the engine's own work per move after its search
         self._pondering = None  # the Player while it ponders
+        self._resign_winrate: float | None = None  # lz-setoption's resign percentage; None: as configured
         players.prepare(board_size, board_size)
 
     def handler(self, name: str) -> Handler | None:
@@ -134,7 +143,7 @@ class Session:
 
     @command("name")
     def name(self, cmd: Command, stream: Stream) -> str:
-        return NAME
+        return self.name_answer
 
     @command("version")
     def version(self, cmd: Command, stream: Stream) -> str:
@@ -199,12 +208,44 @@ class Session:
         """A rule set name (chinese, japanese, tromp-taylor, aga, new-zealand, korean) or KataGo's JSON form."""
         if not cmd.args:
             raise GtpError(SYNTAX_ERROR)
+        self._set_rules(cmd.arg_text)
+        return ""
+
+    @command("kata-set-rule")
+    def kata_set_rule(self, cmd: Command, stream: Stream) -> str:
+        """One field of KataGo's rules: ko, scoring, tax, suicide, hasButton, whiteHandicapBonus, friendlyPassOk
+        (KATA_RULE_FIELDS), the others kept. The tax follows the scoring here, so setting the scoring sets it too;
+        what these rules cannot play (a tax of its own, the button) is refused."""
+        arity(cmd.args, 2)
+        field = KATA_RULE_FIELDS.get(cmd.args[0].lower())
+        if field is None:
+            known = ", ".join(dict.fromkeys(KATA_RULE_FIELDS.values()))
+            raise GtpError(f"unknown rule {cmd.args[0]!r}; known: {known}")
+        rules = self.game.rules.to_katago()
+        if field == "scoring":
+            del rules["tax"]
+        rules[field] = parse_bool(cmd.args[1]) if field in KATA_BOOLEAN_RULES else cmd.args[1].upper()
+        self._set_rules(rules)
+        return ""
+
+    @command("kgs-rules")
+    def kgs_rules(self, cmd: Command, stream: Stream) -> str:
+        """KGS's rule set names: japanese, chinese, aga, new_zealand."""
+        arity(cmd.args, 1)
+        name = KGS_RULES.get(cmd.args[0].lower())
+        if name is None:
+            raise GtpError(f"unknown rules {cmd.args[0]!r}; known: {', '.join(KGS_RULES)}")
+        self._set_rules(name)
+        return ""
+
+    def _set_rules(self, katago_rules: str | dict) -> None:
+        """The game replayed under these rules (a KataGo name, JSON text or rules object); GtpError saying why
+        when they cannot be played."""
         try:
-            rules = Rules.from_katago(cmd.arg_text)
+            rules = Rules.from_katago(katago_rules)
             self.game = sgf_io.GameRecord.from_game(self.game).to_game(rules=rules)
         except (ValueError, sgf_io.SgfError) as error:
             raise GtpError(f"cannot use these rules: {error}") from None
-        return ""
 
     # ---- moves ------------------------------------------------------------------------------------------
 
@@ -503,6 +544,50 @@ class Session:
         self.move_limits = dataclasses.replace(self.move_limits, **{field: value})
         return ""
 
+    @command("kata-list-params")
+    def kata_list_params(self, cmd: Command, stream: Stream) -> str:
+        """The parameters kata-get-param and kata-set-param take."""
+        return " ".join(SEARCH_PARAMS)
+
+    @command("lz-setoption")
+    def lz_setoption(self, cmd: Command, stream: Stream) -> str:
+        """Leela Zero's `lz-setoption name NAME value VALUE` for the options it shares with this engine (names in
+        any case): Visits and Playouts (0: no limit), Lagbuffer (centiseconds), Pondering (true or false), Resign
+        Percentage (-1: as configured). Without arguments, those options in Leela Zero's listing."""
+        if not cmd.args:
+            return "\n".join(self._lz_options())
+        words = [word.lower() for word in cmd.args]
+        if words[0] != "name" or "value" not in words[2:]:
+            raise GtpError(SYNTAX_ERROR)
+        split = words.index("value", 2)
+        name, value = " ".join(words[1:split]), " ".join(cmd.args[split + 1:])
+        if name in ("visits", "playouts"):
+            count = parse_int(value)
+            field = "visits" if name == "visits" else "playouts"
+            self.move_limits = dataclasses.replace(self.move_limits, **{field: count or None})
+        elif name == "lagbuffer":
+            self.options = dataclasses.replace(self.options, lag_buffer=parse_int(value) / 100)
+        elif name == "pondering":
+            self.options = dataclasses.replace(self.options, ponder=parse_bool(value))
+        elif name == "resign percentage":
+            percent = parse_float(value)
+            if not (percent == -1 or 0 <= percent < 100):
+                raise GtpError(SYNTAX_ERROR)
+            self._resign_winrate = None if percent == -1 else percent / 100
+        else:
+            raise GtpError(f"unknown option {name!r}; known: visits, playouts, lagbuffer, pondering, resign percentage")
+        return ""
+
+    def _lz_options(self) -> list[str]:
+        limits, options = self.move_limits, self.options
+        lag = options.lag_buffer
+        resign = -1 if self._resign_winrate is None else round(100 * self._resign_winrate)
+        return [f"option name Visits type spin default {limits.visits or 0} min 0 max 1000000000",
+                f"option name Playouts type spin default {limits.playouts or 0} min 0 max 1000000000",
+                f"option name Lagbuffer type spin default {0 if lag is None else round(100 * lag)} min 0 max 3000",
+                f"option name Resign Percentage type spin default {resign} min -1 max 99",
+                f"option name Pondering type check default {'true' if options.ponder else 'false'}"]
+
     @command("gogui-analyze_commands")
     def gogui_analyze_commands(self, cmd: Command, stream: Stream) -> str:
         return "\n".join(GOGUI_ANALYZE_COMMANDS)
@@ -613,9 +698,11 @@ class Session:
     def _player(self):
         """The Player for this board size; GtpError when there is none."""
         try:
-            return self.players.get(self.game.width, self.game.height)
+            player = self.players.get(self.game.width, self.game.height)
         except NetworkUnavailable as error:
             raise GtpError(f"no network loaded: {error}") from None
+        player.resign_below(self._resign_winrate)
+        return player
 
 
 # ---- pictures ---------------------------------------------------------------------------------------------

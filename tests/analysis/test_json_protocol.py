@@ -381,3 +381,17 @@ def test_a_missing_model_file_is_refused_at_start(tmp_path):
     assert engine.stderr_text().endswith(f"gtp-engine analysis: cannot use network {tmp_path / 'nowhere.onnx'}: no "
                                          f"such file; give a network exported by python -m gtp_engine.training "
                                          f"export, or omit -model to use the shipped one\n")
+
+
+def test_a_network_on_a_size_it_was_not_trained_for_warns_in_the_response(analysis, trained_network):
+    engine = analysis("-model", str(trained_network(9)))
+    engine.ask(position("nine", size=9, maxVisits=4))
+    engine.send(position("thirteen", ["D4"], size=13, maxVisits=4, analyzeTurns=[0, 1]))
+    finals, seen = engine.until_final("thirteen", count=2)
+    warnings = [r for r in seen if "warning" in r]
+    assert warnings == [{"warning": "network trained.onnx (tiny, fp32, features v1, trained on 9x) was not trained "
+                                    "on 13x13 boards", "field": "boardXSize", "id": "thirteen"}]  # once a query
+    assert seen.index(warnings[0]) < seen.index(finals[0])
+    engine.close()
+    stderr = [line for line in engine.stderr_text().splitlines() if "was not trained on" in line]
+    assert len(stderr) == 1 and stderr[0].endswith("was not trained on 13x13 boards")

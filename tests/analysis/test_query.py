@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gtp_engine import coords
+from gtp_engine import coords, katago_config
 from gtp_engine.analysis import settings as settings_lib
 from gtp_engine.analysis.query import QueryError, parse_query
 from gtp_engine.analysis.settings import AnalysisSettings
@@ -70,9 +70,9 @@ def test_settings_from_fields_and_override_settings():
 def test_config_files_and_overrides(tmp_path):
     path = tmp_path / "a.cfg"
     path.write_text("maxVisits = 80   # comment\n\n# only a comment\nlogDir = logs\nnumSearchThreads=4\n")
-    values = settings_lib.read_config_file(path)
+    values = katago_config.read_config_file(path)
     assert values == {"maxVisits": "80", "logDir": "logs", "numSearchThreads": "4"}
-    values.update(settings_lib.parse_overrides("maxVisits=90, homeDataDir=~/.katrain"))
+    values.update(katago_config.parse_overrides("maxVisits=90, homeDataDir=~/.katrain"))
     settings, ignored = settings_lib.apply(AnalysisSettings(), values)
     assert (settings.max_visits, settings.search_threads) == (90, 4)
     assert ignored == ["logDir", "homeDataDir"]
@@ -80,10 +80,10 @@ def test_config_files_and_overrides(tmp_path):
     assert ignored == ["numSearchThreads"]  # engine-only in a query
     path.write_text("maxVisits 80\n")
     with pytest.raises(settings_lib.SettingError, match="line 1"):
-        settings_lib.read_config_file(path)
+        katago_config.read_config_file(path)
     with pytest.raises(settings_lib.SettingError, match="maxVisits"):
         settings_lib.apply(AnalysisSettings(), {"maxVisits": "many"})
     with pytest.raises(settings_lib.SettingError, match="rules"):
         settings_lib.apply(AnalysisSettings(), {"rules": "backgammon"})
     with pytest.raises(settings_lib.SettingError, match="cannot read"):
-        settings_lib.read_config_file(tmp_path / "missing.cfg")
+        katago_config.read_config_file(tmp_path / "missing.cfg")

@@ -83,10 +83,13 @@ def test_precision_picks_the_int8_sibling_of_a_network_in_the_weights_folder(tmp
     assert chosen(precision="auto") == chosen(precision="int8") == "9x9.int8.onnx"
     assert chosen() == "9x9.int8.onnx"  # the default is auto
     assert chosen(precision="fp32") == "9x9.onnx"
-    # A file named with --weights is used as given unless int8 is asked for.
-    assert chosen(weights=str(tmp_path / "9x9.onnx"), precision="auto") == "9x9.onnx"
+    # A file named with --weights follows --precision too: its int8 sibling under auto and int8, itself at fp32.
+    assert chosen(weights=str(tmp_path / "9x9.onnx"), precision="auto") == "9x9.int8.onnx"
+    assert chosen(weights=str(tmp_path / "9x9.onnx")) == "9x9.int8.onnx"
     assert chosen(weights=str(tmp_path / "9x9.onnx"), precision="int8") == "9x9.int8.onnx"
+    assert chosen(weights=str(tmp_path / "9x9.onnx"), precision="fp32") == "9x9.onnx"
     assert chosen(weights=str(tmp_path / "9x9.int8.onnx")) == "9x9.int8.onnx"
+    assert chosen(weights=str(tmp_path / "9x9.int8.onnx"), precision="fp32") == "9x9.int8.onnx"  # named: kept
     loader = network_loader.NetworkLoader(config.build({"device": "cpu", "weights-dir": str(tmp_path),
                                                      "precision": "auto"}))
     loader.get(9, 9)
