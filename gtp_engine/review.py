@@ -27,9 +27,10 @@ Terms:
   least MISTAKE or BLUNDER points. The root comment states the engine, network, visits, rules and komi and lists
   the worst moves.
 - own text: the review's comments, known by their first lines (OWN_FIRST_LINE, which those of earlier versions
-  match too): a second review replaces them, their variations and the properties written with them
-  (sgf_io.annotate_main_line), and keeps the rest, so reviewing a reviewed game gives what reviewing the game
-  gives.
+  match too): a second review replaces them, their variations and the properties written with them (SBKV and V;
+  BM where the comment's points lost reach MISTAKE) through sgf_io.annotate_main_line, and keeps the rest, so
+  reviewing a reviewed game gives what reviewing the game gives. A BM of the game's own on a move the review
+  marks is replaced for good.
 - graph: Black's winrate and score lead per move, as a PNG (matplotlib, the optional plot extra). The players'
   names in its title are drawn in the fonts that have their characters; characters no installed font has are
   left out.
