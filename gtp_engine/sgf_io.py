@@ -427,7 +427,7 @@ class Variation:
     comment: str  # on its first node
 
 
-OwnText = Callable[[str], "tuple[str, ...] | None"]
+OwnText = Callable[[str], tuple[str, ...] | None]
 
 
 def annotate_main_line(data: bytes, record: GameRecord, root: dict[str, str], moves: list[dict[str, str]],
@@ -524,24 +524,23 @@ def _own(raw_paragraph: bytes, own: OwnText) -> tuple[str, ...] | None:
     return own(sgf_grammar.text_value(raw_paragraph).decode("utf-8", "replace"))
 
 
-def _remove_own_variations(tree: sgf_grammar.Coarse_game_tree, own: OwnText) -> None:
+def _remove_own_variations(game: sgf_grammar.Coarse_game_tree, own: OwnText) -> None:
     """Drops every variation (not a first child) whose first node's comment has own text; a tree left with one
     child takes that child's nodes and children, as before the variation was added."""
-    for child in tree.children:
-        _remove_own_variations(child, own)
-    kept = tree.children[:1] + [child for child in tree.children[1:] if not any(
-        _own(part, own) is not None for part in _paragraphs(child.sequence[0].get("C", [b""])[0])[::2])]
-    if len(kept) == len(tree.children):
-        return
-    tree.children = kept
-    if len(kept) == 1:
-        tree.sequence = tree.sequence + kept[0].sequence
-        tree.children = kept[0].children
+    for tree in _trees(game):
+        while len(tree.children) > 1:
+            kept = tree.children[:1] + [child for child in tree.children[1:] if not any(
+                _own(part, own) is not None for part in _paragraphs(child.sequence[0].get("C", [b""])[0])[::2])]
+            if len(kept) == len(tree.children):
+                break
+            tree.children = kept
+            if len(kept) == 1:
+                tree.sequence, tree.children = tree.sequence + kept[0].sequence, kept[0].children
 
 
-def _remove_own_text(tree: sgf_grammar.Coarse_game_tree, own: OwnText) -> None:
+def _remove_own_text(game: sgf_grammar.Coarse_game_tree, own: OwnText) -> None:
     """Drops the own paragraphs of every comment, with a break beside each, and the properties written with them."""
-    for node in tree.sequence:
+    for node in (node for tree in _trees(game) for node in tree.sequence):
         if not node.get("C"):
             continue
         parts = _paragraphs(node["C"][0])
@@ -559,5 +558,13 @@ def _remove_own_text(tree: sgf_grammar.Coarse_game_tree, own: OwnText) -> None:
                 node["C"] = [comment]
             else:
                 del node["C"]
-    for child in tree.children:
-        _remove_own_text(child, own)
+
+
+def _trees(game: sgf_grammar.Coarse_game_tree) -> Iterator[sgf_grammar.Coarse_game_tree]:
+    """The game tree and all its subtrees, each before its children (which it may change meanwhile); without
+    recursion, since some files nest every move in a variation of its own."""
+    stack = [game]
+    while stack:
+        tree = stack.pop()
+        yield tree
+        stack.extend(reversed(tree.children))

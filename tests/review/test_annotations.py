@@ -103,3 +103,22 @@ def test_reviewing_a_reviewed_game_gives_what_reviewing_the_game_gives(tiny_onnx
     once = reviewed(COMMENTED_GAME, "once.sgf")
     assert reviewed(once, "twice.sgf").read_bytes() == once.read_bytes()
     assert reviewed(REVIEWED_GAME, "again.sgf").read_bytes() == once.read_bytes()  # reviewed by an earlier version
+
+
+def test_a_game_nesting_every_move_in_a_variation_of_its_own_is_annotated_again_without_recursion():
+    from gtp_engine import sgf_io
+
+    count = 1500  # beyond Python's recursion limit
+    game = ("(;GM[1]SZ[9]" + "".join(f"(;{'BW'[i % 2]}[]" for i in range(count)) + ")" * count + ")").encode()
+    record = sgf_io.load_sgf(game)
+
+    def own(paragraph):
+        return ("V",) if paragraph.startswith("ours") else None
+
+    def annotate(data):
+        variations = {i: sgf_io.Variation([(1, 0)], "ours: a line") for i in range(0, count, 2)}
+        return sgf_io.annotate_main_line(data, record, {"C": "ours"}, [{"C": "ours", "V": "1"}] * count, variations,
+                                         own)
+
+    once = annotate(game)
+    assert once.count(b"ours: a line") == count // 2 and annotate(once) == once
