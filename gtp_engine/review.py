@@ -32,8 +32,8 @@ Terms:
   reviewing a reviewed game gives what reviewing the game gives. A BM of the game's own on a move the review
   marks is replaced for good.
 - graph: Black's winrate and score lead per move, as a PNG (matplotlib, the optional plot extra). The players'
-  names in its title are drawn in the fonts that have their characters; characters no installed font has are
-  left out.
+  names in its title are drawn in the regular style of fonts that have their characters; characters that no
+  installed font draws (matplotlib's Last Resort font has boxes only) are left out.
 """
 
 from __future__ import annotations
@@ -67,6 +67,8 @@ WORST_LISTED = 10
 OWN_FIRST_LINE = re.compile(r"Reviewed by gtp_engine |Move \d+ \((?:Black|White) \w+\): Black's winrate "
                             r"|Best at move \d+ \((?:Black|White) \w+\), by gtp_engine's search")
 _LOSS = re.compile(r"^(?:Black|White) lost (\d+\.\d) points", re.MULTILINE)  # in a move's comment
+# matplotlib's Last Resort fonts: a box naming the Unicode block for every character, not the character itself.
+_PLACEHOLDER_FONT = "Last Resort"
 _RULES_NAMES = {"aga": "AGA", "new-zealand": "New Zealand", "tromp-taylor": "Tromp-Taylor"}
 
 EvaluatorFor = Callable[[int, int], Evaluator]  # (width, height) -> evaluator; raises with a message if none
@@ -351,9 +353,9 @@ def network_name(loader: NetworkLoader) -> str:
 
 
 def _title_fonts(text: str) -> tuple[set[str], list[str]]:
-    """The characters of the text that no installed font has, and the font families to draw the rest with:
-    matplotlib's default, then the first fonts that have the characters it lacks (matplotlib falls back through
-    them, one character at a time)."""
+    """The characters of the text that no installed font draws (a placeholder font's boxes do not count), and the
+    font families to draw the rest with: matplotlib's default, then the first fonts that have the characters it
+    lacks (matplotlib falls back through them, one character at a time)."""
     import matplotlib
     from matplotlib import font_manager
 
@@ -362,11 +364,18 @@ def _title_fonts(text: str) -> tuple[set[str], list[str]]:
     for font in font_manager.fontManager.ttflist:
         if not missing:
             break
+        if font.name.startswith(_PLACEHOLDER_FONT) or font.name in families or not _regular(font):
+            continue
         found = missing & _characters(font.fname)
         if found:
             families.append(font.name)
             missing -= found
     return missing, families
+
+
+def _regular(font) -> bool:
+    """Whether a font_manager entry is its family's regular style, the one the title is drawn in."""
+    return font.style == "normal" and font.weight in (400, "normal", "regular") and font.stretch == "normal"
 
 
 @functools.lru_cache(maxsize=None)
