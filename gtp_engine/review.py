@@ -12,10 +12,10 @@ Terms:
   show them; a lead is written B+x or W+x and counted in tenths of a point, as written.
 - best move: the search's choice in the position before a move (its first visited move), its lead that move's
   own lead in that search.
-- played lead: the mover's lead after the move played, taken from the search of the position before, where the
-  move has visits there, else from the root of the next position's search. Two moves of one tree are weighed
-  alike, so the same search judges the best move and the one played; the root of another tree, searched anew,
-  differs from it by that search's own noise, large at a few visits.
+- played lead: the mover's lead after the move played, taken from the search of the position before where the
+  move has visits there, else from the root of the next position's search. The search before is the more
+  trustworthy judge: it weighs the best move and the one played in one tree, with the same noise and depth, where
+  the next position's root is another search whose own noise, at a few visits, is as large as the losses measured.
 - points lost by move t: the mover's lead after the best move minus the played lead, so the comment's numbers add
   up to it (at most 0.1 apart from the leads' own difference). The best move played loses 0. Negative: the move
   did better than the best move, by the search's measure.
