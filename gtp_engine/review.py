@@ -493,8 +493,9 @@ def _checked(p: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[byte
         graph = Path(args.plot)
         if graph.suffix.lower() != ".png":
             p.error(f"--plot {graph}: the graph is a PNG file, named .png")
-        if graph.resolve() in (output.resolve(), Path(args.game).resolve()):
-            p.error(f"--plot {graph} is the {'game' if graph.resolve() == Path(args.game).resolve() else 'output'}")
+        for other, name in ((Path(args.game), "the game"), (output, "the output")):
+            if graph.resolve() == other.resolve():
+                p.error(f"--plot {graph} is {name}")
         _check_writable(p, graph, "--plot")
         try:
             import matplotlib  # noqa: F401 - checked before the analysis, not after it
