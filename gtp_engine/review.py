@@ -7,25 +7,44 @@ Terms:
   Each position is searched to the visits asked for, with the analysis search settings
   (search.SearchConfig.for_analysis) and a fresh tree. `workers` threads search positions at once, each with
   its own Searcher, sharing the network evaluator (and its cache); a progress bar on stderr counts the finished
-  ones.
+  ones. Rules and komi are the game's (RU, KM), else Chinese rules and komi 0; the root comment says which.
 - views: winrates and score leads are Black's (Black's winrate, Black's lead in points), as Sabaki and KaTrain
-  show them.
-- points lost by move t (played in position t - 1): how much the mover's score lead fell from position t - 1,
-  where the search's best move stands, to position t, after the move; KaTrain's measure. Negative: the move did
-  better than the search expected before it.
-- node comment: the move's winrate and score lead after it, the points it lost, and the best move in its stead.
+  show them; a lead is written B+x or W+x and counted in tenths of a point, as written.
+- best move: the search's choice in the position before a move (its first visited move), its lead that move's
+  own lead in that search.
+- played lead: the mover's lead after the move played, taken from the search of the position before where the
+  move has visits there, else from the root of the next position's search. The search before is the more
+  trustworthy judge: it weighs the best move and the one played in one tree, with the same noise and depth, where
+  the next position's root is another search whose own noise, at a few visits, is as large as the losses measured.
+- points lost by move t: the mover's lead after the best move minus the played lead, so the comment's numbers add
+  up to it (at most 0.1 apart from the leads' own difference). The best move played loses 0. Negative: the move
+  did better than the best move, by the search's measure.
+- node comment: the move's winrate and score lead after it (the next position's root), the points it lost with
+  the two leads they come from. A move that lost at least VARIATION points also gets the best move's principal
+  variation (PV) as an SGF variation beside it, commented.
 - properties (on every move node): SBKV, Black's winrate in percent, read by Sabaki for its winrate graph; V, the
   SGF standard's node value, here Black's score lead; BM (bad move, 1 or 2 for a very bad one) where it lost at
-  least MISTAKE or BLUNDER points. The root comment lists the worst moves.
-- graph: Black's winrate and score lead per move, as a PNG (matplotlib, the optional plot extra).
+  least MISTAKE or BLUNDER points. The root comment states the engine, network, visits, rules and komi and lists
+  the worst moves.
+- own text: the review's comments, known by their first lines (OWN_FIRST_LINE, which those of earlier versions
+  match too): a second review replaces them, their variations and the properties written with them (SBKV and V;
+  BM where the comment's points lost reach MISTAKE) through sgf_io.annotate_main_line, and keeps the rest, so
+  reviewing a reviewed game gives what reviewing the game gives. A BM of the game's own on a move the review
+  marks is replaced for good.
+- graph: Black's winrate and score lead per move, as a PNG (matplotlib, the optional plot extra). The players'
+  names in its title are drawn in the regular style of fonts that have their characters; characters that no
+  installed font draws (matplotlib's Last Resort font has boxes only) are left out.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
+import re
 import sys
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, TextIO
@@ -36,13 +55,21 @@ from gtp_engine import coords, sgf_io
 from gtp_engine import log as log_lib
 from gtp_engine.board import BLACK, WHITE, IllegalMoveError
 from gtp_engine.evaluator import Evaluator
-from gtp_engine.game import GameState
+from gtp_engine.game import GameState, Rules
 from gtp_engine.search import SearchConfig, Searcher, Snapshot, StopCondition
 from gtp_engine.network_loader import NetworkLoader, NetworkUnavailable, exit_process
 
 MISTAKE = 3.0  # points lost for BM[1]
 BLUNDER = 8.0  # points lost for BM[2]
+VARIATION = 1.0  # points lost for the best move's line as a variation
 WORST_LISTED = 10
+# The first line of each own text (module docstring): the root comment, a move's, a variation's.
+OWN_FIRST_LINE = re.compile(r"Reviewed by gtp_engine |Move \d+ \((?:Black|White) \w+\): Black's winrate "
+                            r"|Best at move \d+ \((?:Black|White) \w+\), by gtp_engine's search")
+_LOSS = re.compile(r"^(?:Black|White) lost (\d+\.\d) points", re.MULTILINE)  # in a move's comment
+# matplotlib's Last Resort fonts: a box naming the Unicode block for every character, not the character itself.
+_PLACEHOLDER_FONT = "Last Resort"
+_RULES_NAMES = {"aga": "AGA", "new-zealand": "New Zealand", "tromp-taylor": "Tromp-Taylor"}
 
 EvaluatorFor = Callable[[int, int], Evaluator]  # (width, height) -> evaluator; raises with a message if none
 
@@ -56,17 +83,22 @@ class MoveReview:
     number: int  # 1 for the first move
     color: int
     point: int
-    winrate: float  # Black's, after the move
-    score_lead: float  # Black's, after the move
+    winrate: float  # Black's, after the move (the next position's root)
+    score_lead: float  # Black's, after the move (the next position's root)
+    best: int | None  # the best move (module docstring); None where the search visited no move
+    best_lead: float  # Black's lead after the best move; the root's where there is none
+    played_lead: float  # Black's, the played lead (module docstring)
+    played_searched: bool  # the played lead is the move's own in the search before it, not the next root's
     points_lost: float  # by the mover, see the module docstring
-    best: str | None  # the search's best move in the position before, GTP vertex
-    best_lead: float | None  # Black's lead after that move, as the search saw it
+    line: list[int]  # the best move's principal variation, from the best move
 
 
 @dataclass(frozen=True)
 class Review:
     record: sgf_io.GameRecord
     visits: int
+    rules: Rules  # as searched
+    komi: float
     start_winrate: float  # Black's, position 0
     start_lead: float
     moves: list[MoveReview]
@@ -79,10 +111,12 @@ class Review:
 class PositionReview:
     """What the search of one position found, Black's view."""
 
-    winrate: float  # Black's
-    score_lead: float  # Black's, points
-    best: str | None  # the search's best move (the first visited in its order), GTP vertex; None if none visited
+    winrate: float  # Black's, the root
+    score_lead: float  # Black's, points, the root
+    best: int | None  # the best move (module docstring); None if no move was visited
     best_lead: float | None  # Black's lead after that move, as the search saw it
+    line: list[int]  # the best move's principal variation; empty without one
+    leads: dict[int, float]  # Black's lead after each visited move, as the search saw it
 
 
 def analyse(record: sgf_io.GameRecord, evaluator_for: EvaluatorFor, search_config: SearchConfig, visits: int,
@@ -103,7 +137,7 @@ def analyse(record: sgf_io.GameRecord, evaluator_for: EvaluatorFor, search_confi
         results = _search_positions(positions, evaluator, search_config.for_analysis(), visits, workers, progress)
     except Exception as error:  # noqa: BLE001 - a search failed: the message says why
         raise ReviewError(f"{record.source}: analysis failed: {error}") from None
-    return _review(record, visits, results)
+    return _review(record, positions[0], visits, results)
 
 
 def _positions(record: sgf_io.GameRecord) -> list[GameState]:
@@ -181,24 +215,31 @@ def _position_review(state: GameState, snapshot: Snapshot) -> PositionReview:
     """A snapshot, from the side to move's view, turned to Black's."""
     black = snapshot.to_play == BLACK
     sign = 1.0 if black else -1.0
-    best = next((m for m in snapshot.moves if m.visits > 0), None)
+    visited = [m for m in snapshot.moves if m.visits > 0]
+    best = visited[0] if visited else None
     return PositionReview(
         winrate=snapshot.winrate if black else 1.0 - snapshot.winrate, score_lead=sign * snapshot.score_lead,
-        best=coords.to_gtp(state.grid, best.point) if best is not None else None,
-        best_lead=sign * best.score_lead if best is not None else None,
+        best=best.point if best is not None else None, best_lead=sign * best.score_lead if best is not None else None,
+        line=list(best.pv) if best is not None else [], leads={m.point: sign * m.score_lead for m in visited},
     )
 
 
-def _review(record: sgf_io.GameRecord, visits: int, results: dict[int, PositionReview]) -> Review:
-    moves = []
-    for t, (color, point) in enumerate(record.moves, 1):
-        before, after = results[t - 1], results[t]
-        sign = 1.0 if color == BLACK else -1.0
-        moves.append(MoveReview(
-            number=t, color=color, point=point, winrate=after.winrate, score_lead=after.score_lead,
-            points_lost=sign * (before.score_lead - after.score_lead), best=before.best, best_lead=before.best_lead,
-        ))
-    return Review(record, visits, results[0].winrate, results[0].score_lead, moves)
+def _review(record: sgf_io.GameRecord, start: GameState, visits: int, results: dict[int, PositionReview]) -> Review:
+    return Review(record, visits, start.rules, start.komi, results[0].winrate, results[0].score_lead,
+                  [_move_review(t, color, point, results[t - 1], results[t])
+                   for t, (color, point) in enumerate(record.moves, 1)])
+
+
+def _move_review(number: int, color: int, point: int, before: PositionReview, after: PositionReview) -> MoveReview:
+    """Move `number`, played in the position `before` was searched in, leading to the one of `after`."""
+    best_lead = before.best_lead if before.best is not None else before.score_lead
+    played_searched = point in before.leads
+    played_lead = best_lead if point == before.best else before.leads.get(point, after.score_lead)
+    sign = 1.0 if color == BLACK else -1.0
+    points_lost = round(sign * (round(best_lead, 1) - round(played_lead, 1)), 1) + 0.0  # + 0.0: no -0.0
+    return MoveReview(number=number, color=color, point=point, winrate=after.winrate, score_lead=after.score_lead,
+                      best=before.best, best_lead=best_lead, played_lead=played_lead, played_searched=played_searched,
+                      points_lost=points_lost, line=before.line)
 
 
 # ---- writing -------------------------------------------------------------------------------------------------
@@ -209,35 +250,67 @@ def _side(color: int) -> str:
 
 
 def _lead_text(lead: float) -> str:
-    return f"{'B' if lead >= 0 else 'W'}+{abs(lead):.1f}"
+    return f"{'B' if round(lead, 1) >= 0 else 'W'}+{abs(lead):.1f}"
+
+
+def _loss_text(review: Review, move: MoveReview) -> str:
+    """The points the move lost and the two leads they come from, as one line."""
+    g = review.record.grid
+    played, side = coords.to_gtp(g, move.point), _side(move.color)
+    if move.point == move.best:
+        return f"{side} lost 0.0 points: {played} was the search's best move ({_lead_text(move.best_lead)})"
+    if move.points_lost >= 0:
+        grade = ", a blunder" if move.points_lost >= BLUNDER else ", a mistake" if move.points_lost >= MISTAKE else ""
+        head = f"{side} lost {move.points_lost:.1f} points{grade}"
+    else:
+        head = f"{side} gained {-move.points_lost:.1f} points on the best move"
+    best = f"best {coords.to_gtp(g, move.best)}" if move.best is not None else "before it"
+    source = "" if move.played_searched else " (from the search after it: the search before gave it no visits)"
+    return f"{head}: {best} {_lead_text(move.best_lead)}, played {played} {_lead_text(move.played_lead)}{source}"
 
 
 def move_comment(review: Review, move: MoveReview) -> str:
-    g = review.record.grid
-    played = coords.to_gtp(g, move.point)
-    lines = [f"Move {move.number} ({_side(move.color)} {played}): Black's winrate {100 * move.winrate:.1f}%, "
-             f"score {_lead_text(move.score_lead)}"]
-    if move.points_lost >= 0:
-        lines.append(f"{_side(move.color)} lost {move.points_lost:.1f} points")
-    else:
-        lines.append(f"{_side(move.color)} gained {-move.points_lost:.1f} points on the search's expectation")
-    if move.best is not None and move.best != played:
-        lines.append(f"Best was {move.best} (score {_lead_text(move.best_lead)})")
-    return "\n".join(lines)
+    played = coords.to_gtp(review.record.grid, move.point)
+    return (f"Move {move.number} ({_side(move.color)} {played}): Black's winrate {100 * move.winrate:.1f}%, "
+            f"score {_lead_text(move.score_lead)}\n{_loss_text(review, move)}")
 
 
-def root_comment(review: Review) -> str:
-    lines = [f"Reviewed by gtp_engine {gtp_engine.__version__}, {review.visits} visits per position. "
-             f"Black's winrate and score lead on every move (SBKV: Sabaki's winrate graph; V: score lead)."]
+def _rules_text(review: Review) -> str:
+    record = review.record
+    text = f"{_RULES_NAMES.get(review.rules.name, review.rules.name.capitalize())} rules"
+    if not record.rules:
+        text += " (the game names none)"
+    elif record.rules.strip().lower() != review.rules.name:
+        text += f" (for the game's RU[{record.rules}])"
+    text += f", komi {review.komi:g}"
+    return text + (" (the game gives none)" if record.komi is None else "")
+
+
+def root_comment(review: Review, network: str) -> str:
+    lines = [f"Reviewed by gtp_engine {gtp_engine.__version__} with {network}, {review.visits} visits per position, "
+             f"{_rules_text(review)}",
+             "Black's winrate and score lead after every move (SBKV: Sabaki's winrate graph; V: the score lead). "
+             "Points lost: the mover's lead after the search's best move minus that after the move played, both as "
+             "the search of the position before saw them."]
     worst = review.worst()
     if worst:
         g = review.record.grid
         lines.append("Worst moves:")
         lines += [f"{i}. Move {m.number} ({_side(m.color)} {coords.to_gtp(g, m.point)}): lost {m.points_lost:.1f} "
-                  f"points" + (f", best was {m.best}" if m.best else "") for i, m in enumerate(worst, 1)]
+                  f"points ({'best ' + coords.to_gtp(g, m.best) if m.best is not None else 'before it'} "
+                  f"{_lead_text(m.best_lead)}, played {_lead_text(m.played_lead)})" for i, m in enumerate(worst, 1)]
     else:
         lines.append("No move lost points by the search's measure.")
     return "\n".join(lines)
+
+
+def own_properties(paragraph: str) -> tuple[str, ...] | None:
+    """sgf_io.OwnText of the review: the properties written with a paragraph of own text, None for other text. BM
+    goes with a move's comment where the points it names reach MISTAKE."""
+    if not OWN_FIRST_LINE.match(paragraph):
+        return None
+    loss = _LOSS.search(paragraph)
+    return ("SBKV", "V", "BM") if loss and float(loss.group(1)) >= MISTAKE else ("SBKV", "V")
 
 
 def move_properties(review: Review, move: MoveReview) -> dict[str, str]:
@@ -250,11 +323,70 @@ def move_properties(review: Review, move: MoveReview) -> dict[str, str]:
     return properties
 
 
-def annotated_sgf(data: bytes, review: Review) -> bytes:
-    root = {"C": root_comment(review), "SBKV": f"{100 * review.start_winrate:.2f}",
+def variation(review: Review, move: MoveReview) -> sgf_io.Variation | None:
+    """The best move's line beside a move that lost at least VARIATION points; None for the others."""
+    if move.points_lost < VARIATION or move.best is None or move.best == move.point or not move.line:
+        return None
+    g = review.record.grid
+    colors = [move.color, BLACK + WHITE - move.color]
+    line = [(colors[i % 2], point) for i, point in enumerate(move.line)]
+    comment = (f"Best at move {move.number} ({_side(move.color)} {coords.to_gtp(g, move.best)}), by gtp_engine's "
+               f"search: score {_lead_text(move.best_lead)}, against {_lead_text(move.played_lead)} after "
+               f"{coords.to_gtp(g, move.point)}, the move played\n"
+               f"The search's line: {' '.join(coords.to_gtp(g, point) for point in move.line)}")
+    return sgf_io.Variation(line, comment)
+
+
+def annotated_sgf(data: bytes, review: Review, network: str) -> bytes:
+    """The game's SGF with the review's annotations, in place of any earlier review's (own text); `network`: the
+    file name of the network searched with."""
+    root = {"C": root_comment(review, network), "SBKV": f"{100 * review.start_winrate:.2f}",
             "V": f"{review.start_lead:.1f}"}
-    return sgf_io.annotate_main_line(data, review.record.source, root,
-                                     [move_properties(review, m) for m in review.moves])
+    variations = {i: v for i, v in enumerate(variation(review, m) for m in review.moves) if v is not None}
+    return sgf_io.annotate_main_line(data, review.record, root, [move_properties(review, m) for m in review.moves],
+                                     variations, own_properties)
+
+
+def network_name(loader: NetworkLoader) -> str:
+    """The file names of the networks the loader has loaded, for the root comment."""
+    return " + ".join(Path(network.info.path).name for network in loader.networks()) or "no network"
+
+
+def _title_fonts(text: str) -> tuple[set[str], list[str]]:
+    """The characters of the text that no installed font draws (a placeholder font's boxes do not count), and the
+    font families to draw the rest with: matplotlib's default, then the first fonts that have the characters it
+    lacks (matplotlib falls back through them, one character at a time)."""
+    import matplotlib
+    from matplotlib import font_manager
+
+    families = list(matplotlib.rcParams["font.family"])
+    missing = {c for c in text if not c.isspace()} - _characters(font_manager.findfont(font_manager.FontProperties()))
+    for font in font_manager.fontManager.ttflist:
+        if not missing:
+            break
+        if font.name.startswith(_PLACEHOLDER_FONT) or font.name in families or not _regular(font):
+            continue
+        found = missing & _characters(font.fname)
+        if found:
+            families.append(font.name)
+            missing -= found
+    return missing, families
+
+
+def _regular(font) -> bool:
+    """Whether a font_manager entry is its family's regular style, the one the title is drawn in."""
+    return font.style == "normal" and font.weight in (400, "normal", "regular") and font.stretch == "normal"
+
+
+@functools.lru_cache(maxsize=None)
+def _characters(font_file: str) -> frozenset[str]:
+    """The characters a font file has; none where FreeType cannot read it."""
+    from matplotlib import ft2font
+
+    try:
+        return frozenset(chr(code) for code in ft2font.FT2Font(font_file).get_charmap())
+    except (OSError, RuntimeError):
+        return frozenset()
 
 
 def plot(review: Review, path: str | Path) -> None:
@@ -283,10 +415,15 @@ def plot(review: Review, path: str | Path) -> None:
         winrate_axis.annotate(str(m.number), (m.number, 100 * m.winrate), fontsize=7, color="tab:red",
                               xytext=(0, 6), textcoords="offset points", ha="center")
     record = review.record
-    title = f"{record.black or 'Black'} vs {record.white or 'White'}" + (f", {record.result}" if record.result else "")
-    winrate_axis.set_title(title, fontsize=9)
-    figure.tight_layout()
-    figure.savefig(path)
+    missing, families = _title_fonts(f"{record.black or ''}{record.white or ''}{record.result or ''}")
+    black, white, result = ("".join(c for c in text or "" if c not in missing).strip()
+                            for text in (record.black, record.white, record.result))
+    winrate_axis.set_title(f"{black or 'Black'} vs {white or 'White'}" + (f", {result}" if result else ""),
+                           fontsize=9, fontfamily=families)
+    with warnings.catch_warnings():  # a glyph that the fonts chosen lack all the same (a font's charmap misleads)
+        warnings.filterwarnings("ignore", r"Glyph \d+ .* missing from font", UserWarning)
+        figure.tight_layout()
+        figure.savefig(path)
     pyplot.close(figure)
 
 
@@ -310,11 +447,20 @@ class ProgressBar:
 # ---- the command line ---------------------------------------------------------------------------------------
 
 
+class _Parser(argparse.ArgumentParser):
+    """Refuses arguments with one line on stderr, "gtp-engine review: PROBLEM", and exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="gtp-engine review",
         description="Analyses every position of a game and writes the SGF back with each move's winrate, score lead "
-                    "and points lost in its comment (SBKV for Sabaki's graph), the worst moves in the root comment.")
+                    "and points lost in its comment (SBKV for Sabaki's graph), the best line beside the moves that "
+                    "lost points, the worst moves in the root comment. A reviewed game reviewed again has its "
+                    "review replaced.")
     p.add_argument("game", metavar="GAME.sgf")
     p.add_argument("-o", "--output", metavar="OUT.sgf", help="where to write the reviewed game "
                                                              "(default: GAME-review.sgf beside the game)")
@@ -323,8 +469,55 @@ def parser() -> argparse.ArgumentParser:
                                                        "(needs matplotlib: pip install 'gtp_engine[plot]')")
     p.add_argument("--weights", metavar="FILE", help="ONNX network (default: the shipped one for the board size)")
     p.add_argument("--threads", type=int, metavar="N", help="positions searched at once (default: the CPU count)")
+    p.add_argument("--seed", type=int, metavar="N", help="random seed: with --threads 1, the same review each time")
     p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
     return p
+
+
+def _checked(p: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[bytes, sgf_io.GameRecord, Path]:
+    """The game's bytes, its record and the output path, once every argument is checked (p.error otherwise): before
+    the network is loaded or anything searched."""
+    if args.visits < 1 or (args.threads is not None and args.threads < 1):
+        p.error("--visits and --threads take a positive integer")
+    if args.seed is not None and args.seed < 0:
+        p.error("--seed takes an integer >= 0")
+    try:
+        data = Path(args.game).read_bytes()
+    except OSError as error:
+        p.error(f"cannot read {args.game}: {error.strerror}")
+    output = Path(args.output) if args.output else Path(args.game).with_name(Path(args.game).stem + "-review.sgf")
+    if output.resolve() == Path(args.game).resolve():
+        p.error(f"{output} is the game itself: the review is written to another file (-o)")
+    _check_writable(p, output, "-o")
+    if args.plot:
+        graph = Path(args.plot)
+        if graph.suffix.lower() != ".png":
+            p.error(f"--plot {graph}: the graph is a PNG file, named .png")
+        for other, name in ((Path(args.game), "the game"), (output, "the output")):
+            if graph.resolve() == other.resolve():
+                p.error(f"--plot {graph} is {name}")
+        _check_writable(p, graph, "--plot")
+        try:
+            import matplotlib  # noqa: F401 - checked before the analysis, not after it
+        except ImportError:
+            p.error("--plot needs matplotlib, which is not installed: pip install 'gtp_engine[plot]'")
+    try:
+        record = sgf_io.load_sgf(data, source=args.game)
+        record.to_game()  # an illegal move is refused now, not after the network is loaded
+    except sgf_io.SgfError as error:
+        p.error(str(error))
+    return data, record, output
+
+
+def _check_writable(p: argparse.ArgumentParser, path: Path, flag: str) -> None:
+    """p.error unless a file can be written at `path`: a folder that exists and takes files, no folder there."""
+    folder = path.parent
+    if path.is_dir():
+        p.error(f"{flag} {path} is a folder; give a file name")
+    if not folder.is_dir():
+        p.error(f"{flag} {path}: no folder {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        p.error(f"{flag} {path}: not writable")
 
 
 def main(argv: list[str]) -> None:
@@ -332,24 +525,9 @@ def main(argv: list[str]) -> None:
     p = parser()
     args = p.parse_args(argv)
     log_lib.setup(args.log_level)
-    if args.visits < 1 or (args.threads is not None and args.threads < 1):
-        p.error("--visits and --threads take a positive integer")
-    if args.plot:
-        try:
-            import matplotlib  # noqa: F401 - checked before the analysis, not after it
-        except ImportError:
-            p.error("--plot needs matplotlib, which is not installed: pip install 'gtp_engine[plot]'")
-    try:
-        data = Path(args.game).read_bytes()
-        record = sgf_io.load_sgf(data, source=args.game)
-    except OSError as error:
-        p.error(f"cannot read {args.game}: {error.strerror}")
-    except sgf_io.SgfError as error:
-        p.error(str(error))
-    output = Path(args.output) if args.output else Path(args.game).with_name(Path(args.game).stem + "-review.sgf")
-    if output.resolve() == Path(args.game).resolve():
-        p.error(f"{output} is the game itself: the review is written to another file (-o)")
-    engine_config = config_lib.build({"weights": args.weights} if args.weights else {})
+    data, record, output = _checked(p, args)
+    engine_config = config_lib.build({key: value for key, value in (("weights", args.weights), ("seed", args.seed))
+                                      if value is not None})
     loader = NetworkLoader(engine_config, on_unusable=exit_process("gtp-engine review"))
     try:  # loaded before the progress bar is drawn: a network that cannot be used ends the process with its line
         loader.get(record.width, record.height)
@@ -364,7 +542,7 @@ def main(argv: list[str]) -> None:
     try:
         result = analyse(record, evaluator_for, base, args.visits, args.threads or os.cpu_count() or 1,
                                 ProgressBar(sys.stderr))
-        output.write_bytes(annotated_sgf(data, result))
+        output.write_bytes(annotated_sgf(data, result, network_name(loader)))
         if args.plot:
             plot(result, args.plot)
     except (ReviewError, OSError) as error:

@@ -31,7 +31,7 @@ import re
 import tarfile
 import zipfile
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from sgfmill import sgf_grammar
 
@@ -418,14 +418,35 @@ class _Reader:
         self.record.moves.append((_COLOR_OF[ident], point))
 
 
+@dataclasses.dataclass(frozen=True)
+class Variation:
+    """A line of play in a main-line move's stead, written as a sibling of that move's node (a further child of the
+    node before it), where SGF viewers show it beside the move."""
 
-def annotate_main_line(data: bytes, source: str, root: dict[str, str], moves: list[dict[str, str]]) -> bytes:
-    """The SGF with properties added along its main line, everything else kept (variations, markup, comments).
+    moves: list[tuple[int, int]]  # (color, point), PASS allowed; the first is played in the move's stead
+    comment: str  # on its first node
+
+
+OwnText = Callable[[str], tuple[str, ...] | None]
+
+
+def annotate_main_line(data: bytes, record: GameRecord, root: dict[str, str], moves: list[dict[str, str]],
+                       variations: dict[int, Variation], own: OwnText) -> bytes:
+    """The SGF of `record` (read from `data`) with a writer's annotations along its main line, replacing that
+    writer's earlier ones and keeping everything else (other variations, markup, other comments, the other games
+    of a collection).
+
+    Own text: a paragraph of a comment (lines up to a blank line) for which own(paragraph) gives the properties
+    written with it, where own gives None for other text. Earlier annotations go first: a variation (not the
+    first child) whose first node's comment has own text, with its subtree (a node left with one child is joined
+    to it again), then own paragraphs and the properties named with them.
 
     root: properties for the root node; moves[i]: for the node of the main line's i-th move (the nodes with B or
-    W, in order; fewer entries leave the rest alone). A comment (C) is appended to the node's own comment; other
-    properties replace the node's. The result is UTF-8 (CA[UTF-8]). Raises SgfError like load_sgf.
+    W, in order, from 0; fewer entries leave the rest alone); variations[i]: a line in that move's stead (a move
+    in the root has none). A comment (C) is a paragraph after the node's own comment; other properties replace
+    the node's. The result is UTF-8 (CA[UTF-8]). Raises SgfError like load_sgf.
     """
+    source = record.source
     text = _decode(data, source)
     if text.lstrip().startswith(";"):
         text = "(" + text
@@ -438,14 +459,112 @@ def annotate_main_line(data: bytes, source: str, root: dict[str, str], moves: li
             raise SgfError(source, "not SGF", str(e)) from None
         log.warning("%s: only the first game is written back; a later one is not readable SGF", source)
     tree = trees[0]
-    nodes = list(sgf_grammar.main_sequence_iter(tree))
-    move_nodes = [node for node in nodes if "B" in node or "W" in node]
-    nodes[0]["CA"] = [b"UTF-8"]
-    for node, properties in [(nodes[0], root)] + list(zip(move_nodes, moves)):
+    _remove_own_variations(tree, own)
+    _remove_own_text(tree, own)
+    places = [(branch, i) for branch, i in _main_line_places(tree)
+              if "B" in branch.sequence[i] or "W" in branch.sequence[i]]
+    root_node = tree.sequence[0]
+    root_node["CA"] = [b"UTF-8"]
+    for node, properties in [(root_node, root)] + [(b.sequence[i], p) for (b, i), p in zip(places, moves)]:
         for ident, value in properties.items():
             escaped = sgf_grammar.escape_text(value.encode("utf-8"))
             if ident == "C" and node.get("C"):
                 node["C"] = [node["C"][0].rstrip() + b"\n\n" + escaped]
             else:
                 node[ident] = [escaped]
+    for index in sorted(variations, reverse=True):  # from the end: a split moves only the nodes after it
+        branch, i = places[index]
+        parent = _parent_for_sibling(tree, branch, i)
+        if parent is not None:
+            parent.children.append(_variation_tree(record.grid, variations[index]))
     return b"\n".join(sgf_grammar.serialise_game_tree(game) for game in trees)  # the collection's other games kept
+
+
+def _main_line_places(tree: sgf_grammar.Coarse_game_tree) -> Iterator[tuple[sgf_grammar.Coarse_game_tree, int]]:
+    """(tree, index in its sequence) of every node of the main line."""
+    while True:
+        yield from ((tree, i) for i in range(len(tree.sequence)))
+        if not tree.children:
+            return
+        tree = tree.children[0]
+
+
+def _parent_for_sibling(game: sgf_grammar.Coarse_game_tree, branch: sgf_grammar.Coarse_game_tree,
+                        i: int) -> sgf_grammar.Coarse_game_tree | None:
+    """The tree whose children hold the main-line node branch.sequence[i], as their first, once the sequence is split
+    there where i > 0; None for the root node."""
+    if i > 0:
+        rest = sgf_grammar.Coarse_game_tree()
+        rest.sequence, rest.children = branch.sequence[i:], branch.children
+        branch.sequence, branch.children = branch.sequence[:i], [rest]
+        return branch
+    parent = None
+    tree = game
+    while tree is not branch:
+        parent, tree = tree, tree.children[0]
+    return parent
+
+
+def _variation_tree(g: coords.Grid, variation: Variation) -> sgf_grammar.Coarse_game_tree:
+    tree = sgf_grammar.Coarse_game_tree()
+    tree.sequence = [{_LETTER_OF[color]: [coords.to_sgf(g, point).encode()]} for color, point in variation.moves]
+    tree.sequence[0]["C"] = [sgf_grammar.escape_text(variation.comment.encode("utf-8"))]
+    return tree
+
+
+_PARAGRAPH_BREAK = re.compile(rb"(\r?\n[ \t]*\r?\n\s*)")
+
+
+def _paragraphs(raw: bytes) -> list[bytes]:
+    """A raw comment value split into paragraphs and the breaks between them, alternately (paragraph first)."""
+    return _PARAGRAPH_BREAK.split(raw)
+
+
+def _own(raw_paragraph: bytes, own: OwnText) -> tuple[str, ...] | None:
+    return own(sgf_grammar.text_value(raw_paragraph).decode("utf-8", "replace"))
+
+
+def _remove_own_variations(game: sgf_grammar.Coarse_game_tree, own: OwnText) -> None:
+    """Drops every variation (not a first child) whose first node's comment has own text; a tree left with one
+    child takes that child's nodes and children, as before the variation was added."""
+    for tree in _trees(game):
+        while len(tree.children) > 1:
+            kept = tree.children[:1] + [child for child in tree.children[1:] if not any(
+                _own(part, own) is not None for part in _paragraphs(child.sequence[0].get("C", [b""])[0])[::2])]
+            if len(kept) == len(tree.children):
+                break
+            tree.children = kept
+            if len(kept) == 1:
+                tree.sequence, tree.children = tree.sequence + kept[0].sequence, kept[0].children
+
+
+def _remove_own_text(game: sgf_grammar.Coarse_game_tree, own: OwnText) -> None:
+    """Drops the own paragraphs of every comment, with a break beside each, and the properties written with them."""
+    for node in (node for tree in _trees(game) for node in tree.sequence):
+        if not node.get("C"):
+            continue
+        parts = _paragraphs(node["C"][0])
+        kept: list[bytes] = []
+        for index in range(0, len(parts), 2):
+            idents = _own(parts[index], own)
+            if idents is None:
+                kept += ([parts[index - 1]] if kept else []) + [parts[index]]
+            else:
+                for ident in idents:
+                    node.pop(ident, None)
+        if len(kept) < len(parts):
+            comment = b"".join(kept)
+            if comment.strip():
+                node["C"] = [comment]
+            else:
+                del node["C"]
+
+
+def _trees(game: sgf_grammar.Coarse_game_tree) -> Iterator[sgf_grammar.Coarse_game_tree]:
+    """The game tree and all its subtrees, each before its children (which it may change meanwhile); without
+    recursion, since some files nest every move in a variation of its own."""
+    stack = [game]
+    while stack:
+        tree = stack.pop()
+        yield tree
+        stack.extend(reversed(tree.children))

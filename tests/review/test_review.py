@@ -3,28 +3,13 @@ tiny test network: the reviewed SGF reads back with sgfmill, keeps the game, and
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from review_support import OGS_GAME as GAME
+from review_support import CountingEvaluator, main_line
+from review_support import run_review as review
 from sgfmill import sgf
-
-ROOT = Path(__file__).resolve().parents[2]
-GAME = Path(__file__).parent / "fixtures" / "ogs_20803642.sgf"
-
-
-def review(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    path = os.pathsep.join(filter(None, [*(env or {}).get("EXTRA_PATH", "").split(os.pathsep), str(ROOT),
-                                         os.environ.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, "-m", "gtp_engine", "review", *args], capture_output=True, text=True,
-                          cwd=ROOT, env={**os.environ, "PYTHONPATH": path}, timeout=600)
-
-
-def main_line(game: sgf.Sgf_game) -> list:
-    return [node for node in game.get_main_sequence() if node.get_move()[0] is not None]
 
 
 def test_review_of_a_real_game(tiny_onnx_model, tmp_path):
@@ -50,7 +35,8 @@ def test_review_of_a_real_game(tiny_onnx_model, tmp_path):
     root = reviewed.get_root()
     assert root.get("C").startswith(original.get_root().get("C").strip())  # the game's own comment is kept
     assert ("Worst moves:" in root.get("C") or "No move lost" in root.get("C"))
-    assert "8 visits per position" in root.get("C")
+    assert "Reviewed by gtp_engine" in root.get("C")
+    assert "with tiny.onnx, 8 visits per position, Chinese rules, komi 5.5\n" in root.get("C")
     assert (root.get("PB"), root.get("RE"), root.get("KM")) == ("DreamingElephant", "B+3.5", 5.5)
     if "--plot" in args:
         assert graph.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -68,7 +54,7 @@ def test_a_corrupt_game_is_refused_naming_the_file(tmp_path, tiny_onnx_model):
     bad = tmp_path / "broken.sgf"
     bad.write_text("(;GM[1]SZ[9];B[ee];W[ee])")
     done = review(str(bad), "--weights", str(tiny_onnx_model), "--visits", "2")
-    assert done.returncode == 1 and "broken.sgf" in done.stderr and "move 2 W E5" in done.stderr  # as loadsgf
+    assert done.returncode == 2 and "broken.sgf" in done.stderr and "move 2 W E5" in done.stderr  # as loadsgf
     done = review(str(bad), "-o", str(bad), "--weights", str(tiny_onnx_model))
     assert done.returncode == 2 and "is the game itself" in done.stderr and bad.read_text().endswith("W[ee])")
     done = review(str(tmp_path / "missing.sgf"))
@@ -95,36 +81,6 @@ def test_plot_without_matplotlib_says_how_to_get_it(tmp_path):
     assert not (tmp_path / "g.png").exists()
 
 
-def test_points_lost_and_the_worst_moves_from_the_score_leads():
-    from gtp_engine import review as review_lib
-    from gtp_engine.sgf_io import load_sgf
-
-    record = load_sgf(b"(;GM[1]SZ[9]KM[7.5];B[ee];W[cc];B[gg];W[ff])")
-    leads = [-7.0, -6.0, 2.0, -3.0, 8.0]  # Black's view, positions 0..4
-    results = {t: review_lib.PositionReview(0.5, lead, "C3", lead) for t, lead in enumerate(leads)}
-    result = review_lib._review(record, 10, results)
-    assert [m.points_lost for m in result.moves] == [-1.0, 8.0, 5.0, 11.0]  # the mover's lead fell by this much
-    assert [m.number for m in result.worst()] == [4, 2, 3]
-    assert [review_lib.move_properties(result, m).get("BM") for m in result.moves] == [None, "2", "1", "2"]
-    assert "1. Move 4 (White F4): lost 11.0 points, best was C3" in review_lib.root_comment(result)
-
-
-class _CountingEvaluator:
-    """A network that counts: the side to move's lead by area, its value a squashed lead (deterministic)."""
-
-    def evaluate(self, states):
-        import numpy as np
-
-        from gtp_engine.board import BLACK
-        from gtp_engine.evaluator import UniformEvaluator
-
-        batch = UniformEvaluator().evaluate(states)
-        leads = [s.area_score() * (1 if s.to_play == BLACK else -1) for s in states]
-        batch.score = np.array(leads, np.float32)
-        batch.value = np.tanh(np.array(leads, np.float32) / 5)
-        return batch
-
-
 @pytest.mark.parametrize("game", [
     b"(;GM[1]SZ[5]KM[0.5];B[cc];W[bd];B[db];W[dc];B[cd])",
     b"(;GM[1]SZ[5]KM[0.5]RU[Chinese]AB[bb][dd])",  # Black's stones alone: handicap, White to move and its bonus
@@ -141,7 +97,7 @@ def test_the_review_finds_what_the_json_analysis_engine_finds_for_its_positions(
     from gtp_engine.sgf_io import load_sgf
 
     record = load_sgf(game)
-    evaluator, config, visits = _CountingEvaluator(), SearchConfig(seed=0, batch_size=4), 30
+    evaluator, config, visits = CountingEvaluator(), SearchConfig(seed=0, batch_size=4), 30
     progress = []
     review = review_lib.analyse(record, lambda width, height: evaluator, config, visits, workers=2,
                                 progress=lambda done, total: progress.append((done, total)))
@@ -166,4 +122,7 @@ def test_the_review_finds_what_the_json_analysis_engine_finds_for_its_positions(
     for move in review.moves:
         after, before = found[move.number]["rootInfo"], found[move.number - 1]["moveInfos"][0]
         assert (move.winrate, move.score_lead) == (after["winrate"], after["scoreLead"])
-        assert (move.best, move.best_lead) == (before["move"], before["scoreLead"])
+        assert (coords.to_gtp(record.grid, move.best), move.best_lead) == (before["move"], before["scoreLead"])
+        played = [m for m in found[move.number - 1]["moveInfos"] if m["move"] == coords.to_gtp(record.grid, move.point)]
+        if played:  # the played lead is the move's own, as the search before it saw it
+            assert move.played_searched and move.played_lead == played[0]["scoreLead"]
