@@ -31,8 +31,7 @@ from gtp_engine.game import RULE_SETS, GameState, Rules
 from gtp_engine.onnx_evaluator import OnnxEvaluator
 from gtp_engine.training import dataset
 
-# Every rule set this engine plays, and KataGo's stone scoring as this engine plays it.
-RULES = {**RULE_SETS, "stone-scoring": Rules.nearest_katago("stone-scoring")[0]}
+RULES = RULE_SETS  # every rule set this engine plays
 
 
 def held_out_positions(source: str, size: int, count: int, val_fraction: float,

@@ -212,7 +212,12 @@ def test_rules_can_be_read_and_set(engine):
     gtp.ok("clear_board")
     gtp.ok(f"kata-set-rules {aga}")
     assert "aga rules" in gtp.ok("showboard")
-    assert not gtp('kata-set-rules {"tax":"ALL"}').ok
+    gtp.ok('kata-set-rules {"tax":"ALL"}')  # KataGo's defaults for the rest: Tromp-Taylor's, taxed
+    assert '"tax":"ALL"' in gtp.ok("kata-get-rules")
+    refused = gtp('kata-set-rules {"hasButton":true}')  # played only approximately: refused, the field named
+    assert not refused.ok and "hasButton" in refused.text
+    refused = gtp('kata-set-rules {"scoring":"AREA","ko":"SOMETIMES"}')
+    assert not refused.ok and "ko" in refused.text
     assert not gtp("kata-set-rules backgammon").ok
 
 
