@@ -75,6 +75,14 @@ class Rules:
         if self.tax not in TAXES:
             raise ValueError(f"unknown tax {self.tax!r}; expected one of {TAXES}")
 
+    def default_komi(self, handicap_stones: int = 0) -> float:
+        """The komi of a game under these rules where none is given: 0.5 with handicap stones (under area scoring
+        White's compensation for them is then white_handicap_bonus: Chinese N, AGA N-1), else KOMI under area
+        scoring and a point less under territory scoring (Japanese and Korean 6.5)."""
+        if handicap_stones >= 2:
+            return HANDICAP_KOMI
+        return KOMI - 1 if self.scoring == "territory" else KOMI
+
     @staticmethod
     def named(name: str) -> "Rules":
         key = name.strip().lower().replace("_", "-")
@@ -189,8 +197,9 @@ class _UndoStart(NamedTuple):
 
 
 # The komi of every game, match and training run unless one is given: Chinese rules' 7.5, which also makes draws
-# impossible under area scoring.
+# impossible under area scoring. Rules.default_komi gives it a point less under territory scoring.
 KOMI = 7.5
+HANDICAP_KOMI = 0.5  # a handicap game's komi under every rule set (Rules.default_komi)
 
 
 class GameState:

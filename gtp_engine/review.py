@@ -108,7 +108,8 @@ def analyse(record: sgf_io.GameRecord, evaluator_for: EvaluatorFor, search_confi
 
 def _positions(record: sgf_io.GameRecord) -> list[GameState]:
     """Positions 0 to the number of moves (see position t)."""
-    game = GameState(record.width, record.height, komi=record.komi or 0.0, rules=record.game_rules())
+    game = GameState(record.width, record.height, komi=0.0 if record.komi is None else record.komi,
+                     rules=record.game_rules())
     for color in (BLACK, WHITE):
         points = [p for c, p in record.setup if c == color]
         if points:
@@ -116,6 +117,8 @@ def _positions(record: sgf_io.GameRecord) -> list[GameState]:
     black = sum(1 for c, _ in record.setup if c == BLACK)
     if black >= 2 and black == len(record.setup):
         game.handicap_stones = black
+    if record.komi is None:  # no KM: the rules' komi for the game
+        game.komi = game.rules.default_komi(game.handicap_stones)
     if record.moves:
         first = record.moves[0][0]
     elif record.first_player is not None:

@@ -126,12 +126,16 @@ class GameRecord:
         return Rules()
 
     def to_game(self, rules: Rules | None = None, max_moves: int | None = None) -> GameState:
-        """Replays the record with legality checks (rules from RU unless given); stops after max_moves moves.
+        """Replays the record with legality checks (rules from RU unless given); stops after max_moves moves. The
+        komi is KM's, or without KM the rules' default for the game's handicap (Rules.default_komi).
 
         Raises SgfError for setup stones without liberties and for an illegal move (its number and reason).
         """
-        game = GameState(self.width, self.height, komi=self.komi or 0.0, rules=rules or self.game_rules())
+        rules = rules or self.game_rules()
+        game = GameState(self.width, self.height, komi=0.0 if self.komi is None else self.komi, rules=rules)
         self._place_setup(game)
+        if self.komi is None:
+            game.komi = rules.default_komi(game.handicap_stones)
         g = self.grid
         for number, (color, point) in enumerate(self.moves[:max_moves], start=1):
             try:

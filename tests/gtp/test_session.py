@@ -181,6 +181,25 @@ def test_handicap_commands(engine):
     assert gtp("undo").text == "cannot undo"
 
 
+def test_komi_follows_the_rules_and_the_handicap_until_the_controller_sets_it(engine):
+    gtp = engine("--rules", "japanese")
+    assert gtp.ok("get_komi") == "6.5"
+    gtp.ok("fixed_handicap 2")
+    assert gtp.ok("get_komi") == "0.5"
+    gtp.ok("clear_board")
+    assert gtp.ok("get_komi") == "6.5"
+    gtp.ok("kata-set-rules chinese")
+    assert gtp.ok("get_komi") == "7.5"
+    gtp.ok("place_free_handicap 3")
+    assert gtp.ok("get_komi") == "0.5"
+    gtp.ok("clear_board")
+    gtp.ok("komi 5")
+    gtp.ok("fixed_handicap 4")
+    gtp.ok("clear_board")
+    gtp.ok("kata-set-rules japanese")
+    assert gtp.ok("get_komi") == "5"  # the controller's komi stays
+
+
 def test_time_commands_accept_what_controllers_send(engine):
     gtp = engine()
     for line in ("time_settings 300 30 5", "time_settings 0 1 0", "time_settings 1800 0 0",

@@ -109,6 +109,16 @@ def test_points_lost_and_the_worst_moves_from_the_score_leads():
     assert "1. Move 4 (White F4): lost 11.0 points, best was C3" in review_lib.root_comment(result)
 
 
+def test_a_game_without_km_is_reviewed_with_the_rules_komi():
+    from gtp_engine import review as review_lib
+    from gtp_engine.sgf_io import load_sgf
+
+    handicap = load_sgf(b"(;GM[1]SZ[9]RU[Japanese]HA[3]AB[cc][gg][gc];W[ee];B[ce])")
+    assert {p.komi for p in review_lib._positions(handicap)} == {0.5}
+    even = load_sgf(b"(;GM[1]SZ[9]RU[Japanese];B[ee];W[cc])")
+    assert {p.komi for p in review_lib._positions(even)} == {6.5}
+
+
 class _CountingEvaluator:
     """A network that counts: the side to move's lead by area, its value a squashed lead (deterministic)."""
 

@@ -101,6 +101,15 @@ def test_game_information_in_the_node_of_the_first_move():
     assert (record.komi, record.rules, record.black, len(record.moves)) == (6.5, "japanese", "Alice", 2)
 
 
+def test_a_record_without_km_gets_the_rules_komi_for_its_handicap():
+    assert load_sgf(b"(;GM[1]SZ[9];B[ee])").to_game().komi == 7.5
+    assert load_sgf(b"(;GM[1]SZ[9]RU[Japanese];B[ee])").to_game().komi == 6.5
+    for rules in (b"Japanese", b"Chinese", b"AGA"):
+        game = load_sgf(b"(;GM[1]SZ[9]RU[" + rules + b"]HA[2]AB[cc][gg];W[ee])").to_game()
+        assert (game.handicap_stones, game.komi) == (2, 0.5)
+    assert load_sgf(b"(;GM[1]SZ[9]KM[0]HA[2]AB[cc][gg];W[ee])").to_game().komi == 0  # KM[0] is a komi
+
+
 def test_setup_over_several_nodes_follows_the_main_line():
     record = load("setup-variations.sgf")
     g = record.grid
