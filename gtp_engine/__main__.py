@@ -54,7 +54,6 @@ def load_config(argv: list[str] | None) -> EngineConfig:
     try:
         file_values: dict[str, Any] = config_lib.load_file(file_path) if file_path else {}
         engine_config = config_lib.build(file_values, args)
-        Rules.named(engine_config.play.rules)
         rollout = engine_config.rollout
         if rollout.mix > 0 and rollout.weights is not None:
             RolloutPolicy.load(rollout.weights)  # small: a bad file is refused now rather than at the first genmove
@@ -86,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     reader = protocol.Reader(sys.stdin.buffer).start()
     players = NetworkLoader(engine_config, on_unusable=exit_process("gtp-engine"))
     session = commands.Session(players, engine_config.move_limits, engine_config.play,
-                               Rules.named(engine_config.play.rules))
+                               Rules.from_katago(engine_config.play.rules))
     ending = protocol.serve(session.handler, reader, protocol.Writer(gtp_out))
     log.info("session ended (%s)", ending)
     session.stop_pondering()

@@ -36,7 +36,7 @@ from gtp_engine import coords, sgf_io
 from gtp_engine import log as log_lib
 from gtp_engine.board import BLACK, WHITE, IllegalMoveError
 from gtp_engine.evaluator import Evaluator
-from gtp_engine.game import GameState
+from gtp_engine.game import GameState, Rules
 from gtp_engine.search import SearchConfig, Searcher, Snapshot, StopCondition
 from gtp_engine.network_loader import NetworkLoader, NetworkUnavailable, exit_process
 
@@ -326,6 +326,8 @@ def parser() -> argparse.ArgumentParser:
                                                        "(needs matplotlib: pip install 'gtp_engine[plot]')")
     p.add_argument("--weights", metavar="FILE", help="ONNX network (default: the shipped one for the board size)")
     p.add_argument("--threads", type=int, metavar="N", help="positions searched at once (default: the CPU count)")
+    p.add_argument("--rules", metavar="NAME|JSON", help="the rules to review the game under: a rule set name or "
+                                                       "KataGo's JSON rules (default: the game's RU, else chinese)")
     p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
     return p
 
@@ -349,6 +351,12 @@ def main(argv: list[str]) -> None:
         p.error(f"cannot read {args.game}: {error.strerror}")
     except sgf_io.SgfError as error:
         p.error(str(error))
+    if args.rules:
+        try:
+            Rules.from_katago(args.rules)
+        except ValueError as error:
+            p.error(f"--rules: {error}")
+        record.rules = args.rules  # what the record's positions are replayed under (GameRecord.game_rules)
     output = Path(args.output) if args.output else Path(args.game).with_name(Path(args.game).stem + "-review.sgf")
     if output.resolve() == Path(args.game).resolve():
         p.error(f"{output} is the game itself: the review is written to another file (-o)")

@@ -117,10 +117,11 @@ class GameRecord:
         )
 
     def game_rules(self) -> Rules:
-        """The rules RU names when game.py knows the name, else the default rules."""
+        """The rules RU names (a rule set name, KataGo's too, or KataGo's JSON rules: the nearest this engine
+        plays, Rules.nearest_katago), else the default rules."""
         if self.rules:
             try:
-                return Rules.named(self.rules)
+                return Rules.nearest_katago(self.rules)[0]
             except ValueError:
                 pass
         return Rules()

@@ -204,7 +204,7 @@ class Session:
 
     @command("kata-set-rules")
     def kata_set_rules(self, cmd: Command, stream: Stream) -> str:
-        """A rule set name (chinese, japanese, tromp-taylor, aga, new-zealand, korean) or KataGo's JSON form."""
+        """A rule set name (game.RULE_SETS, KataGo's names) or KataGo's JSON form; the game replayed under them."""
         if not cmd.args:
             raise GtpError(SYNTAX_ERROR)
         try:

@@ -75,6 +75,15 @@ def test_a_corrupt_game_is_refused_naming_the_file(tmp_path, tiny_onnx_model):
     assert done.returncode == 2 and "missing.sgf" in done.stderr
 
 
+def test_rules_for_the_review_a_name_or_katagos_json(tmp_path, tiny_onnx_model):
+    game = tmp_path / "g.sgf"
+    game.write_text("(;GM[1]SZ[9]KM[7]RU[Chinese];B[ee];W[cc])")
+    done = review(str(game), "--rules", '{"scoring":"TERRITORY","ko":"SIMPEL"}', "--weights", str(tiny_onnx_model))
+    assert done.returncode == 2 and "--rules" in done.stderr and "ko rule 'simpel'" in done.stderr
+    done = review(str(game), "--rules", "japanese", "--weights", str(tiny_onnx_model), "--visits", "2")
+    assert done.returncode == 0, done.stderr
+
+
 def test_the_other_games_of_a_collection_are_kept_and_pl_gives_way_to_the_first_move(tmp_path, tiny_onnx_model):
     games = tmp_path / "two.sgf"
     games.write_text("(;GM[1]SZ[9]KM[7]PL[W]C[game one];B[ee];W[cc])(;GM[1]SZ[9]KM[7]C[game two];B[dd];W[ff])")

@@ -101,6 +101,15 @@ def test_game_information_in_the_node_of_the_first_move():
     assert (record.komi, record.rules, record.black, len(record.moves)) == (6.5, "japanese", "Alice", 2)
 
 
+def test_ru_names_katagos_names_and_json_rules():
+    assert load_sgf(b"(;GM[1]SZ[9]RU[NZ])").game_rules().name == "new-zealand"
+    assert load_sgf(b"(;GM[1]SZ[9]RU[Chinese_OGS])").game_rules().name == "chinese"
+    assert load_sgf(b"(;GM[1]SZ[9]RU[stone scoring])").game_rules().tax == "all"
+    record = load_sgf(b'(;GM[1]SZ[9]RU[{"scoring":"TERRITORY","ko":"SIMPLE","suicide":false}])')
+    assert record.game_rules() == Rules.named("japanese")
+    assert load_sgf(b"(;GM[1]SZ[9]RU[house rules])").game_rules() == Rules()
+
+
 def test_a_record_without_km_gets_the_rules_komi_for_its_handicap():
     assert load_sgf(b"(;GM[1]SZ[9];B[ee])").to_game().komi == 7.5
     assert load_sgf(b"(;GM[1]SZ[9]RU[Japanese];B[ee])").to_game().komi == 6.5
