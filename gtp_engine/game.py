@@ -486,9 +486,10 @@ class GameState:
     def _counted_points(self, colors: bytearray, dead: set[int]) -> dict[int, int]:
         """Each colour's points of counted regions, less the tax on them, on the board `colors`."""
         g, tax = self.grid, self.rules.tax
-        seki = _seki_stones(g, colors) if tax != "none" else set()
+        regions = _empty_regions(g, colors)
+        seki = _seki_stones(g, colors, regions) if tax != "none" else set()
         points = {BLACK: 0, WHITE: 0}
-        for region, borders in _empty_regions(g, colors):
+        for region, borders in regions:
             if len(borders) != 1:
                 continue
             if seki and any(n in seki for p in region for n in g.neighbors[p]):
@@ -575,16 +576,18 @@ def _empty_regions(g: Grid, colors: bytearray) -> list[tuple[list[int], set[int]
     return regions
 
 
-def _seki_stones(g: Grid, colors: bytearray) -> set[int]:
-    """The seki stones of the board `colors` (see the module docstring)."""
+def _seki_stones(g: Grid, colors: bytearray, regions: list[tuple[list[int], set[int]]] | None = None) -> set[int]:
+    """The seki stones of the board `colors` (see the module docstring); regions: its _empty_regions, where the
+    caller has them. Only points of regions touching both colours can be seki points: chains are traced from them."""
+    neighbors = g.neighbors
     chain_of: dict[int, int] = {}
     chains: list[tuple[list[int], set[int]]] = []  # (stones, liberties)
-    neighbors = g.neighbors
-    for start in g.points:
-        color = colors[start]
-        if color not in (BLACK, WHITE) or start in chain_of:
-            continue
-        index = len(chains)
+
+    def chain(start: int) -> int:
+        index = chain_of.get(start)
+        if index is not None:
+            return index
+        index, color = len(chains), colors[start]
         stones, liberties, stack = [], set(), [start]
         chain_of[start] = index
         while stack:
@@ -597,17 +600,19 @@ def _seki_stones(g: Grid, colors: bytearray) -> set[int]:
                     chain_of[n] = index
                     stack.append(n)
         chains.append((stones, liberties))
+        return index
+
     seki: set[int] = set()
-    for point in g.points:
-        if colors[point] != EMPTY:
+    for region, borders in regions if regions is not None else _empty_regions(g, colors):
+        if len(borders) < 2:
             continue
-        beside = {color: {chain_of[n] for n in neighbors[point] if colors[n] == color} for color in (BLACK, WHITE)}
-        if not beside[BLACK] or not beside[WHITE]:
-            continue
-        if all(_self_atari(point, beside[color], beside[opponent(color)], chains, colors, g) for color in
-               (BLACK, WHITE)):
-            for index in beside[BLACK] | beside[WHITE]:
-                seki.update(chains[index][0])
+        for point in region:
+            beside = {color: {chain(n) for n in neighbors[point] if colors[n] == color} for color in (BLACK, WHITE)}
+            if beside[BLACK] and beside[WHITE] and all(
+                    _self_atari(point, beside[color], beside[opponent(color)], chains, colors, g)
+                    for color in (BLACK, WHITE)):
+                for index in beside[BLACK] | beside[WHITE]:
+                    seki.update(chains[index][0])
     return seki
 
 
