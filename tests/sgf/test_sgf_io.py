@@ -110,6 +110,14 @@ def test_ru_names_katagos_names_and_json_rules():
     assert load_sgf(b"(;GM[1]SZ[9]RU[house rules])").game_rules() == Rules()
 
 
+def test_rules_of_no_named_rule_set_are_written_as_katagos_json_and_read_back():
+    rules = Rules.from_katago({"scoring": "TERRITORY", "tax": "NONE", "ko": "SIMPLE", "suicide": False})
+    game = GameState(9, komi=6.5, rules=rules)
+    again = load_sgf(save_sgf(game))
+    assert again.game_rules() == rules and again.to_game().rules == rules
+    assert load_sgf(save_sgf(GameState(9, rules=Rules.named("aga")))).rules == "aga"
+
+
 def test_a_record_without_km_gets_the_rules_komi_for_its_handicap():
     assert load_sgf(b"(;GM[1]SZ[9];B[ee])").to_game().komi == 7.5
     assert load_sgf(b"(;GM[1]SZ[9]RU[Japanese];B[ee])").to_game().komi == 6.5
