@@ -113,12 +113,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"{args.network}: {report['positions']} positions of held-out games; Black's winrate under each rule set "
           f"minus under chinese rules")
-    print(f"{'rules':<14}" + "".join(f"{mode + ': ' + column:>22}" for mode in ("as given", "fed")
+    print(f"{'rules':<18}" + "".join(f"{mode + ': ' + column:>22}" for mode in ("as given", "fed")
                                      for column in ("winrate", "mean", "mean |d|", "max |d|")))
     for name in RULES:
         cells = [report[mode][name][key] for mode in ("as given", "fed")
                  for key in ("winrate", "mean", "mean_abs", "max_abs")]
-        print(f"{name:<14}" + "".join(f"{cell:>22.4f}" for cell in cells))
+        print(f"{name:<18}" + "".join(f"{cell:>22.4f}" for cell in cells))
     return 0
 
 
