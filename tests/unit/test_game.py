@@ -418,13 +418,16 @@ def test_captures_count_under_territory_scoring_only():
 def test_aga_area_count_is_the_territory_count_with_pass_stones():
     """AGA rules give the opponent a stone for each pass and end with White's pass, so that area and territory
     counting agree; the engine counts the area, in which the pass stones need no counting."""
+    moves = "C5 D5 C4 D4 pass D3 C3 D2 C2 D1 C1 E5 pass pass"  # Black passes once more; White fills E5
     game = GameState(5, komi=0.5, rules=Rules.named("aga"))
-    play_all(game, "C5 D5 C4 D4 pass D3 C3 D2 C2 D1 C1 pass pass pass")
+    play_all(game, moves)
     territory = GameState(5, komi=0.5, rules=Rules.named("japanese"))
-    play_all(territory, "C5 D5 C4 D4 pass D3 C3 D2 C2 D1 C1 pass pass pass")
+    play_all(territory, moves)
     black_passes = sum(1 for color, point in game.moves if point == PASS and color == BLACK)
     white_passes = sum(1 for color, point in game.moves if point == PASS and color == WHITE)
-    assert game.moves[-1] == (WHITE, PASS)
+    assert game.moves[-1] == (WHITE, PASS) and (black_passes, white_passes) == (2, 1)
+    # Area: Black 5 stones + 10, White 6 + 4. Territory: Black 10, White 4, and White's pass stone from Black.
+    assert territory.score() == 6 - 0.5
     assert game.score() == territory.score() + white_passes - black_passes == 5 - 0.5
 
 
