@@ -56,8 +56,8 @@ from gtp_engine import log as log_lib
 from gtp_engine.board import BLACK, WHITE, IllegalMoveError
 from gtp_engine.evaluator import Evaluator
 from gtp_engine.game import GameState, Rules
-from gtp_engine.search import SearchConfig, Searcher, Snapshot, StopCondition
 from gtp_engine.network_loader import NetworkLoader, NetworkUnavailable, exit_process
+from gtp_engine.search import SearchConfig, Searcher, Snapshot, StopCondition
 
 MISTAKE = 3.0  # points lost for BM[1]
 BLUNDER = 8.0  # points lost for BM[2]
@@ -142,7 +142,8 @@ def analyse(record: sgf_io.GameRecord, evaluator_for: EvaluatorFor, search_confi
 
 def _positions(record: sgf_io.GameRecord) -> list[GameState]:
     """Positions 0 to the number of moves (see position t)."""
-    game = GameState(record.width, record.height, komi=record.komi or 0.0, rules=record.game_rules())
+    game = GameState(record.width, record.height, komi=0.0 if record.komi is None else record.komi,
+                     rules=record.game_rules())
     for color in (BLACK, WHITE):
         points = [p for c, p in record.setup if c == color]
         if points:
@@ -150,6 +151,8 @@ def _positions(record: sgf_io.GameRecord) -> list[GameState]:
     black = sum(1 for c, _ in record.setup if c == BLACK)
     if black >= 2 and black == len(record.setup):
         game.handicap_stones = black
+    if record.komi is None:  # no KM: the rules' komi for the game
+        game.komi = game.rules.default_komi(game.handicap_stones)
     if record.moves:
         first = record.moves[0][0]
     elif record.first_player is not None:
@@ -283,7 +286,7 @@ def _rules_text(review: Review) -> str:
     elif record.rules.strip().lower() != review.rules.name:
         text += f" (for the game's RU[{record.rules}])"
     text += f", komi {review.komi:g}"
-    return text + (" (the game gives none)" if record.komi is None else "")
+    return text + (" (the game gives none: the rules' default)" if record.komi is None else "")
 
 
 def root_comment(review: Review, network: str) -> str:
@@ -470,6 +473,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", metavar="FILE", help="ONNX network (default: the shipped one for the board size)")
     p.add_argument("--threads", type=int, metavar="N", help="positions searched at once (default: the CPU count)")
     p.add_argument("--seed", type=int, metavar="N", help="random seed: with --threads 1, the same review each time")
+    p.add_argument("--rules", metavar="NAME|JSON", help="the rules to review the game under: a rule set name or "
+                                                       "KataGo's JSON rules (default: the game's RU, else chinese)")
     p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
     return p
 
@@ -503,6 +508,15 @@ def _checked(p: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[byte
             p.error("--plot needs matplotlib, which is not installed: pip install 'gtp_engine[plot]'")
     try:
         record = sgf_io.load_sgf(data, source=args.game)
+    except sgf_io.SgfError as error:
+        p.error(str(error))
+    if args.rules:
+        try:
+            Rules.from_katago(args.rules)
+        except ValueError as error:
+            p.error(f"--rules: {error}")
+        record.rules = args.rules  # what the record's positions are replayed under (GameRecord.game_rules)
+    try:
         record.to_game()  # an illegal move is refused now, not after the network is loaded
     except sgf_io.SgfError as error:
         p.error(str(error))

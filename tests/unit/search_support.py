@@ -10,7 +10,7 @@ from charged_evaluation import ChargedEvaluation
 
 from gtp_engine.board import BLACK, Board
 from gtp_engine.evaluator import EvaluationBatch, UniformEvaluator
-from gtp_engine.game import GameState
+from gtp_engine.game import GameState, Rules
 from gtp_engine.mcts import Node, Tree
 
 
@@ -25,10 +25,10 @@ KO_AND_SUICIDES = """
 """
 
 
-def position(text: str, to_play: int = BLACK, komi: float = 0.5) -> GameState:
+def position(text: str, to_play: int = BLACK, komi: float = 0.5, rules: Rules = Rules()) -> GameState:
     """A game whose board is the ASCII diagram (setup stones), with `to_play` to move."""
     board = Board.from_ascii(text)
-    game = GameState(board.width, board.height, komi=komi)
+    game = GameState(board.width, board.height, komi=komi, rules=rules)
     for color in (BLACK, 3 - BLACK):
         game.place_setup(color, board.stones(color))
     game.set_to_play(to_play)

@@ -10,7 +10,7 @@ from search_support import position
 from gtp_engine import endgame
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS, grid
-from gtp_engine.game import GameState
+from gtp_engine.game import GameState, Rules
 from gtp_engine.search import MoveInfo, SearchResult, Snapshot
 
 # Black has the left three columns (15 points), White the right two (10).
@@ -65,6 +65,24 @@ FALSE_EYE = """
     . . . . . . .
     . . . . . . .
 """
+# FALSE_EYE with the diagonals of (3, 3) Black's: a true eye.
+FALSE_EYE_MADE_TRUE = """
+    . . . . . . .
+    . . . . . . .
+    . . X X X . .
+    . . X . X . .
+    . . X X X . .
+    . . . . . . .
+    . . . . . . .
+"""
+# Black's eye on the lower edge at C1.
+EYE_ON_THE_EDGE = """
+    . . . . .
+    . . . . .
+    . . . . .
+    . X X X .
+    . X . X .
+"""
 # Black's two stones on the lower edge are in atari, and their own liberty at (6, 2) is suicide; the white stone
 # beside them at (6, 5) is in atari too, and taking it at (6, 6) gives them a second liberty.
 CHAIN_SAVED_BY_A_CAPTURE = """
@@ -86,8 +104,8 @@ def split_ownership(sure: float = 1.0) -> np.ndarray:
     return np.where(np.arange(25) % 5 <= 2, sure, -sure)
 
 
-def after_white_pass(text: str, komi: float) -> GameState:
-    game = position(text, WHITE, komi=komi)
+def after_white_pass(text: str, komi: float, rules: Rules = Rules()) -> GameState:
+    game = position(text, WHITE, komi=komi, rules=rules)
     game.play(PASS, WHITE)
     return game
 
@@ -187,6 +205,22 @@ def test_chain_statuses_tell_seki_from_alive_and_dead():
     assert statuses["dead"] == [black_chain] and statuses["seki"] == []
 
 
+def test_chain_statuses_list_a_seki_with_eyes_whose_eyes_the_ownership_gives_their_owners():
+    # The seki of test_game.py: Black's A4 B4 C4 A5 B5 and White's D5 D4 E4 share C5, each with an eye.
+    game = position("""
+        . X . O .
+        X X X O O
+        O O O X X
+        . O O X .
+        O . O X .
+    """, BLACK, rules=Rules.named("japanese"))
+    ownership = np.array([float(game.area_ownership()[i]) for i in range(25)])
+    statuses = endgame.chain_statuses(game, ownership)
+    assert sorted(statuses["seki"]) == sorted([[G.point(0, 1), G.point(1, 0), G.point(1, 1), G.point(1, 2)],
+                                               [G.point(0, 3), G.point(1, 3), G.point(1, 4)]])
+    assert statuses["dead"] == [] and game.score(endgame.dead_stones(game, ownership)) == 2 - 2 - 0.5
+
+
 def test_chain_statuses_of_a_settled_game_list_every_chain_once():
     game = position(SPLIT_WITH_DEAD_STONE, BLACK)
     statuses = endgame.chain_statuses(game, split_ownership())
@@ -281,6 +315,34 @@ def test_rule_1_never_passes_while_behind_by_the_count():
     point, _ = endgame.choose_move(game, searched(PASS, split_ownership()), anything, True, searches())
     assert point == WHITE_TERRITORY  # the search without pass chose a filling of Black's own area: not that
     assert searches.asked == ["without pass"]
+
+
+@pytest.mark.parametrize("rules", ["japanese", "chinese"])
+def test_after_the_opponents_pass_under_territory_scoring_our_area_is_not_filled(rules):
+    # The loop of a game under japanese rules: White passed every move, and Black, ahead by the count but with a
+    # search after its pass that found its group dead, filled its own area where the ownership was unsure, point
+    # after point, each filling a point lost under territory scoring, until its eyes went too.
+    game = after_white_pass(SPLIT, komi=0.5, rules=Rules.named(rules))
+    unsure = split_ownership(0.7)
+    fillings = [G.point(row, col) for row in range(5) for col in range(2)]
+    searches = Searches(after_passing=searched(PASS, -np.ones(25), to_play=WHITE),
+                        without_pass=searched(BLACK_TERRITORY, unsure, others=fillings[:3],
+                                              root_moves=fillings + [PASS]))
+    point, _ = endgame.choose_move(game, searched(PASS, unsure), anything, True, searches())
+    # Under area scoring a filling costs nothing, and the search wanted it; under territory scoring it costs a
+    # point and the search was not sure it gained one: pass.
+    assert point == (PASS if rules == "japanese" else BLACK_TERRITORY)
+
+
+@pytest.mark.parametrize("rules", ["japanese", "chinese"])
+def test_an_eye_is_our_territory_however_unsure_the_ownership(rules):
+    game = position(FALSE_EYE_MADE_TRUE, BLACK, rules=Rules.named(rules))
+    g = game.grid
+    territory = endgame.own_territory(game, np.full(49, 0.3))
+    assert territory[g.flat(g.point(3, 3))] and territory.sum() == 1
+    edge = position(EYE_ON_THE_EDGE, BLACK, rules=Rules.named(rules))
+    assert endgame.own_territory(edge, np.full(25, 0.3))[G.flat(G.point(4, 2))]
+    assert not endgame.own_territory(position(SEKI, WHITE, rules=Rules.named(rules)), np.zeros(25)).any()
 
 
 def test_rule_1_rescues_a_chain_in_atari_whatever_the_search_chose():
