@@ -1,4 +1,5 @@
-"""Helpers for the search tests: a scripted evaluator, a check of the tree's bookkeeping, positions."""
+"""Helpers for the search tests: a scripted evaluator, a check of the tree's bookkeeping, positions, and the board
+diagrams the endgame and Player tests share."""
 
 from __future__ import annotations
 
@@ -22,6 +23,56 @@ KO_AND_SUICIDES = """
     . X O . .
     . . . X O
     . . . O .
+"""
+
+
+# Black has the left three columns (15 points), White the right two (10).
+SPLIT = """
+    . . X O .
+    . . X O .
+    . . X O .
+    . . X O .
+    . . X O .
+"""
+
+# The same with a dead white stone inside Black's area.
+SPLIT_WITH_DEAD_STONE = """
+    . . X O .
+    . O X O .
+    . . X O .
+    . . X O .
+    . . X O .
+"""
+
+# The same with a dead black stone inside White's area: Black leads by 3.5 at komi 7.5 with every stone alive,
+# White by 2.5 by the count.
+SPLIT_WITH_DEAD_BLACK_STONE = """
+    . . X O .
+    . . X O X
+    . . X O .
+    . . X O .
+    . . X O .
+"""
+
+# Black has the left three columns, White the right column; the column between is dame.
+DAME = """
+    . . X . O
+    . . X . O
+    . . X . O
+    . . X . O
+    . . X . O
+"""
+
+# Black's two stones on the lower edge are in atari, and their own liberty at (6, 2) is suicide; the white stone
+# beside them at (6, 5) is in atari too, and taking it at (6, 6) gives them a second liberty.
+CHAIN_SAVED_BY_A_CAPTURE = """
+    . . . . . . .
+    . . . . . . .
+    . . . . . . .
+    . . . . . . .
+    . . . . . . .
+    . O O O O X X
+    . O . X X O .
 """
 
 

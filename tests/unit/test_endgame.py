@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from search_support import position
+from search_support import (
+    CHAIN_SAVED_BY_A_CAPTURE,
+    DAME,
+    SPLIT,
+    SPLIT_WITH_DEAD_BLACK_STONE,
+    SPLIT_WITH_DEAD_STONE,
+    position,
+)
 
 from gtp_engine import endgame
 from gtp_engine.board import BLACK, WHITE
@@ -13,39 +20,6 @@ from gtp_engine.coords import PASS, grid
 from gtp_engine.game import GameState, Rules
 from gtp_engine.search import MoveInfo, SearchResult, Snapshot
 
-# Black has the left three columns (15 points), White the right two (10).
-SPLIT = """
-    . . X O .
-    . . X O .
-    . . X O .
-    . . X O .
-    . . X O .
-"""
-# The same with a dead white stone inside Black's area.
-SPLIT_WITH_DEAD_STONE = """
-    . . X O .
-    . O X O .
-    . . X O .
-    . . X O .
-    . . X O .
-"""
-# The same with a dead black stone inside White's area: Black leads by 3.5 at komi 7.5 with every stone alive,
-# White by 2.5 by the count.
-SPLIT_WITH_DEAD_BLACK_STONE = """
-    . . X O .
-    . . X O X
-    . . X O .
-    . . X O .
-    . . X O .
-"""
-# Black has the left three columns, White the right column; the column between is dame.
-DAME = """
-    . . X . O
-    . . X . O
-    . . X . O
-    . . X . O
-    . . X . O
-"""
 # Black's chain in the corner and the white stone below it share their two liberties, A5 and A3: whoever plays
 # one puts itself in atari, so neither does (seki). White's wall around them lives.
 SEKI = """
@@ -82,17 +56,6 @@ EYE_ON_THE_EDGE = """
     . . . . .
     . X X X .
     . X . X .
-"""
-# Black's two stones on the lower edge are in atari, and their own liberty at (6, 2) is suicide; the white stone
-# beside them at (6, 5) is in atari too, and taking it at (6, 6) gives them a second liberty.
-CHAIN_SAVED_BY_A_CAPTURE = """
-    . . . . . . .
-    . . . . . . .
-    . . . . . . .
-    . . . . . . .
-    . . . . . . .
-    . O O O O X X
-    . O . X X O .
 """
 G = grid(5)
 BLACK_TERRITORY = G.point(2, 0)
