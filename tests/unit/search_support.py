@@ -54,6 +54,16 @@ SPLIT_WITH_DEAD_BLACK_STONE = """
     . . X O .
 """
 
+# The same with a black stone in the corner of White's side, in atari: a living chain in atari where the ownership
+# counts it Black's.
+SPLIT_WITH_A_BLACK_STONE_IN_ATARI = """
+    . . X O .
+    . . X O .
+    . . X O .
+    . . X O .
+    . . X O X
+"""
+
 # Black has the left three columns, White the right column; the column between is dame.
 DAME = """
     . . X . O

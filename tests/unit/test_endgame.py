@@ -10,6 +10,7 @@ from search_support import (
     DAME,
     SPLIT,
     SPLIT_WITH_DEAD_BLACK_STONE,
+    SPLIT_WITH_A_BLACK_STONE_IN_ATARI,
     SPLIT_WITH_DEAD_STONE,
     position,
 )
@@ -359,16 +360,9 @@ def test_rule_2_does_not_pass_first_in_a_game_not_decided_and_settled(text, komi
 
 
 def test_rule_2_does_not_pass_first_with_a_living_chain_in_atari():
-    text = """
-        . . X O .
-        . . X O .
-        . . X O .
-        . . X O .
-        . . X O X
-    """
     corner = G.point(4, 4)
     ours = np.where(np.arange(25) == G.flat(corner), 1.0, split_ownership())
-    game = position(text, BLACK, komi=0.5)
+    game = position(SPLIT_WITH_A_BLACK_STONE_IN_ATARI, BLACK, komi=0.5)
     assert not endgame.decided_and_settled(game, ours)
     assert endgame.decided_and_settled(game, split_ownership())  # once the count takes the stone as dead
 

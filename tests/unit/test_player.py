@@ -12,6 +12,7 @@ from search_support import (
     DAME,
     SPLIT,
     SPLIT_WITH_DEAD_BLACK_STONE,
+    SPLIT_WITH_A_BLACK_STONE_IN_ATARI,
     SPLIT_WITH_DEAD_STONE,
     FakeClock,
     InterruptWatcher,
@@ -351,22 +352,15 @@ def test_passes_first_only_in_a_decided_and_settled_game():
 
 def test_does_not_pass_first_with_a_living_chain_in_atari():
     # Black's stone in the corner of White's side has one liberty; the network counts it Black's and wants to pass.
-    text = """
-        . . X O .
-        . . X O .
-        . . X O .
-        . . X O .
-        . . X O X
-    """
     corner = G.point(4, 4)
     ownership = lambda s: np.where(np.arange(25) == G.flat(corner), 1.0, split_ownership(s))  # noqa: E731
     player = Player(BlackLovesPass(favour=[PASS], value=loves_pass, ownership=ownership),
                     player_config(seed=0, resign_threshold=None))
-    assert player.genmove(position(text, BLACK, komi=0.5), BLACK, QUICK).point != PASS
+    assert player.genmove(position(SPLIT_WITH_A_BLACK_STONE_IN_ATARI, BLACK, komi=0.5), BLACK, QUICK).point != PASS
     # Once the network judges the stone dead, it is no longer ours to save: pass.
     player = Player(BlackLovesPass(favour=[PASS], value=loves_pass, ownership=split_ownership),
                     player_config(seed=0, resign_threshold=None))
-    assert player.genmove(position(text, BLACK, komi=0.5), BLACK, QUICK).point == PASS
+    assert player.genmove(position(SPLIT_WITH_A_BLACK_STONE_IN_ATARI, BLACK, komi=0.5), BLACK, QUICK).point == PASS
 
 
 def test_dead_stones_are_judged_by_ownership():
