@@ -141,7 +141,7 @@ def test_gogui_interrupt_line_sets_its_own_event_only():
     lines.send("genmove b\n# interrupt\n")
     command = reader.next()
     assert command.name == "genmove"
-    assert reader.gogui_interrupted.wait(5)
+    assert reader.answer_now.wait(5)
     lines.send("name\n")
     assert reader.next().name == "name"
     lines.close()
