@@ -101,6 +101,14 @@ def end_at_stop_signals(last_words: Callable[[int], int] | None = None) -> None:
     threading.Thread(target=_stop_signals.watch, args=(read_end,), name="stop-signals", daemon=True).start()
 
 
+def ignore_stop_signals() -> None:
+    """From now on SIGTERM and SIGINT change nothing, for a last step that must not stop half-way (the review's
+    renames); an ending under way (end_at_stop_signals) ends the process first."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    _stop_signals.hold()
+
+
 class _StopSignals:
     """What end_at_stop_signals set up: its last words, and the one ending of the process."""
 
@@ -108,9 +116,17 @@ class _StopSignals:
         self.last_words: Callable[[int], int] | None = None
         self.watched = False
         self._ending = threading.RLock()  # reentrant: a second signal may come to a thread that is ending
+        self._held = False
+
+    def hold(self) -> None:
+        """Makes a signal taken from now on change nothing; returns once no ending is under way."""
+        self._ending.acquire()
+        self._held = True
 
     def end(self, signum: int) -> None:
         self._ending.acquire()  # held until the process ends: another thread's signal waits for the end
+        if self._held:  # taken before ignore_stop_signals, handled in the thread that holds
+            return
         logging.getLogger(__name__).info("signal %d: exiting", signum)
         end_process(0 if self.last_words is None else self.last_words(signum))
 
