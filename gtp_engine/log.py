@@ -21,6 +21,7 @@ import logging.handlers
 import os
 import queue
 import signal
+import socket
 import sys
 import threading
 from typing import BinaryIO, Callable, NoReturn
@@ -93,12 +94,12 @@ def end_at_stop_signals(last_words: Callable[[int], int] | None = None) -> None:
     if _stop_signals.watched:
         return
     _stop_signals.watched = True
-    read_end, write_end = os.pipe()
-    os.set_blocking(write_end, False)
-    signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    _stop_signals.pipe = receiver, sender = socket.socketpair()  # a socket pair: what Windows takes too
+    sender.setblocking(False)
+    signal.set_wakeup_fd(sender.fileno(), warn_on_full_buffer=False)
     for signum in STOP_SIGNALS:
         signal.signal(signum, lambda signum, frame: _stop_signals.end(signum))
-    threading.Thread(target=_stop_signals.watch, args=(read_end,), name="stop-signals", daemon=True).start()
+    threading.Thread(target=_stop_signals.watch, args=(receiver,), name="stop-signals", daemon=True).start()
 
 
 def ignore_stop_signals() -> None:
@@ -115,6 +116,7 @@ class _StopSignals:
     def __init__(self):
         self.last_words: Callable[[int], int] | None = None
         self.watched = False
+        self.pipe: tuple[socket.socket, socket.socket] | None = None  # the wakeup pipe, kept open
         self._ending = threading.RLock()  # reentrant: a second signal may come to a thread that is ending
         self._held = False
 
@@ -130,9 +132,9 @@ class _StopSignals:
         logging.getLogger(__name__).info("signal %d: exiting", signum)
         end_process(0 if self.last_words is None else self.last_words(signum))
 
-    def watch(self, read_end: int) -> None:
+    def watch(self, receiver: socket.socket) -> None:
         while True:
-            for signum in os.read(read_end, 64):
+            for signum in receiver.recv(64):
                 if signum in STOP_SIGNALS:
                     self.end(signum)
 
