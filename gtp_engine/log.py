@@ -58,13 +58,8 @@ def announce(line: str, always: bool = False) -> None:
     root = logging.getLogger()
     if not (always or root.isEnabledFor(logging.WARNING)):
         return
-    if not root.handlers:  # before setup
-        sys.stderr.write(line + "\n")
-        return
-    record = logging.makeLogRecord({"name": "gtp_engine", "levelno": logging.WARNING, "levelname": "WARNING",
-                                    "msg": line, "announcement": True})
-    for handler in root.handlers:
-        handler.handle(record)
+    root.handle(logging.makeLogRecord({"name": "gtp_engine", "levelno": logging.WARNING, "levelname": "WARNING",
+                                       "msg": line, "announcement": True}))
 
 
 def flush() -> None:
