@@ -319,7 +319,7 @@ class Session:
                   request: analyze_lines.Request | None = None) -> str:
         started = cmd.received or self.now()
         player = self._player()
-        stop = self._move_stop(player, color, started, stream.gogui_interrupted)
+        stop = self._move_stop(player, color, started, stream.answer_now)
         report = reports = None
         if request is not None:
             report = analyze_lines.reporter(request, self.game.grid, stream.line, self._priors(player, request))
@@ -652,7 +652,7 @@ class Session:
         """A search of the position for the side to move, to the move limits but not the clock; plays nothing."""
         player = self._player()
         snapshots: list = []
-        stop = self.move_limits.stop(self.now(), stream.gogui_interrupted, player.config.search.stop.default_visits)
+        stop = self.move_limits.stop(self.now(), stream.answer_now, player.config.search.stop.default_visits)
         player.analyze(self.game, self.game.to_play, stop, snapshots.append)
         return snapshots[-1]
 
