@@ -71,14 +71,8 @@ def katago_parser() -> argparse.ArgumentParser:
         prog="gtp-engine gtp", allow_abbrev=False,
         description="GTP with KataGo's command line, so that tools made for KataGo can start this engine "
                     "unchanged. Any gtp-engine option may follow (e.g. --name KataGo) and wins over the config.")
-    p.add_argument("-model", metavar="NET", help="ONNX network (a KataGo network is not readable: the shipped "
-                                                  "network for each board size is used instead, with a warning)")
-    p.add_argument("-config", metavar="FILE", help="KataGo GTP config file; the keys that apply here are read "
-                                                   "(maxVisits, maxPlayouts, maxTime, numSearchThreads, "
-                                                   "ponderingEnabled, rules, resignThreshold, ...), the rest "
-                                                   "ignored with a warning")
-    p.add_argument("-override-config", metavar="K=V,...", default="", help="config keys that win over the file")
-    p.add_argument("-human-model", metavar="NET", help="KataGo's human-style network: not supported, ignored")
+    katago_config.add_arguments(p, "maxVisits, maxPlayouts, maxTime, numSearchThreads, ponderingEnabled, rules, "
+                                   "resignThreshold")
     return p
 
 

@@ -43,17 +43,11 @@ def parser() -> argparse.ArgumentParser:
         prog="gtp-engine analysis",
         description="KataGo's JSON analysis protocol on stdin/stdout, with KataGo's command line, so that KaTrain, "
                     "Ogatak and analysis scripts can use this engine (README, 'KaTrain').")
-    p.add_argument("-model", metavar="NET", help="ONNX network (a KataGo network is not readable: the shipped "
-                                                  "network for each board size is used instead, with a warning)")
-    p.add_argument("-config", metavar="FILE", help="KataGo config file; the keys that apply here are read "
-                                                   "(maxVisits, maxTime, numSearchThreads, reportAnalysisWinratesAs, "
-                                                   "...), the rest ignored with a warning")
-    p.add_argument("-override-config", metavar="K=V,...", default="", help="config keys that win over the file")
+    katago_config.add_arguments(p, "maxVisits, maxTime, numSearchThreads, reportAnalysisWinratesAs")
     p.add_argument("-analysis-threads", metavar="N", type=int, help="positions searched at once "
                                                                     "(default: numAnalysisThreads, at most the CPU count)")
     p.add_argument("-quit-without-waiting", action="store_true",
                    help="at the end of input, drop queued queries instead of finishing them")
-    p.add_argument("-human-model", metavar="NET", help="KataGo's human-style network: not supported, ignored")
     p.add_argument("-log-level", default="warning", choices=("debug", "info", "warning", "error"))
     return p
 
