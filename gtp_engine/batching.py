@@ -1,0 +1,298 @@
+"""Batching evaluator: one evaluator that several searches in several threads call at once, gathering their batches
+into shared calls of the evaluator it wraps (KataGo's one NN server per network, batches up to nnMaxBatchSize).
+
+Terms:
+- request: one caller's positions (prepare(states)): it joins the forming batch of its board size and waits there.
+- client: a search that keeps sending requests until it ends. client() counts the calling thread as one while it
+  is inside; a Searcher over a batching evaluator enters it for each search (evaluator.search_client). A client is
+  waiting while its thread waits for a request (or works for the batcher, below), running otherwise.
+- due: a forming batch goes to the inner evaluator once no other search is about to add to it: when one more
+  request would take it past max_batch positions, when no client is running (every one waits, or there is none:
+  a caller that is no client is served at once), or when its oldest request has waited gather_window seconds on
+  the clock (a client busy elsewhere: writing a report, or gone without leaving). A request larger than max_batch
+  forms a batch alone.
+- waiters work: the batcher has no threads of its own. A thread that waits for its request starts a due batch (the
+  inner's prepare of all its positions, requests in order), or runs a compute step of a started batch (the inner's
+  compute cut into up to `parallel` steps, evaluator.compute_steps: the network's calls, which release the GIL);
+  at most `parallel` steps run at once. The thread that ends a batch's last step takes its result and hands each
+  request its rows. What the inner raises reaches every caller of that batch.
+- close: new requests are refused (BatchingClosed); the requests of forming batches fail with it and their callers
+  wake; started batches end as usual.
+
+Above the cache: a CachedEvaluator goes below the batcher (BatchingEvaluator(cache)), so that the cache sees each
+shared call whole. Positions that two searches send at once (neighbouring positions of a game review share most of
+their trees) are then evaluated once, where below it each search's miss would reach the network; and the batcher
+wraps whatever evaluator a front end has (value-network or rollout mixing included) without rebuilding it. A
+request that the cache answers whole still waits for its batch: in a search that is a batch or two a search.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Callable, Iterator, Sequence
+
+from gtp_engine.evaluator import EvaluationBatch, Evaluator, PreparedEvaluation, accepts_positions, compute_steps, \
+    prepare
+
+GATHER_WINDOW = 0.005  # seconds: see due
+
+
+class BatchingClosed(RuntimeError):
+    """The batching evaluator was closed before the request was evaluated."""
+
+
+class _Request:
+    __slots__ = ("states", "offset", "rows", "error", "done")
+
+    def __init__(self, states: Sequence):
+        self.states = states
+        self.offset = 0  # of its rows in its batch
+        self.rows: EvaluationBatch | None = None
+        self.error: BaseException | None = None
+        self.done = False
+
+
+class _Batch:
+    __slots__ = ("requests", "positions", "since", "steps", "unfinished", "evaluation", "error")
+
+    def __init__(self, since: float):
+        self.requests: list[_Request] = []
+        self.positions = 0
+        self.since = since  # when its first request came, on the clock
+        self.steps: list[Callable[[], None]] = []  # compute steps no thread has taken
+        self.unfinished = 0  # compute steps taken or not, not yet ended
+        self.evaluation: PreparedEvaluation | None = None
+        self.error: BaseException | None = None
+
+
+class BatchingEvaluator:
+    """Gathers the batches of concurrent callers into shared calls of `inner` (see the module docstring). Safe to
+    share between threads; evaluate(), prepare() and the compute of what prepare() returns may be called from
+    any thread. calls and positions count the inner's calls and their positions."""
+
+    def __init__(self, inner: Evaluator, max_batch: int = 64, parallel: int = 1,
+                 gather_window: float | None = GATHER_WINDOW, clock: Callable[[], float] = time.monotonic):
+        if max_batch < 1 or parallel < 1:
+            raise ValueError("max_batch and parallel must be at least 1")
+        self.inner = inner
+        self.max_batch = max_batch
+        self.parallel = parallel
+        self.gather_window = gather_window
+        self.clock = clock
+        self.calls = 0
+        self.positions = 0
+        self._lock = threading.Condition()
+        self._inner_lock = threading.Lock()  # the inner's prepare and result, one thread at a time
+        self._forming: dict[tuple[int, int], _Batch] = {}  # board size -> its forming batch
+        self._due: list[_Batch] = []  # formed, not started (oldest first)
+        self._started: list[_Batch] = []  # with compute steps no thread has taken
+        self._running = 0  # compute steps being run, and batches being started
+        self._clients: dict[int, int] = {}  # thread ident -> how many client() it is inside
+        self._waiting = 0  # client threads waiting for a request
+        self._closed = False
+
+    @property
+    def accepts_positions(self) -> bool:
+        """The inner's answer (evaluator.accepts_positions): the positions go to it unchanged."""
+        return accepts_positions(self.inner)
+
+    @contextlib.contextmanager
+    def client(self) -> Iterator[None]:
+        """The calling thread counts as a client while inside (see client)."""
+        ident = threading.get_ident()
+        with self._lock:
+            self._clients[ident] = self._clients.get(ident, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._clients[ident] -= 1
+                if not self._clients[ident]:
+                    del self._clients[ident]
+                self._lock.notify_all()  # a batch may be due now that it is gone
+
+    def evaluate(self, states: Sequence) -> EvaluationBatch:
+        evaluation = self.prepare(states)
+        evaluation.compute()
+        return evaluation.result()
+
+    def prepare(self, states: Sequence) -> PreparedEvaluation:
+        """The request joins its forming batch now; its compute() waits for (and works on) the shared calls."""
+        if not states:
+            return prepare(self.inner, states)
+        request = _Request(states)
+        grid = states[0].grid
+        key = (grid.width, grid.height)
+        with self._lock:
+            if self._closed:
+                raise BatchingClosed("the batching evaluator is closed")
+            batch = self._forming.get(key)
+            if batch is not None and batch.positions + len(states) > self.max_batch:
+                self._due.append(self._forming.pop(key))
+                self._lock.notify_all()
+                batch = None
+            if batch is None:
+                batch = self._forming[key] = _Batch(self.clock())
+            request.offset = batch.positions
+            batch.requests.append(request)
+            batch.positions += len(states)
+        return _BatchedEvaluation(self, request)
+
+    def close(self) -> None:
+        """Refuses new requests; those still forming fail with BatchingClosed (see close)."""
+        with self._lock:
+            self._closed = True
+            abandoned = list(self._forming.values()) + self._due
+            self._forming.clear()
+            self._due.clear()
+            error = BatchingClosed("the batching evaluator was closed before the request was evaluated")
+            for batch in abandoned:
+                for request in batch.requests:
+                    request.error, request.done = error, True
+            self._lock.notify_all()
+
+    # ---- the waiters' work ---------------------------------------------------------------------------------
+
+    def _wait(self, request: _Request) -> None:
+        """Returns once the request is evaluated, working for the batcher meanwhile; raises what its batch raised."""
+        lock = self._lock
+        with lock:
+            client = threading.get_ident() in self._clients
+            self._waiting += client
+            if client:
+                lock.notify_all()  # the last running client now waits: a batch may be due
+            try:
+                while not request.done:
+                    work = self._next_work()
+                    if work is None:
+                        lock.wait(self._time_left())
+                        continue
+                    lock.release()
+                    try:
+                        work()
+                    finally:
+                        lock.acquire()
+            finally:
+                self._waiting -= client
+        if request.error is not None:
+            raise request.error
+
+    def _next_work(self) -> Callable[[], None] | None:
+        """Under the lock: a compute step to run, or a due batch to start, when fewer than `parallel` run."""
+        if self._running >= self.parallel:
+            return None
+        if self._started:
+            batch = self._started[0]
+            step = batch.steps.pop(0)
+            if not batch.steps:
+                self._started.pop(0)
+            self._running += 1
+            return lambda: self._run_step(batch, step)
+        self._collect_due()
+        if self._due:
+            self._running += 1
+            batch = self._due.pop(0)
+            return lambda: self._start(batch)
+        return None
+
+    def _collect_due(self) -> None:
+        """Under the lock: the forming batches that are due (see due) join the due ones."""
+        if not self._forming:
+            return
+        idle = self._waiting >= len(self._clients)
+        now = self.clock()
+        window = self.gather_window
+        for key, batch in list(self._forming.items()):
+            if idle or (window is not None and now - batch.since >= window):
+                self._due.append(self._forming.pop(key))
+        self._due.sort(key=lambda b: b.since)
+
+    def _time_left(self) -> float | None:
+        """Under the lock: how long to wait before the oldest forming batch is due by the window (None: no end)."""
+        if self.gather_window is None or not self._forming:
+            return None
+        oldest = min(batch.since for batch in self._forming.values())
+        return max(1e-4, self.gather_window - (self.clock() - oldest))
+
+    def _start(self, batch: _Batch) -> None:
+        """Prepares the batch with the inner and runs its first compute step (the caller holds a running slot)."""
+        states = [state for request in batch.requests for state in request.states]
+        try:
+            with self._inner_lock:
+                batch.evaluation = prepare(self.inner, states)
+            steps = compute_steps(batch.evaluation, self.parallel)
+        except BaseException as error:  # noqa: BLE001 - every caller of the batch raises it
+            with self._lock:
+                self._running -= 1
+                self._fail(batch, error)
+            return
+        with self._lock:
+            self.calls += 1
+            self.positions += len(states)
+            batch.unfinished = len(steps)
+            batch.steps = steps[1:]
+            if batch.steps:
+                self._started.append(batch)
+                self._lock.notify_all()
+        self._run_step(batch, steps[0])
+
+    def _run_step(self, batch: _Batch, step: Callable[[], None]) -> None:
+        """Runs a compute step (the caller holds a running slot); the batch's last one hands out its rows."""
+        try:
+            step()
+        except BaseException as error:  # noqa: BLE001 - every caller of the batch raises it
+            batch.error = error
+        with self._lock:
+            self._running -= 1
+            batch.unfinished -= 1
+            last = not batch.unfinished
+            self._lock.notify_all()  # a running slot is free
+        if last:
+            self._finish(batch)
+
+    def _finish(self, batch: _Batch) -> None:
+        result, error = None, batch.error
+        if error is None:
+            try:
+                with self._inner_lock:
+                    result = batch.evaluation.result()
+            except BaseException as raised:  # noqa: BLE001 - every caller of the batch raises it
+                error = raised
+        with self._lock:
+            if error is not None:
+                self._fail(batch, error)
+                return
+            whole = len(batch.requests) == 1
+            for request in batch.requests:
+                request.rows = result if whole else _rows(result, request.offset, request.offset + len(request.states))
+                request.done = True
+            self._lock.notify_all()
+
+    def _fail(self, batch: _Batch, error: BaseException) -> None:
+        """Under the lock: every request of the batch raises `error`."""
+        for request in batch.requests:
+            request.error, request.done = error, True
+        self._lock.notify_all()
+
+
+class _BatchedEvaluation:
+    """BatchingEvaluator.prepare's evaluation: compute() waits for the request's rows (see waiters work)."""
+
+    def __init__(self, batcher: BatchingEvaluator, request: _Request):
+        self._batcher, self._request = batcher, request
+
+    def compute(self) -> None:
+        if not self._request.done:
+            self._batcher._wait(self._request)
+        elif self._request.error is not None:
+            raise self._request.error
+
+    def result(self) -> EvaluationBatch:
+        return self._request.rows
+
+
+def _rows(batch: EvaluationBatch, start: int, stop: int) -> EvaluationBatch:
+    return EvaluationBatch(batch.policy[start:stop], batch.value[start:stop], batch.score[start:stop],
+                           batch.ownership[start:stop])
