@@ -6,18 +6,20 @@ Terms:
 - client: a search that keeps sending requests until it ends. client() counts the calling thread as one while it
   is inside; a Searcher over a batching evaluator enters it for each search (evaluator.search_client). A client is
   waiting while its thread waits for a request (or works for the batcher, below), running otherwise.
-- due: a forming batch goes to the inner evaluator once no other search is about to add to it: when one more
-  request would take it past max_batch positions, when no client is running (every one waits, or there is none:
-  a caller that is no client is served at once), or when its oldest request has waited gather_window seconds on
-  the clock (a client busy elsewhere: writing a report, or gone without leaving). A request larger than max_batch
-  forms a batch alone.
-- waiters work: the batcher has no threads of its own. A thread that waits for its request starts a due batch (the
-  inner's prepare of all its positions, requests in order), or runs a compute step of a started batch (the inner's
-  compute cut into up to `parallel` steps, evaluator.compute_steps: the network's calls, which release the GIL);
-  at most `parallel` steps run at once. The thread that ends a batch's last step takes its result and hands each
-  request its rows. What the inner raises reaches every caller of that batch.
+- slots: at most `parallel` compute steps run at once (on the CPU: the cores, each call on its share of them).
+- due: a forming batch goes to the inner evaluator at once when no slot is busy (the network would idle: a search
+  alone keeps its batches in flight as with evaluation threads of its own); else once no other search is about to
+  add to it: when one more request would take it past max_batch positions, when no client is running (every one
+  waits, or there is none), or when its oldest request has waited gather_window seconds on the clock (a client
+  busy elsewhere: writing a report, or gone without leaving). A request larger than max_batch forms a batch alone.
+- workers: the batcher's own threads (parallel - 1 of them, started with the first request) and every thread that
+  waits for its request. A free worker takes, while a slot is free, a compute step of a started batch, else the
+  oldest due batch, which it starts: the inner's prepare of all its positions (requests in order), its compute
+  cut into as many steps as slots are free (evaluator.compute_steps: the network's calls, which release the GIL).
+  The worker that ends a batch's last step takes its result and hands each request its rows. What the inner
+  raises reaches every caller of that batch.
 - close: new requests are refused (BatchingClosed); the requests of forming batches fail with it and their callers
-  wake; started batches end as usual.
+  wake; started batches end as usual, then the batcher's threads.
 
 Above the cache: a CachedEvaluator goes below the batcher (BatchingEvaluator(cache)), so that the cache sees each
 shared call whole. Positions that two searches send at once (neighbouring positions of a game review share most of
@@ -92,6 +94,7 @@ class BatchingEvaluator:
         self._clients: dict[int, int] = {}  # thread ident -> how many client() it is inside
         self._waiting = 0  # client threads waiting for a request
         self._closed = False
+        self._threads: list[threading.Thread] = []  # the batcher's own workers, once started
 
     @property
     def accepts_positions(self) -> bool:
@@ -138,6 +141,12 @@ class BatchingEvaluator:
             request.offset = batch.positions
             batch.requests.append(request)
             batch.positions += len(states)
+            if not self._threads:
+                self._threads = [threading.Thread(target=self._work, name=f"batching-{i}", daemon=True)
+                                 for i in range(self.parallel - 1)]
+                for thread in self._threads:
+                    thread.start()
+            self._lock.notify_all()  # a free worker may take it
         return _BatchedEvaluation(self, request)
 
     def close(self) -> None:
@@ -153,7 +162,24 @@ class BatchingEvaluator:
                     request.error, request.done = error, True
             self._lock.notify_all()
 
-    # ---- the waiters' work ---------------------------------------------------------------------------------
+    # ---- the workers ---------------------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        """One of the batcher's own workers: takes work until the batcher is closed and nothing is left to do."""
+        lock = self._lock
+        with lock:
+            while True:
+                work = self._next_work()
+                if work is None:
+                    if self._closed and not self._started and not self._running:
+                        return
+                    lock.wait(self._time_left())
+                    continue
+                lock.release()
+                try:
+                    work()
+                finally:
+                    lock.acquire()
 
     def _wait(self, request: _Request) -> None:
         """Returns once the request is evaluated, working for the batcher meanwhile; raises what its batch raised."""
@@ -192,16 +218,17 @@ class BatchingEvaluator:
             return lambda: self._run_step(batch, step)
         self._collect_due()
         if self._due:
-            self._running += 1
             batch = self._due.pop(0)
-            return lambda: self._start(batch)
+            parts = self.parallel - self._running  # the slots free, this one's included
+            self._running += 1
+            return lambda: self._start(batch, parts)
         return None
 
     def _collect_due(self) -> None:
         """Under the lock: the forming batches that are due (see due) join the due ones."""
         if not self._forming:
             return
-        idle = self._waiting >= len(self._clients)
+        idle = not self._running or self._waiting >= len(self._clients)
         now = self.clock()
         window = self.gather_window
         for key, batch in list(self._forming.items()):
@@ -216,13 +243,14 @@ class BatchingEvaluator:
         oldest = min(batch.since for batch in self._forming.values())
         return max(1e-4, self.gather_window - (self.clock() - oldest))
 
-    def _start(self, batch: _Batch) -> None:
-        """Prepares the batch with the inner and runs its first compute step (the caller holds a running slot)."""
+    def _start(self, batch: _Batch, parts: int) -> None:
+        """Prepares the batch with the inner and runs the first of its up to `parts` compute steps (the caller holds
+        a slot)."""
         states = [state for request in batch.requests for state in request.states]
         try:
             with self._inner_lock:
                 batch.evaluation = prepare(self.inner, states)
-            steps = compute_steps(batch.evaluation, self.parallel)
+            steps = compute_steps(batch.evaluation, parts)
         except BaseException as error:  # noqa: BLE001 - every caller of the batch raises it
             with self._lock:
                 self._running -= 1

@@ -20,20 +20,44 @@ JOIN = 30.0  # seconds a test waits for a thread before calling it hung (a guard
 
 
 class Recording:
-    """Passes evaluations to `inner`, keeping each call's number of positions; fails every call after `fail`."""
+    """Passes evaluations to `inner`, keeping each call's number of positions. A call of 7x7 positions (see occupy)
+    waits until `opened` is set; the other calls raise `fail` where it is set."""
 
     def __init__(self, inner=None, fail: BaseException | None = None):
         self.inner = inner or ScriptedEvaluator()
         self.fail = fail
         self.sizes: list[int] = []
+        self.entered, self.opened = threading.Event(), threading.Event()
         self._lock = threading.Lock()
 
     def evaluate(self, states):
         with self._lock:
             self.sizes.append(len(states))
-        if self.fail is not None:
+        if states[0].grid.width == 7:
+            self.entered.set()
+            self.opened.wait(JOIN)
+        elif self.fail is not None:
             raise self.fail
         return self.inner.evaluate(states)
+
+
+def occupy(batcher: BatchingEvaluator, inner: Recording) -> threading.Thread:
+    """A call that holds the batcher's only slot until inner.opened is set: while the network is busy, batches form
+    by the rules of due (with no slot busy, a batch goes at once)."""
+    thread = threading.Thread(target=batcher.evaluate, args=(positions(1, 7),))
+    thread.start()
+    inner.entered.wait(JOIN)
+    return thread
+
+
+def until(condition) -> None:
+    """Waits for a condition another thread makes true (a guard against hanging, not a measurement)."""
+    deadline = threading.Event()
+    for _ in range(int(JOIN / 0.001)):
+        if condition():
+            return
+        deadline.wait(0.001)
+    raise AssertionError("timed out")
 
 
 def positions(count: int, size: int = 5) -> list[GameState]:
@@ -46,9 +70,10 @@ def positions(count: int, size: int = 5) -> list[GameState]:
     return states
 
 
-def run_clients(batcher: BatchingEvaluator, requests: list[list[GameState]]) -> list:
+def run_clients(batcher: BatchingEvaluator, requests: list[list[GameState]], inner: Recording | None = None) -> list:
     """Each request from its own client thread, every client registered before any sends; returns what each got
-    (its EvaluationBatch, or the exception it raised)."""
+    (its EvaluationBatch, or the exception it raised). With inner, the slot is held (occupy) until all wait."""
+    holder = occupy(batcher, inner) if inner is not None else None
     results: list = [None] * len(requests)
     registered = threading.Barrier(len(requests))
 
@@ -63,6 +88,10 @@ def run_clients(batcher: BatchingEvaluator, requests: list[list[GameState]]) -> 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(len(requests))]
     for thread in threads:
         thread.start()
+    if holder is not None:
+        until(lambda: batcher._waiting == len(requests))
+        inner.opened.set()
+        threads.append(holder)
     for thread in threads:
         thread.join(JOIN)
     assert not any(thread.is_alive() for thread in threads), "a caller hangs"
@@ -107,8 +136,8 @@ def test_the_batches_of_several_clients_go_in_one_call():
     inner = Recording()
     batcher = BatchingEvaluator(inner, max_batch=64, gather_window=None)
     states = positions(12)
-    results = run_clients(batcher, [states[0:4], states[4:8], states[8:12]])
-    assert inner.sizes == [12]
+    results = run_clients(batcher, [states[0:4], states[4:8], states[8:12]], inner)
+    assert inner.sizes == [1, 12]
     alone = ScriptedEvaluator().evaluate(states)
     for i, result in enumerate(results):
         np.testing.assert_array_equal(result.policy, alone.policy[4 * i:4 * i + 4])
@@ -119,16 +148,16 @@ def test_a_batch_never_exceeds_the_max_batch():
     inner = Recording()
     batcher = BatchingEvaluator(inner, max_batch=8, gather_window=None)
     states = positions(20)
-    run_clients(batcher, [states[i:i + 4] for i in range(0, 20, 4)])
-    assert sum(inner.sizes) == 20 and max(inner.sizes) <= 8 and len(inner.sizes) == 3
+    run_clients(batcher, [states[i:i + 4] for i in range(0, 20, 4)], inner)
+    assert sorted(inner.sizes[1:]) == [4, 8, 8]
 
 
 def test_board_sizes_go_in_separate_calls():
     inner = Recording()
     batcher = BatchingEvaluator(inner, gather_window=None)
-    results = run_clients(batcher, [positions(3, 5), positions(2, 7)])
-    assert sorted(inner.sizes) == [2, 3]
-    assert [r.policy.shape for r in results] == [(3, 26), (2, 50)]
+    results = run_clients(batcher, [positions(3, 5), positions(2, 9)], inner)
+    assert sorted(inner.sizes[1:]) == [2, 3]
+    assert [r.policy.shape for r in results] == [(3, 26), (2, 82)]
 
 
 def test_a_caller_that_is_no_client_is_served_at_once():
@@ -142,8 +171,8 @@ def test_an_error_in_the_network_call_reaches_every_caller_of_the_batch():
     inner = Recording(fail=RuntimeError("network down"))
     batcher = BatchingEvaluator(inner, gather_window=None)
     states = positions(9)
-    results = run_clients(batcher, [states[0:3], states[3:6], states[6:9]])
-    assert inner.sizes == [9]
+    results = run_clients(batcher, [states[0:3], states[3:6], states[6:9]], inner)
+    assert inner.sizes == [1, 9]
     assert all(isinstance(r, RuntimeError) and str(r) == "network down" for r in results)
     inner.fail = None
     assert len(batcher.evaluate(states[:2])) == 2  # the next batch goes on
@@ -163,6 +192,7 @@ def test_close_wakes_the_waiters_and_refuses_new_requests():
         except BatchingClosed as error:
             errors.append(error)
 
+    holder = occupy(batcher, inner)
     with batcher.client():  # a running client that never sends: the batch waits for it
         threads = [threading.Thread(target=waiter, args=(s,)) for s in (positions(2), positions(3))]
         for thread in threads:
@@ -171,8 +201,10 @@ def test_close_wakes_the_waiters_and_refuses_new_requests():
         batcher.close()
         for thread in threads:
             thread.join(JOIN)
-    assert not any(thread.is_alive() for thread in threads)
-    assert len(errors) == 2 and inner.sizes == []
+    inner.opened.set()
+    holder.join(JOIN)
+    assert not any(thread.is_alive() for thread in threads + [holder])
+    assert len(errors) == 2 and inner.sizes == [1]
     with pytest.raises(BatchingClosed):
         batcher.prepare(positions(1))
 
@@ -195,42 +227,47 @@ def test_a_client_that_leaves_does_not_stall_the_others():
             evaluation.compute()
             result.append(evaluation.result())
 
+    holder = occupy(batcher, inner)
     idle = threading.Thread(target=idle_client)
     idle.start()
     entered.wait(JOIN)
     sending = threading.Thread(target=sender)
     sending.start()
-    for thread in (idle, sending):
+    inner.opened.set()
+    for thread in (idle, sending, holder):
         thread.join(JOIN)
-    assert not sending.is_alive() and len(result[0]) == 4 and inner.sizes == [4]
+    assert not sending.is_alive() and len(result[0]) == 4 and inner.sizes == [1, 4]
 
 
 def test_a_batch_waits_no_longer_than_the_gather_window_on_its_clock():
     clock = FakeClock()
     inner = Recording()
-    batcher = BatchingEvaluator(inner, gather_window=0.5, clock=clock)
+    batcher = BatchingEvaluator(inner, parallel=2, gather_window=0.5, clock=clock)
     done = threading.Event()
 
     def waiter() -> None:
         batcher.evaluate(positions(2))
         done.set()
 
+    holder = occupy(batcher, inner)  # one slot busy, one free: the batch waits for the client, or the window
     with batcher.client():  # running: without the window the batch would wait for it
         thread = threading.Thread(target=waiter)
         thread.start()
         assert not done.wait(0.05)
-        assert inner.sizes == []
+        assert inner.sizes == [1]
         clock.advance(0.5)
         thread.join(JOIN)
-    assert done.is_set() and inner.sizes == [2]
+    inner.opened.set()
+    holder.join(JOIN)
+    assert done.is_set() and inner.sizes == [1, 2]
 
 
 def test_batching_sits_above_a_cache_that_evaluates_a_shared_position_once():
     network = Recording()
     batcher = BatchingEvaluator(CachedEvaluator(network), gather_window=None)
     states = positions(4)
-    results = run_clients(batcher, [states[0:3], states[1:4]])
-    assert network.sizes == [4]  # positions 1 and 2, sent by both clients, evaluated once
+    results = run_clients(batcher, [states[0:3], states[1:4]], network)
+    assert network.sizes == [1, 4]  # positions 1 and 2, sent by both clients, evaluated once
     np.testing.assert_array_equal(results[0].policy[1:], results[1].policy[:2])
 
 
@@ -288,7 +325,8 @@ def test_positions_keep_their_sides():
     black, white = GameState(5, 5), GameState(5, 5)
     white.play(white.grid.from_flat(12), BLACK)
     assert white.to_play == WHITE
-    batcher = BatchingEvaluator(ScriptedEvaluator(), gather_window=None)
-    results = run_clients(batcher, [[black], [white]])
+    inner = Recording()
+    batcher = BatchingEvaluator(inner, gather_window=None)
+    results = run_clients(batcher, [[black], [white]], inner)
     alone = ScriptedEvaluator().evaluate([black, white])
     np.testing.assert_array_equal(np.concatenate([r.ownership for r in results]), alone.ownership)
