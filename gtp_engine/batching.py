@@ -5,21 +5,20 @@ Terms:
 - request: one caller's positions (prepare(states)): it joins the forming batch of its board size and waits there.
 - client: a search that keeps sending requests until it ends. client() counts the calling thread as one while it
   is inside; a Searcher over a batching evaluator enters it for each search (evaluator.search_client). A client is
-  waiting while its thread waits for a request (or works for the batcher, below), running otherwise.
-- slots: at most `parallel` compute steps run at once (on the CPU: the cores, each call on its share of them).
-- due: a forming batch goes to the inner evaluator at once when no slot is busy (the network would idle: a search
-  alone keeps its batches in flight as with evaluation threads of its own); else once no other search is about to
-  add to it: when one more request would take it past max_batch positions, when no client is running (every one
-  waits, or there is none), or when its oldest request has waited gather_window seconds on the clock (a client
-  busy elsewhere: writing a report, or gone without leaving). A request larger than max_batch forms a batch alone.
-- workers: the batcher's own threads (parallel - 1 of them, started with the first request) and every thread that
-  waits for its request. A free worker takes, while a slot is free, a compute step of a started batch, else the
-  oldest due batch, which it starts: the inner's prepare of all its positions (requests in order), its compute
-  cut into as many steps as slots are free (evaluator.compute_steps: the network's calls, which release the GIL).
-  The worker that ends a batch's last step takes its result and hands each request its rows. What the inner
-  raises reaches every caller of that batch.
+  waiting while its thread waits for one of its requests, running otherwise.
+- servers: the batcher's `parallel` threads (started with the first request), each running one compute step at a
+  time (on the CPU: a core each, each call on its share of them). A free server takes a compute step of a started
+  batch, else the oldest due batch, which it starts: the inner's prepare of all its positions (requests in order),
+  its compute cut into as many steps as servers are free (evaluator.compute_steps: the network's calls, which
+  release the GIL). The server that ends a batch's last step takes its result and hands each request its rows, or
+  what the inner raised. A waiting caller only waits: it is woken once, when its request is done.
+- due: a forming batch goes at once when no server is busy (the network would idle: a search alone keeps its
+  batches in flight as with evaluation threads of its own); else once no other search is about to add to it: when
+  one more request would take it past max_batch positions, when no client is running (every one waits, or there
+  is none), or when its oldest request has waited gather_window seconds on the clock (a client busy elsewhere:
+  writing a report, or gone without leaving). A request larger than max_batch forms a batch alone.
 - close: new requests are refused (BatchingClosed); the requests of forming batches fail with it and their callers
-  wake; started batches end as usual, then the batcher's threads.
+  wake; started batches end as usual, then the servers.
 
 Above the cache: a CachedEvaluator goes below the batcher (BatchingEvaluator(cache)), so that the cache sees each
 shared call whole. Positions that two searches send at once (neighbouring positions of a game review share most of
@@ -46,14 +45,19 @@ class BatchingClosed(RuntimeError):
 
 
 class _Request:
-    __slots__ = ("states", "offset", "rows", "error", "done")
+    __slots__ = ("states", "offset", "rows", "error", "pending")
 
     def __init__(self, states: Sequence):
         self.states = states
         self.offset = 0  # of its rows in its batch
         self.rows: EvaluationBatch | None = None
         self.error: BaseException | None = None
-        self.done = False
+        self.pending = threading.Lock()  # held until the request is done; its caller waits on it
+        self.pending.acquire()
+
+    def end(self, rows: EvaluationBatch | None, error: BaseException | None) -> None:
+        self.rows, self.error = rows, error
+        self.pending.release()
 
 
 class _Batch:
@@ -94,7 +98,7 @@ class BatchingEvaluator:
         self._clients: dict[int, int] = {}  # thread ident -> how many client() it is inside
         self._waiting = 0  # client threads waiting for a request
         self._closed = False
-        self._threads: list[threading.Thread] = []  # the batcher's own workers, once started
+        self._servers: list[threading.Thread] = []  # once started
 
     @property
     def accepts_positions(self) -> bool:
@@ -141,12 +145,12 @@ class BatchingEvaluator:
             request.offset = batch.positions
             batch.requests.append(request)
             batch.positions += len(states)
-            if not self._threads:
-                self._threads = [threading.Thread(target=self._work, name=f"batching-{i}", daemon=True)
-                                 for i in range(self.parallel - 1)]
-                for thread in self._threads:
+            if not self._servers:
+                self._servers = [threading.Thread(target=self._serve, name=f"batching-{i}", daemon=True)
+                                 for i in range(self.parallel)]
+                for thread in self._servers:
                     thread.start()
-            self._lock.notify_all()  # a free worker may take it
+            self._lock.notify()  # a free server may take it
         return _BatchedEvaluation(self, request)
 
     def close(self) -> None:
@@ -159,13 +163,13 @@ class BatchingEvaluator:
             error = BatchingClosed("the batching evaluator was closed before the request was evaluated")
             for batch in abandoned:
                 for request in batch.requests:
-                    request.error, request.done = error, True
+                    request.end(None, error)
             self._lock.notify_all()
 
-    # ---- the workers ---------------------------------------------------------------------------------------
+    # ---- the servers ---------------------------------------------------------------------------------------
 
-    def _work(self) -> None:
-        """One of the batcher's own workers: takes work until the batcher is closed and nothing is left to do."""
+    def _serve(self) -> None:
+        """A server: takes work until the batcher is closed and nothing is left to do."""
         lock = self._lock
         with lock:
             while True:
@@ -182,33 +186,24 @@ class BatchingEvaluator:
                     lock.acquire()
 
     def _wait(self, request: _Request) -> None:
-        """Returns once the request is evaluated, working for the batcher meanwhile; raises what its batch raised."""
-        lock = self._lock
-        with lock:
-            client = threading.get_ident() in self._clients
-            self._waiting += client
+        """Returns once the request is done; raises what its batch raised."""
+        client = threading.get_ident() in self._clients
+        if client:
+            with self._lock:
+                self._waiting += 1
+                self._lock.notify()  # the last running client now waits: a batch may be due
+        try:
+            with request.pending:
+                pass
+        finally:
             if client:
-                lock.notify_all()  # the last running client now waits: a batch may be due
-            try:
-                while not request.done:
-                    work = self._next_work()
-                    if work is None:
-                        lock.wait(self._time_left())
-                        continue
-                    lock.release()
-                    try:
-                        work()
-                    finally:
-                        lock.acquire()
-            finally:
-                self._waiting -= client
+                with self._lock:
+                    self._waiting -= 1
         if request.error is not None:
             raise request.error
 
     def _next_work(self) -> Callable[[], None] | None:
-        """Under the lock: a compute step to run, or a due batch to start, when fewer than `parallel` run."""
-        if self._running >= self.parallel:
-            return None
+        """Under the lock: a compute step to run, or a due batch to start."""
         if self._started:
             batch = self._started[0]
             step = batch.steps.pop(0)
@@ -219,7 +214,7 @@ class BatchingEvaluator:
         self._collect_due()
         if self._due:
             batch = self._due.pop(0)
-            parts = self.parallel - self._running  # the slots free, this one's included
+            parts = self.parallel - self._running  # the servers free, this one included
             self._running += 1
             return lambda: self._start(batch, parts)
         return None
@@ -244,8 +239,7 @@ class BatchingEvaluator:
         return max(1e-4, self.gather_window - (self.clock() - oldest))
 
     def _start(self, batch: _Batch, parts: int) -> None:
-        """Prepares the batch with the inner and runs the first of its up to `parts` compute steps (the caller holds
-        a slot)."""
+        """Prepares the batch with the inner and runs the first of its up to `parts` compute steps."""
         states = [state for request in batch.requests for state in request.states]
         try:
             with self._inner_lock:
@@ -263,11 +257,11 @@ class BatchingEvaluator:
             batch.steps = steps[1:]
             if batch.steps:
                 self._started.append(batch)
-                self._lock.notify_all()
+                self._lock.notify(len(batch.steps))
         self._run_step(batch, steps[0])
 
     def _run_step(self, batch: _Batch, step: Callable[[], None]) -> None:
-        """Runs a compute step (the caller holds a running slot); the batch's last one hands out its rows."""
+        """Runs a compute step; the batch's last one hands out its rows."""
         try:
             step()
         except BaseException as error:  # noqa: BLE001 - every caller of the batch raises it
@@ -276,7 +270,6 @@ class BatchingEvaluator:
             self._running -= 1
             batch.unfinished -= 1
             last = not batch.unfinished
-            self._lock.notify_all()  # a running slot is free
         if last:
             self._finish(batch)
 
@@ -288,34 +281,28 @@ class BatchingEvaluator:
                     result = batch.evaluation.result()
             except BaseException as raised:  # noqa: BLE001 - every caller of the batch raises it
                 error = raised
-        with self._lock:
-            if error is not None:
-                self._fail(batch, error)
-                return
-            whole = len(batch.requests) == 1
-            for request in batch.requests:
-                request.rows = result if whole else _rows(result, request.offset, request.offset + len(request.states))
-                request.done = True
-            self._lock.notify_all()
-
-    def _fail(self, batch: _Batch, error: BaseException) -> None:
-        """Under the lock: every request of the batch raises `error`."""
+        if error is not None:
+            self._fail(batch, error)
+            return
+        whole = len(batch.requests) == 1
         for request in batch.requests:
-            request.error, request.done = error, True
-        self._lock.notify_all()
+            request.end(result if whole else _rows(result, request.offset, request.offset + len(request.states)), None)
+
+    @staticmethod
+    def _fail(batch: _Batch, error: BaseException) -> None:
+        """Every request of the batch raises `error`."""
+        for request in batch.requests:
+            request.end(None, error)
 
 
 class _BatchedEvaluation:
-    """BatchingEvaluator.prepare's evaluation: compute() waits for the request's rows (see waiters work)."""
+    """BatchingEvaluator.prepare's evaluation: compute() waits for the request's rows (see servers)."""
 
     def __init__(self, batcher: BatchingEvaluator, request: _Request):
         self._batcher, self._request = batcher, request
 
     def compute(self) -> None:
-        if not self._request.done:
-            self._batcher._wait(self._request)
-        elif self._request.error is not None:
-            raise self._request.error
+        self._batcher._wait(self._request)
 
     def result(self) -> EvaluationBatch:
         return self._request.rows

@@ -271,7 +271,7 @@ def test_batching_sits_above_a_cache_that_evaluates_a_shared_position_once():
     np.testing.assert_array_equal(results[0].policy[1:], results[1].policy[:2])
 
 
-def test_compute_steps_run_on_up_to_parallel_waiters():
+def test_compute_steps_run_on_up_to_parallel_servers():
     class Split:
         """An inner evaluator whose compute comes in one step per position, counting those running at once."""
 
