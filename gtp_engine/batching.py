@@ -126,7 +126,7 @@ class BatchingEvaluator:
         return evaluation.result()
 
     def prepare(self, states: Sequence) -> PreparedEvaluation:
-        """The request joins its forming batch now; its compute() waits for (and works on) the shared calls."""
+        """The request joins its forming batch now; its compute() waits for its rows from the shared call."""
         if not states:
             return prepare(self.inner, states)
         request = _Request(states)
