@@ -12,9 +12,9 @@ RecordingEvaluator of tools/bench_search.py), so cache hits never pass for speed
 The session column replays the batches the network received in that measurement (sizes as they came) through the
 bare session the way bench_search measures it (its session_rate): the better of one call at a time on
 onnxruntime's own thread count and as many calls at once as the searches make on the search's thread count.
-net/session is the share of that throughput the searches kept; batch, the mean positions a network call (its first 200 calls); xN=1 the network positions per second against one
-search of the same way, measured in the same round. Rounds alternate the ways, so that load from elsewhere on the
-machine weighs on both.
+net/session is the share of that throughput the searches kept; batch, the mean positions of a network call (over
+its first 200 calls); xN=1, the network positions per second against one search of the same way, measured in the
+same round. Rounds alternate the ways, so that load from elsewhere on the machine weighs on both.
 
     python -m tools.bench_concurrent                              # 19x19 and 9x9, N = 1 2 4 8
     python -m tools.bench_concurrent --sizes 9 --clients 1 4 --seconds 5 --rounds 2
