@@ -23,8 +23,9 @@ Terms:
 Above the cache: a CachedEvaluator goes below the batcher (BatchingEvaluator(cache)), so that the cache sees each
 shared call whole. Positions that two searches send at once (neighbouring positions of a game review share most of
 their trees) are then evaluated once, where below it each search's miss would reach the network; and the batcher
-wraps whatever evaluator a front end has (value-network or rollout mixing included) without rebuilding it. A
-request that the cache answers whole still waits for its batch: in a search that is a batch or two a search.
+wraps whatever evaluator a front end has (value-network or rollout mixing included) without rebuilding it. The
+price: a request that the cache answers whole still waits for its batch's call. The analysis engine and the game
+review search through one; GTP's one search at a time keeps its own evaluation threads (search/threads.py).
 """
 
 from __future__ import annotations
