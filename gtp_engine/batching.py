@@ -31,12 +31,14 @@ review search through one; GTP's one search at a time keeps its own evaluation t
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import time
 from typing import Callable, Iterator, Sequence
 
 from gtp_engine.evaluator import EvaluationBatch, Evaluator, PreparedEvaluation, accepts_positions, compute_steps, \
     prepare
+from gtp_engine.search.threads import SWITCH_INTERVAL
 
 GATHER_WINDOW = 0.005  # seconds: see due
 
@@ -151,6 +153,9 @@ class BatchingEvaluator:
                                  for i in range(self.parallel)]
                 for thread in self._servers:
                     thread.start()
+                # as beside evaluation threads (search/threads.py): a server whose call ends while a search thread
+                # holds the GIL would wait the whole switch interval (5 ms by default) to hand its rows back
+                sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
             self._lock.notify()  # a free server may take it
         return _BatchedEvaluation(self, request)
 
