@@ -7,16 +7,16 @@ which our options may follow. Either way a GUI made for Leela Zero or KataGo sta
 
 Start-up order matters for controllers: the GTP reader starts at once and the network of the first board size loads
 on a background thread (network_loader.py), so protocol_version, name and list_commands answer within a second
-however long the load takes, and a network that cannot be used ends the process as soon as the load finds it out.
-stdout is kept for GTP alone (log.protocol_stdout). quit, the end of input, SIGTERM and SIGINT end the process.
+however long the load takes, and a network that cannot be used ends the process as soon as the load finds it out;
+once a network has loaded, one line on stderr says which, where it runs and how (network_loader's load line).
+stdout is kept for GTP alone (log.protocol_stdout). quit, the end of input, SIGTERM and SIGINT end the process at
+once, whatever runs: quit and the end of input ask a running genmove for its answer first (gtp/protocol.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import os
-import signal
 import sys
 from typing import Any
 
@@ -71,14 +71,8 @@ def katago_parser() -> argparse.ArgumentParser:
         prog="gtp-engine gtp", allow_abbrev=False,
         description="GTP with KataGo's command line, so that tools made for KataGo can start this engine "
                     "unchanged. Any gtp-engine option may follow (e.g. --name KataGo) and wins over the config.")
-    p.add_argument("-model", metavar="NET", help="ONNX network (a KataGo network is not readable: the shipped "
-                                                  "network for each board size is used instead, with a warning)")
-    p.add_argument("-config", metavar="FILE", help="KataGo GTP config file; the keys that apply here are read "
-                                                   "(maxVisits, maxPlayouts, maxTime, numSearchThreads, "
-                                                   "ponderingEnabled, rules, resignThreshold, ...), the rest "
-                                                   "ignored with a warning")
-    p.add_argument("-override-config", metavar="K=V,...", default="", help="config keys that win over the file")
-    p.add_argument("-human-model", metavar="NET", help="KataGo's human-style network: not supported, ignored")
+    katago_config.add_arguments(p, "maxVisits, maxPlayouts, maxTime, numSearchThreads, ponderingEnabled, rules, "
+                                   "resignThreshold")
     return p
 
 
@@ -138,6 +132,7 @@ def load_katago_config(argv: list[str]) -> tuple[EngineConfig, list[str]]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    log_lib.end_at_stop_signals()  # the review says more at a stop signal (review.py)
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["analysis"]:  # KataGo's JSON analysis protocol (analysis/command.py)
         from gtp_engine.analysis import command as analysis_command
@@ -155,23 +150,15 @@ def main(argv: list[str] | None = None) -> None:
     for note in notes:
         log.warning("%s", note)
 
-    def end(signum, frame):
-        log.info("signal %d: exiting", signum)
-        log_lib.flush()
-        os._exit(0)
-
-    signal.signal(signal.SIGTERM, end)
-    signal.signal(signal.SIGINT, end)
-
     reader = protocol.Reader(sys.stdin.buffer).start()
-    players = NetworkLoader(engine_config, on_unusable=exit_process("gtp-engine"))
+    players = NetworkLoader(engine_config, on_unusable=exit_process("gtp-engine"),
+                            on_loaded=lambda line: log_lib.announce(f"gtp-engine: {line}"))
     session = commands.Session(players, engine_config.move_limits, engine_config.play,
                                Rules.from_katago(engine_config.play.rules), name=engine_config.name)
     ending = protocol.serve(session.handler, reader, protocol.Writer(gtp_out))
     log.info("session ended (%s)", ending)
     session.stop_pondering()
-    log_lib.flush()  # every response was flushed as it was written (protocol.Writer)
-    os._exit(0)  # without waiting for search or onnxruntime threads
+    log_lib.end_process(0)  # every response was flushed as it was written (protocol.Writer)
 
 
 if __name__ == "__main__":

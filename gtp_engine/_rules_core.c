@@ -1142,12 +1142,18 @@ static PyObject *position_get_move_number(PositionObject *p, void *Py_UNUSED(clo
     return PyLong_FromSsize_t(p->move_count);
 }
 
+static PyObject *position_get_captures(PositionObject *p, void *Py_UNUSED(closure)) {
+    return Py_BuildValue("[lll]", p->captures[0], p->captures[BLACK], p->captures[WHITE]);
+}
+
 static PyGetSetDef position_getset[] = {
     {"grid", (getter)position_get_grid, NULL, "the board's Grid", NULL},
     {"root_state", (getter)position_get_root_state, NULL, "the GameState the line is played from", NULL},
     {"line", (getter)position_get_line, NULL, "the points played from the root, in order", NULL},
     {"hash", (getter)position_get_hash, NULL, "the board's Zobrist hash (Board.hash)", NULL},
     {"move_number", (getter)position_get_move_number, NULL, "the game's moves: the root's and the line's", NULL},
+    {"captures", (getter)position_get_captures, NULL, "stones captured, indexed by the capturing colour "
+     "(Board.captures)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

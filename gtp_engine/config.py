@@ -59,7 +59,7 @@ class RolloutOptions:
 
 @dataclass(frozen=True)
 class PlayOptions:
-    rules: str = "chinese"  # a rule set name, see game.Rules.named
+    rules: str = "chinese"  # a rule set name or KataGo's JSON rules object, see game.Rules.from_katago
     ponder: bool = False  # think on the opponent's time; any input stops it
     lag_buffer: float | None = None  # seconds kept back from every limit for delay; None: timecontrol.kept_back
 
@@ -154,6 +154,13 @@ def _text(value: Any) -> str:
     return value.strip()
 
 
+def _rules(value: Any) -> str:
+    """A rule set name or KataGo's rules object (JSON text, or a TOML table), as text Rules.from_katago reads."""
+    text = json.dumps(value) if isinstance(value, dict) else _text(value)
+    Rules.from_katago(text)  # ValueError naming the name or the field
+    return text
+
+
 def _device(value: Any) -> str:
     text = _text(value).lower()
     if text not in ("auto", "cpu", "cuda", "tensorrt"):
@@ -165,12 +172,6 @@ def _precision(value: Any) -> str:
     text = _text(value).lower()
     if text not in ("auto", "fp32", "int8"):
         raise ValueError(f"expected auto, fp32 or int8, got {value!r}")
-    return text
-
-
-def _rules(value: Any) -> str:
-    text = _text(value)
-    Rules.from_katago(text)  # ValueError naming the problem
     return text
 
 
@@ -226,8 +227,9 @@ OPTIONS: tuple[Option, ...] = (
            "playouts of the search that judges dead stones when no search covered the position (default: 100)",
            "N"),
     Option("seed", ("seed",), _seed, "random seed for reproducible play", "N"),
-    Option("rules", ("play", "rules"), _rules,
-           "rule set: chinese, japanese, tromp-taylor, aga, ..., or KataGo's rules as JSON (default: chinese)", "NAME"),
+    Option("rules", ("play", "rules"), _rules, "rule set: chinese, japanese, korean, aga, new-zealand, tromp-taylor, "
+           "stone-scoring, ancient-territory, KataGo's names, or KataGo's JSON rules object (default: chinese)",
+           "NAME|JSON"),
     Option("ponder", ("play", "ponder"), _bool, "think on the opponent's time: on or off (default: off)", "on|off"),
     Option("lag-buffer", ("play", "lag_buffer"), _lag, "your delay, kept back from every limit (default: a fifth, at most 1)", "SECONDS"),
     Option("log-level", ("log_level",), _log_level, "debug, info, warning or error (default: warning)", "LEVEL"),

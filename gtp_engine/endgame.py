@@ -7,12 +7,17 @@ Terms:
 - dead stones: chains whose mean ownership is on the opponent's side. The score "by the count" is the game's
   score after removing them, per its rules; the "raw count" is the same with every stone alive (Tromp-Taylor
   under area scoring).
-- seki stones: living chains without a point of their own: every liberty is neutral (|ownership| below
-  NEUTRAL_OWNERSHIP) and touches a living opponent chain.
+- seki stones: the rules' seki stones (GameState.seki_stones: chains beside a point neither colour can fill, which
+  the count under the seki tax follows), and living chains without a point of their own: every liberty is neutral
+  (|ownership| below NEUTRAL_OWNERSHIP) and touches a living opponent chain.
 - neutral points: the points area counting gives to nobody: dame, seki liberties, empty regions touching both
   colours (and so the areas around dead stones), the whole board while it is empty.
 - own territory: an empty point that area counting gives to the side to move (its empty region touches only our
-  stones) and that the ownership gives us with confidence. Playing there usually gains nothing and may spoil eyes.
+  stones) and that the ownership gives us with confidence; whatever the ownership, an eye (an empty point whose
+  neighbours are all our stones), and under territory scoring, once the opponent has passed, every such point:
+  there each filling costs a point, and a network unsure of its own area must not fill it point by point, its
+  eyes last (a game under japanese rules looped so to the move limit). Playing there usually gains nothing and
+  may spoil eyes.
 - needed filling: a move in our own territory that does gain: it is the last liberty of a chain of ours (the
   filling connects it, where the opponent's move there would capture it), or the search is sure it is better
   than any other move it looked at (its LCB above their winrates: a shortage of liberties, a throw-in to
@@ -139,6 +144,7 @@ def chain_statuses(state: GameState, ownership: np.ndarray) -> dict[str, list[li
     """Every chain as "alive" or "dead" by the ownership; "seki" lists the living chains in seki. Chains as sorted
     points, in board order."""
     dead = set(dead_stones(state, ownership))
+    seki = state.seki_stones(dead)
     board, g = state.board, state.grid
     chains: list[list[int]] = []
     seen: set[int] = set()
@@ -156,8 +162,9 @@ def chain_statuses(state: GameState, ownership: np.ndarray) -> dict[str, list[li
         statuses["alive"].append(chain)
         enemy = opponent(board.colors[chain[0]])
         liberties = board.chain_liberty_points(chain[0])
-        if liberties and all(abs(float(ownership[g.flat(lib)])) < NEUTRAL_OWNERSHIP
-                             and any(living.get(n) == enemy for n in g.neighbors[lib]) for lib in liberties):
+        if chain[0] in seki or liberties and all(abs(float(ownership[g.flat(lib)])) < NEUTRAL_OWNERSHIP
+                                                 and any(living.get(n) == enemy for n in g.neighbors[lib])
+                                                 for lib in liberties):
             statuses["seki"].append(chain)
     return statuses
 
@@ -165,10 +172,18 @@ def chain_statuses(state: GameState, ownership: np.ndarray) -> dict[str, list[li
 # ---- our territory ------------------------------------------------------------------------------------------
 
 def own_territory(state: GameState, ownership: np.ndarray) -> np.ndarray:
-    """Bool per flat point: empty, counted the side to move's by area counting and confidently its by ownership."""
-    sign = 1 if state.to_play == BLACK else -1
-    empty = np.frombuffer(state.board.colors, dtype=np.uint8)[state.grid.point_of] == EMPTY
-    return empty & (state.area_ownership() == sign) & (sign * ownership >= OWN_TERRITORY_OWNERSHIP)
+    """Bool per flat point: the side to move's own territory (see the module docstring)."""
+    sign, g = (1 if state.to_play == BLACK else -1), state.grid
+    colors = state.board.colors
+    ours = (np.frombuffer(colors, dtype=np.uint8)[g.point_of] == EMPTY) & (state.area_ownership() == sign)
+    if state.rules.scoring == "territory" and opponent_passed(state):
+        return ours
+    territory = ours & (sign * ownership >= OWN_TERRITORY_OWNERSHIP)
+    around = (EMPTY, opponent(state.to_play))  # what an eye has no neighbour of
+    for flat in np.flatnonzero(ours & ~territory).tolist():
+        if all(colors[n] not in around for n in g.neighbors[g.points[flat]]):
+            territory[flat] = True
+    return territory
 
 
 def is_needed_filling(state: GameState, point: int, moves: Sequence[SearchedMove], territory: np.ndarray) -> bool:

@@ -75,7 +75,7 @@ SPATIAL_CHANNELS = len(SPATIAL)
 GLOBAL_FEATURES = len(GLOBAL)
 _KO = SPATIAL.index("ko_ban")
 _LAST = SPATIAL.index("move_1_ago")
-_SCALE = 20.0  # points per unit of the global score-like inputs
+SCALE = 20.0  # points per unit of the global score-like inputs
 _INVERSE = np.array(symmetry.INVERSE)
 
 
@@ -128,9 +128,9 @@ def global_inputs_python(states: Sequence[GameState]) -> np.ndarray:
         territory = rules.scoring == "territory"
         recent = s.moves[-2:]
         rows.append((
-            _compensation(s) / _SCALE,
+            _compensation(s) / SCALE,
             territory,
-            _prisoner_balance(s) / _SCALE if territory else 0.0,
+            _prisoner_balance(s) / SCALE if territory else 0.0,
             rules.ko == "simple",
             rules.ko == "situational",
             rules.suicide_allowed,

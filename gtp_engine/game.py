@@ -5,7 +5,15 @@ Terms:
   (surrounded points + prisoners, Japanese); ko is "positional" superko (no move may recreate an earlier board),
   "situational" superko (no move may recreate an earlier board with the same player to move) or "simple" (only the
   immediate recapture is banned); suicide_allowed lets a move remove its own chain; white_handicap_bonus is the
-  compensation White gets per handicap stone under area scoring ("0", "N" or "N-1").
+  compensation White gets per handicap stone under area scoring ("0", "N" or "N-1"); tax is KataGo's: "none",
+  "seki" (the points of a region whose stones are in seki count for nobody: Japanese counting) or "all" (that,
+  and every counted region costs its owner two points, the two eyes a group needs: ancient stone scoring); by
+  default "seki" under territory scoring and "none" under area scoring.
+- seki stones: the living chains beside a seki point, an empty point next to living stones of both colours where
+  either colour's stone would leave its chain a single liberty without capturing (so neither plays there);
+  dead stones are off the board for this. Unfilled dame next to chains with liberties to spare is no seki.
+- counted region: an empty region (after removing dead stones) bordered by one colour only, and under tax "seki"
+  or "all" by no seki stones: its points are that colour's territory.
 - position key: what superko compares: the board's stones hash, plus who is to move under situational superko.
 - setup stones: stones put on the board outside the move sequence (handicap, SGF AB/AW). They are not moves:
   undo never goes back past them.
@@ -40,6 +48,7 @@ from gtp_engine.coords import GTP_COLUMNS, PASS, Grid, to_gtp
 SCORINGS = ("area", "territory")
 KO_RULES = ("positional", "situational", "simple")
 HANDICAP_BONUSES = ("0", "N", "N-1")
+TAXES = ("none", "seki", "all")
 
 # Distinguishes "white to move" in situational superko keys.
 _WHITE_TO_MOVE_KEY = 0x5D3A_9F1B_2C47_E681
@@ -52,6 +61,7 @@ class Rules:
     suicide_allowed: bool = False
     white_handicap_bonus: str = "N"
     name: str = "chinese"
+    tax: str | None = None  # None: the scoring's default (see the module docstring)
 
     def __post_init__(self) -> None:
         if self.scoring not in SCORINGS:
@@ -60,6 +70,18 @@ class Rules:
             raise ValueError(f"unknown ko rule {self.ko!r}; expected one of {KO_RULES}")
         if self.white_handicap_bonus not in HANDICAP_BONUSES:
             raise ValueError(f"unknown handicap bonus {self.white_handicap_bonus!r}")
+        if self.tax is None:
+            object.__setattr__(self, "tax", "seki" if self.scoring == "territory" else "none")
+        if self.tax not in TAXES:
+            raise ValueError(f"unknown tax {self.tax!r}; expected one of {TAXES}")
+
+    def default_komi(self, handicap_stones: int = 0) -> float:
+        """The komi of a game under these rules where none is given: 0.5 with handicap stones (under area scoring
+        White's compensation for them is then white_handicap_bonus: Chinese N, AGA N-1), else KOMI under area
+        scoring and a point less under territory scoring (Japanese and Korean 6.5)."""
+        if handicap_stones >= 2:
+            return HANDICAP_KOMI
+        return KOMI - 1 if self.scoring == "territory" else KOMI
 
     @staticmethod
     def named(name: str) -> "Rules":
@@ -72,11 +94,9 @@ class Rules:
     # ---- KataGo's JSON form (kata-get-rules, kata-set-rules, the analysis engine's "rules") ----------------
 
     def to_katago(self) -> dict:
-        """The rules as KataGo writes them: {"ko": "POSITIONAL", "scoring": "AREA", ...}. Territory scoring is
-        KataGo's with the seki tax, as its japanese rules: the name and the object are the same rules here."""
+        """The rules as KataGo writes them: {"ko": "POSITIONAL", "scoring": "AREA", ...}."""
         return {"ko": self.ko.upper(), "scoring": self.scoring.upper(), "suicide": self.suicide_allowed,
-                "tax": "SEKI" if self.scoring == "territory" else "NONE", "hasButton": False,
-                "whiteHandicapBonus": self.white_handicap_bonus}
+                "tax": self.tax.upper(), "hasButton": False, "whiteHandicapBonus": self.white_handicap_bonus}
 
     @staticmethod
     def from_katago(value: str | dict) -> "Rules":
@@ -90,8 +110,8 @@ class Rules:
     @staticmethod
     def nearest_katago(value: str | dict) -> tuple["Rules", list[str]]:
         """What this engine plays for a KataGo rule set name or rules object, and where that differs from it (a
-        message per difference: the group tax of stone scoring, the button, Spight's ko rule); raises ValueError
-        for a name or a field KataGo does not know either, or a value it would refuse."""
+        message per difference: the button, Spight's ko rule); raises ValueError for a name or a field KataGo
+        does not know either, or a value it would refuse, naming the field."""
         if isinstance(value, str):
             text = value.strip()
             if not text.startswith("{"):
@@ -107,7 +127,7 @@ class Rules:
         if not isinstance(value, dict):
             raise ValueError("expected a JSON object")
         fields = {"scoring": "area", "ko": "positional", "suicide_allowed": True, "white_handicap_bonus": "0"}
-        tax, approximations = None, []  # KataGo's defaults for an object: Tromp-Taylor's
+        tax, approximations = None, []  # KataGo's defaults for an object: Tromp-Taylor's, the scoring's tax
         for key, item in value.items():
             if key == "ko" and isinstance(item, str) and item.upper() == "SPIGHT":
                 fields["ko"] = "situational"
@@ -120,8 +140,8 @@ class Rules:
                 fields["suicide_allowed"] = item
             elif key == "whiteHandicapBonus" and isinstance(item, str):
                 fields["white_handicap_bonus"] = item.upper()
-            elif key == "tax" and isinstance(item, str) and item.upper() in ("NONE", "SEKI", "ALL"):
-                tax = item.upper()
+            elif key == "tax" and isinstance(item, str) and item.lower() in TAXES:
+                tax = item.lower()
             elif key == "hasButton" and isinstance(item, bool):
                 if item:
                     approximations.append("hasButton: the button is not played; scored without it")
@@ -129,13 +149,17 @@ class Rules:
                 continue  # how KataGo's own games end; no position or score changes with it
             else:
                 raise ValueError(f"unsupported rule {key}={item!r}")
-        expected_tax = "SEKI" if fields["scoring"] == "territory" else "NONE"
-        if tax is not None and tax != expected_tax:
-            approximations.append(f"tax {tax}: scored with tax {expected_tax}")
-        named = [name for name, rules in RULE_SETS.items()
-                 if (rules.scoring, rules.ko, rules.suicide_allowed, rules.white_handicap_bonus) ==
-                 tuple(fields.values())]
-        return Rules(**fields, name=named[0] if named else "custom"), approximations
+        try:
+            exact = Rules(**fields, name="custom", tax=tax)
+        except ValueError as error:
+            raise ValueError(f"unsupported rule: {error}") from None
+        named = [name for name, rules in RULE_SETS.items() if rules.same_play(exact)]
+        return (RULE_SETS[named[0]] if named else exact), approximations
+
+    def same_play(self, other: "Rules") -> bool:
+        """Whether the two rules are the same rules, whatever their names."""
+        return (self.scoring, self.ko, self.suicide_allowed, self.white_handicap_bonus, self.tax) == (
+            other.scoring, other.ko, other.suicide_allowed, other.white_handicap_bonus, other.tax)
 
 
 RULE_SETS = {
@@ -145,20 +169,17 @@ RULE_SETS = {
     "new-zealand": Rules("area", "situational", True, "0", "new-zealand"),
     "japanese": Rules("territory", "simple", False, "0", "japanese"),
     "korean": Rules("territory", "simple", False, "0", "korean"),
+    "stone-scoring": Rules("area", "simple", False, "0", "stone-scoring", "all"),
+    "ancient-territory": Rules("territory", "simple", False, "0", "ancient-territory", "all"),
 }
 _RULE_ALIASES = {"cn": "chinese", "jp": "japanese", "tt": "tromp-taylor", "nz": "new-zealand", "ko": "korean"}
 # KataGo's rule set names (spaces, underscores and hyphens dropped) that are one of RULE_SETS here.
 _KATAGO_NAMES = {"chineseogs": "chinese", "chinesekgs": "chinese", "newzealand": "new-zealand",
                  "tromptaylor": "tromp-taylor", "bga": "aga", "french": "aga", "goe": "tromp-taylor",
-                 "ing": "tromp-taylor"}
+                 "ing": "tromp-taylor", "stonescoring": "stone-scoring", "ancientarea": "stone-scoring",
+                 "ancientterritory": "ancient-territory"}
 # KataGo's rule sets this engine plays only approximately: the nearest rules, and what differs.
 _KATAGO_APPROXIMATE = {
-    **dict.fromkeys(("stone-scoring", "stonescoring", "ancient-area", "ancientarea"), (
-        Rules("area", "simple", False, "0", "custom"),
-        "the group tax of stone scoring is not played; scored as area scoring")),
-    **dict.fromkeys(("ancient-territory", "ancientterritory"), (
-        Rules("territory", "simple", False, "0", "japanese"),
-        "the group tax of ancient territory scoring is not played; scored as japanese")),
     **dict.fromkeys(("aga-button", "agabutton"), (
         RULE_SETS["aga"], "the button is not played; scored as aga")),
 }
@@ -176,8 +197,9 @@ class _UndoStart(NamedTuple):
 
 
 # The komi of every game, match and training run unless one is given: Chinese rules' 7.5, which also makes draws
-# impossible under area scoring.
+# impossible under area scoring. Rules.default_komi gives it a point less under territory scoring.
 KOMI = 7.5
+HANDICAP_KOMI = 0.5  # a handicap game's komi under every rule set (Rules.default_komi)
 
 
 class GameState:
@@ -432,21 +454,21 @@ class GameState:
         return owner
 
     def area_score(self, dead: Iterable[int] = ()) -> float:
-        owner = self.area_ownership(dead)
-        return float(np.sum(owner == 1) - np.sum(owner == -1)) - self.komi - self._handicap_bonus()
-
-    def territory_score(self, dead: Iterable[int] = ()) -> float:
-        """Japanese-style count: surrounded empty points plus prisoners (captures and dead stones).
-
-        Points inside seki are not told apart here: an empty region bordered by one colour counts as territory.
-        """
+        """Stones plus counted regions (under tax "all" less two points a region), komi and handicap bonus
+        included; with tax "none", Tromp-Taylor's count of area_ownership."""
         dead = set(dead)
         colors = self._colors_without(dead)
-        g = self.grid
-        territory = {BLACK: 0, WHITE: 0}
-        for region, borders in _empty_regions(g, colors):
-            if len(borders) == 1:
-                territory[next(iter(borders))] += len(region)
+        stones = {color: sum(1 for p in self.grid.points if colors[p] == color) for color in (BLACK, WHITE)}
+        points = self._counted_points(colors, dead)
+        return float(stones[BLACK] + points[BLACK] - stones[WHITE] - points[WHITE]) - self.komi - \
+            self._handicap_bonus()
+
+    def territory_score(self, dead: Iterable[int] = ()) -> float:
+        """Japanese-style count: counted regions (under tax "all" less two points a region) plus prisoners
+        (captures and dead stones)."""
+        dead = set(dead)
+        colors = self._colors_without(dead)
+        territory = self._counted_points(colors, dead)
         board = self.board
         dead_black = sum(1 for p in dead if board.colors[p] == BLACK)
         dead_white = sum(1 for p in dead if board.colors[p] == WHITE)
@@ -456,6 +478,24 @@ class GameState:
 
     def score(self, dead: Iterable[int] = ()) -> float:
         return self.area_score(dead) if self.rules.scoring == "area" else self.territory_score(dead)
+
+    def seki_stones(self, dead: Iterable[int] = ()) -> set[int]:
+        """The points of the seki stones (see the module docstring) with `dead` off the board."""
+        return _seki_stones(self.grid, self._colors_without(dead))
+
+    def _counted_points(self, colors: bytearray, dead: set[int]) -> dict[int, int]:
+        """Each colour's points of counted regions, less the tax on them, on the board `colors`."""
+        g, tax = self.grid, self.rules.tax
+        regions = _empty_regions(g, colors)
+        seki = _seki_stones(g, colors, regions) if tax != "none" else set()
+        points = {BLACK: 0, WHITE: 0}
+        for region, borders in regions:
+            if len(borders) != 1:
+                continue
+            if seki and any(n in seki for p in region for n in g.neighbors[p]):
+                continue
+            points[next(iter(borders))] += len(region) - (2 if tax == "all" else 0)
+        return points
 
     def _handicap_bonus(self) -> float:
         n, bonus = self.handicap_stones, self.rules.white_handicap_bonus
@@ -534,6 +574,59 @@ def _empty_regions(g: Grid, colors: bytearray) -> list[tuple[list[int], set[int]
                     borders.add(c)
         regions.append((region, borders))
     return regions
+
+
+def _seki_stones(g: Grid, colors: bytearray, regions: list[tuple[list[int], set[int]]] | None = None) -> set[int]:
+    """The seki stones of the board `colors` (see the module docstring); regions: its _empty_regions, where the
+    caller has them. Only points of regions touching both colours can be seki points: chains are traced from them."""
+    neighbors = g.neighbors
+    chain_of: dict[int, int] = {}
+    chains: list[tuple[list[int], set[int]]] = []  # (stones, liberties)
+
+    def chain(start: int) -> int:
+        index = chain_of.get(start)
+        if index is not None:
+            return index
+        index, color = len(chains), colors[start]
+        stones, liberties, stack = [], set(), [start]
+        chain_of[start] = index
+        while stack:
+            p = stack.pop()
+            stones.append(p)
+            for n in neighbors[p]:
+                if colors[n] == EMPTY:
+                    liberties.add(n)
+                elif colors[n] == color and n not in chain_of:
+                    chain_of[n] = index
+                    stack.append(n)
+        chains.append((stones, liberties))
+        return index
+
+    seki: set[int] = set()
+    for region, borders in regions if regions is not None else _empty_regions(g, colors):
+        if len(borders) < 2:
+            continue
+        for point in region:
+            beside = {color: {chain(n) for n in neighbors[point] if colors[n] == color} for color in (BLACK, WHITE)}
+            if beside[BLACK] and beside[WHITE] and all(
+                    _self_atari(point, beside[color], beside[opponent(color)], chains, colors, g)
+                    for color in (BLACK, WHITE)):
+                for index in beside[BLACK] | beside[WHITE]:
+                    seki.update(chains[index][0])
+    return seki
+
+
+def _self_atari(point: int, own: set[int], enemy: set[int], chains: list[tuple[list[int], set[int]]],
+                colors: bytearray, g: Grid) -> bool:
+    """Whether a stone at the empty `point` beside the chains `own` and `enemy` (indices into chains) captures
+    nothing and leaves its chain one liberty or none."""
+    if any(chains[index][1] == {point} for index in enemy):
+        return False
+    liberties = {n for n in g.neighbors[point] if colors[n] == EMPTY}
+    for index in own:
+        liberties |= chains[index][1]
+    liberties.discard(point)
+    return len(liberties) <= 1
 
 
 def fixed_handicap_points(g: Grid, count: int) -> list[int]:

@@ -12,6 +12,7 @@ Terms:
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 KATAGO_NETWORK_SUFFIXES = (".bin.gz", ".txt.gz", ".bin", ".txt")
@@ -19,6 +20,17 @@ KATAGO_NETWORK_SUFFIXES = (".bin.gz", ".txt.gz", ".bin", ".txt")
 
 class SettingError(ValueError):
     """A config file that cannot be read, or a bad value for a known key; the message names the file or the key."""
+
+
+def add_arguments(p: argparse.ArgumentParser, config_keys: str) -> None:
+    """KataGo's -model, -config and -override-config, and -human-model (ignored), on a front end's parser;
+    config_keys: the keys that front end reads, for the help."""
+    p.add_argument("-model", metavar="NET", help="ONNX network (a KataGo network is not readable: the shipped "
+                                                  "network for each board size is used instead, with a warning)")
+    p.add_argument("-config", metavar="FILE", help=f"KataGo config file; the keys that apply here are read "
+                                                   f"({config_keys}, ...), the rest ignored with a warning")
+    p.add_argument("-override-config", metavar="K=V,...", default="", help="config keys that win over the file")
+    p.add_argument("-human-model", metavar="NET", help="KataGo's human-style network: not supported, ignored")
 
 
 def is_katago_network(path: str) -> bool:

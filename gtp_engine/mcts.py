@@ -26,8 +26,9 @@ Terms (AlphaGo Zero / KataGo notation):
 - virtual loss: while a leaf waits in a batch, every edge on its path counts virtual_loss extra visits that
   were all lost, so the next selections of the batch spread to other leaves. It is always reverted, by the
   backup or, when evaluation fails, by abandon().
-- terminal node: the position after two passes in a row. It is scored exactly by area counting and never sent
-  to the evaluator.
+- terminal node: the position after two passes in a row. It is scored exactly by the game's rules (GameState.score,
+  every stone alive: area counting, or territory counting with its prisoners, where filling one's own territory
+  costs a point) and never sent to the evaluator.
 - pending batch: the two halves of a batch split apart, so that many trees (self-play games) can share one
   evaluator call: gather() selects the leaves under virtual loss and lists the positions to evaluate; finish()
   expands and backs up from their evaluations; abandon() reverts a gathered batch whose evaluation failed.
@@ -500,9 +501,9 @@ def _utility(v: float, s: float, score_utility: float, score_scale: float) -> fl
 
 def _make_terminal(score_utility: float, score_scale: float, game_state, node: Node, position) -> None:
     """Makes `node`, reached after two passes in `position` (a leaf position, whose GameState game_state gives),
-    terminal: scored exactly by area counting."""
+    terminal: scored exactly by the game's rules."""
     state = game_state(position)
-    score = state.area_score()  # Black's view
+    score = state.score()  # Black's view
     s = score if state.to_play == BLACK else -score
     v = 1.0 if s > 0 else -1.0 if s < 0 else 0.0
     node.terminal = True

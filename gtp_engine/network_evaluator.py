@@ -6,14 +6,31 @@ Terms:
   "global" [N, G]: policy logits [N, H*W + 1], (win, loss, draw) logits [N, 3], score [N], ownership [N, H, W].
   A subclass's forward(spatial, global_) computes them as float32 numpy arrays for at most max_batch
   positions; run() splits larger inputs into such chunks, and everything else is here too.
-- model info: what a network says about itself (features version, channels, accepted and trained sizes, preset,
-  precision: fp32, or int8 for a quantized network) and where it runs (provider: "cpu", "cuda", "tensorrt",
+- model info: what a network says about itself (features version, channels, accepted and trained sizes, trained
+  rules, preset, precision: fp32, or int8 for a quantized network) and where it runs (provider: "cpu", "cuda", "tensorrt",
   "torch-cuda", ...).
 - symmetry mode: "random" (one random board symmetry per position and evaluation), "average" (the mean over all
   symmetries of the board, 8 or 4 times the work), "none", or a fixed symmetry number 0..7 (symmetry.py).
 - quantized sibling: the int8 version of a network file X.onnx, written by training/quantize.py as
   X.int8.onnx (INT8_SUFFIX) beside it. Precision "auto" takes it where it exists, "fp32" never, "int8" always
   (with_precision).
+- rule inputs (RuleInputs): the rules as a network reads them among its global inputs (features.GLOBAL): the
+  scoring, the ko rule and whether suicide is allowed. The handicap bonus reaches the network only as part of the
+  compensation.
+- trained rules: the rule inputs a network's training samples carried (ModelInfo.trained_rules): its metadata's
+  "trained_rules"; for a file without the field, the rules its training data is known to have had (SHIPPED_RULES,
+  by the data fingerprint of its provenance); None where neither says, and then every rule input goes to the
+  network as the game's.
+- fed rules: what the network is given for a game's rule inputs: the game's own where it was trained on them,
+  else the nearest trained ones (nearest_trained: the same scoring first, then the same ko rule, then the same
+  suicide rule). A change of scoring changes the compensation too, by the usual difference between area and
+  territory counting: area scoring counts Black's handicap stones and gives Black the last dame, so a territory
+  komi k is an area compensation of k + 1 + the handicap stones (and the other way round); the prisoner balance is
+  given under territory scoring only, as always. KataGo, for a network without a rule input, changes the rules
+  but not the komi. The tax (game.Rules) is no input: a network sees a taxed game as the same rules untaxed. The
+  map is fixed per network; its trained rules are logged at info level when it loads, and the first time a
+  game's rules are fed as others, the log says so at warning level, naming both. Only the network's inputs
+  change: the game, its legality and the search's scoring keep the game's rules.
 - ModelLoadError: the one error for a network that cannot be used (missing, corrupt, built for other features,
   or for another board size); its message names the file and the reason. DeviceUnavailable, a ModelLoadError:
   the device asked for cannot run it here (the file may be fine).
@@ -31,7 +48,9 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from gtp_engine import features, symmetry
+from gtp_engine.board import WHITE
 from gtp_engine.evaluator import EvaluationBatch
+from gtp_engine.game import KO_RULES, RULE_SETS, SCORINGS, Rules
 
 if TYPE_CHECKING:
     from gtp_engine.game import GameState
@@ -85,6 +104,79 @@ def with_precision(path: str | os.PathLike, precision: str) -> Path:
 
 
 @dataclass(frozen=True)
+class RuleInputs:
+    """The rule inputs of a network (see the module docstring)."""
+
+    scoring: str = "area"
+    ko: str = "positional"
+    suicide_allowed: bool = False
+
+    def __post_init__(self) -> None:
+        if self.scoring not in SCORINGS or self.ko not in KO_RULES or not isinstance(self.suicide_allowed, bool):
+            raise ValueError(f"bad rule inputs {self}")
+
+    @staticmethod
+    def of(rules: Rules) -> "RuleInputs":
+        return RuleInputs(rules.scoring, rules.ko, rules.suicide_allowed)
+
+    @staticmethod
+    def from_json(value: dict) -> "RuleInputs":
+        """From the metadata's form, {"scoring": "area", "ko": "positional", "suicide": false}."""
+        if not isinstance(value, dict) or set(value) != {"scoring", "ko", "suicide"}:
+            raise ValueError(f"a trained rule set must be {{\"scoring\", \"ko\", \"suicide\"}}, not {value!r}")
+        return RuleInputs(value["scoring"], value["ko"], value["suicide"])
+
+    def to_json(self) -> dict:
+        return {"scoring": self.scoring, "ko": self.ko, "suicide": self.suicide_allowed}
+
+    @property
+    def code(self) -> int:
+        """The rule inputs as one number, as _rule_codes reads them from the global inputs."""
+        return (8 * (self.scoring == "territory") + 4 * (self.ko == "simple") + 2 * (self.ko == "situational")
+                + self.suicide_allowed)
+
+    def describe(self) -> str:
+        """The rule sets with these inputs ("japanese/korean"), or the inputs themselves."""
+        names = [name for name, rules in RULE_SETS.items() if RuleInputs.of(rules) == self]
+        suicide = "suicide allowed" if self.suicide_allowed else "no suicide"
+        return "/".join(names) if names else f"{self.scoring} scoring, {self.ko} ko, {suicide}"
+
+
+_CODES = {inputs.code: inputs for inputs in (RuleInputs(scoring, ko, suicide) for scoring in SCORINGS
+                                             for ko in KO_RULES for suicide in (False, True))}
+
+# The trained rules of networks exported before the metadata said them, by their provenance's data fingerprint.
+SHIPPED_RULES = {
+    # weights/9x9.onnx (and its int8 sibling): self-play under the loop's rules, chinese, for its last 118
+    # generations (its start, go9_curated's records, also held japanese games: self-play replaced them).
+    "56504f3a4457b6fa/ac531bed851da0ac": (RuleInputs(),),
+    # weights/default.onnx: go19_curated's records as their RU names them: 18,313 Japanese, 1,512 Chinese, 353
+    # AGA, 2 NZ; the ~47,000 without RU replayed under the default, chinese.
+    "6e2747e32571256d/7672d1be2859ec04": (RuleInputs(), RuleInputs("territory", "simple"),
+                                          RuleInputs("area", "situational")),
+}
+
+
+def trained_rules_of(metadata: dict) -> tuple[RuleInputs, ...] | None:
+    """A network's trained rules from its metadata (see the module docstring); ValueError for a bad field."""
+    listed = metadata.get("trained_rules")
+    if listed is not None:
+        if not isinstance(listed, list) or not listed:
+            raise ValueError("trained_rules must be a non-empty list")
+        return tuple(RuleInputs.from_json(item) for item in listed)
+    training = metadata.get("training")
+    fingerprint = training.get("data_fingerprint") if isinstance(training, dict) else None
+    return SHIPPED_RULES.get(fingerprint)
+
+
+def nearest_trained(game: RuleInputs, trained: Sequence[RuleInputs]) -> RuleInputs:
+    """The trained rule inputs closest to a game's: the same scoring first, then the same ko rule, then the same
+    suicide rule; among equals the first listed."""
+    return min(trained, key=lambda known: (known.scoring != game.scoring, known.ko != game.ko,
+                                           known.suicide_allowed != game.suicide_allowed))
+
+
+@dataclass(frozen=True)
 class ModelInfo:
     """What a model file says about itself (metadata), plus the provider it runs on."""
 
@@ -99,6 +191,13 @@ class ModelInfo:
     provider: str
     metadata: dict
     precision: str = "fp32"  # of the weights and activations: fp32, or int8 (quantized, training/quantize.py)
+    trained_rules: tuple[RuleInputs, ...] | None = None  # None: not known; every rule input is fed as it is
+
+    def fed_rules(self, game: RuleInputs) -> RuleInputs:
+        """The rule inputs the network is given for a game's (see fed rules in the module docstring)."""
+        if self.trained_rules is None or game in self.trained_rules:
+            return game
+        return nearest_trained(game, self.trained_rules)
 
     def describe(self) -> str:
         sizes = "x, ".join(map(str, self.trained_sizes)) + "x" if self.trained_sizes else "no recorded sizes"
@@ -122,6 +221,8 @@ class NetworkEvaluator:
         self._rng = np.random.default_rng(seed)
         self._symmetry_draws: dict[int, tuple[np.ndarray, int]] = {}  # kinds -> (drawn symmetries, next unused)
         self._sizes_checked: set[tuple[int, int]] = set()
+        self._fed_codes: np.ndarray | None = None  # by the rule code of a game: the code fed (fed_rules)
+        self._rules_said: set[int] = set()  # the game rule codes whose fed rules the log has said
 
     @property
     def provider(self) -> str:
@@ -189,7 +290,42 @@ class NetworkEvaluator:
         else:
             raise ValueError(f"symmetry {mode} does not keep a {g.width}x{g.height} board's shape")
         averaged = kinds if mode == "average" else 1
-        return _NetworkEvaluation(self, features.encode(states, syms), g, syms, count, averaged)
+        spatial, global_ = features.encode(states, syms)
+        self._feed_trained_rules(states, global_)
+        return _NetworkEvaluation(self, (spatial, global_), g, syms, count, averaged)
+
+    def _feed_trained_rules(self, states: Sequence[GameState], global_: np.ndarray) -> None:
+        """Rewrites the rule inputs of global_ (one row per state) to the fed rules, in place."""
+        if self._fed_codes is None:
+            self._fed_codes = np.arange(16)  # codes no rules make (simple and situational ko) stay
+            for code, game in _CODES.items():
+                self._fed_codes[code] = self.info.fed_rules(game).code
+        codes = _rule_codes(global_)
+        fed = self._fed_codes[codes]
+        rows = np.flatnonzero(fed != codes)
+        if not len(rows):
+            return
+        for code in set(codes[rows].tolist()) - self._rules_said:
+            self._rules_said.add(code)
+            game, given = _CODES[code], _CODES[int(self._fed_codes[code])]
+            log.warning("network %s was not trained on %s rules; it is given %s rules in their place%s",
+                        self.info.describe(), game.describe(), given.describe(),
+                        " (area and territory compensation one point and the handicap apart)"
+                        if game.scoring != given.scoring else "")
+        for row in rows.tolist():
+            game, given = _CODES[int(codes[row])], _CODES[int(fed[row])]
+            global_[row, _TERRITORY] = given.scoring == "territory"
+            global_[row, _SIMPLE_KO] = given.ko == "simple"
+            global_[row, _SITUATIONAL] = given.ko == "situational"
+            global_[row, _SUICIDE] = given.suicide_allowed
+            if game.scoring != given.scoring:
+                state = states[row]
+                handicap, captures = _counts(state)
+                white_more = (1 + handicap) * (1 if given.scoring == "area" else -1)
+                global_[row, _COMPENSATION] += (white_more if state.to_play == WHITE else -white_more) / features.SCALE
+                own = state.to_play
+                global_[row, _PRISONERS] = ((captures[own] - captures[WHITE + 1 - own]) / features.SCALE
+                                            if given.scoring == "territory" else 0.0)
 
     def _random_symmetries(self, kinds: int, count: int) -> np.ndarray:
         """count symmetries drawn uniformly from 0..kinds-1, taken from a block drawn ahead: one draw per batch
@@ -199,6 +335,29 @@ class NetworkEvaluator:
             drawn, used = self._rng.integers(0, kinds, max(SYMMETRY_BLOCK, count)), 0
         self._symmetry_draws[kinds] = drawn, used + count
         return drawn[used:used + count]
+
+
+_COMPENSATION, _TERRITORY, _PRISONERS, _SIMPLE_KO, _SITUATIONAL, _SUICIDE = map(features.GLOBAL.index, (
+    "compensation", "territory_scoring", "prisoner_balance", "simple_ko", "situational_superko", "suicide_allowed"))
+
+
+def _rule_codes(global_: np.ndarray) -> np.ndarray:
+    """RuleInputs.code of each row of the global inputs."""
+    bits = global_[:, [_TERRITORY, _SIMPLE_KO, _SITUATIONAL, _SUICIDE]] > 0.5
+    return bits @ np.array([8, 4, 2, 1])
+
+
+def rules_in(global_: np.ndarray) -> list[RuleInputs]:
+    """The distinct rule inputs of rows of global inputs (what a network trained on them was trained on)."""
+    return [_CODES[code] for code in np.unique(_rule_codes(global_)).tolist() if code in _CODES]
+
+
+def _counts(state) -> tuple[int, list[int]]:
+    """The handicap stones and captures (Board.captures) of a GameState or a compiled search position."""
+    root = getattr(state, "root_state", None)
+    if root is None:
+        return state.handicap_stones, state.board.captures
+    return root.handicap_stones, state.captures
 
 
 class _NetworkEvaluation:

@@ -19,6 +19,9 @@ Terms:
 - start-up load: each front end prepares its first board size at once (GTP and the analysis engine 19x19, the
   review the game's), so an unusable network --weights names, or the one found for that size, ends the process
   within seconds of the start, while the handshake answers meanwhile.
+- load line: one line that says what a load made ready: each network file, the board sizes it was trained on (its
+  metadata), the device it runs on (the provider onnxruntime actually took) and its precision, and whether the
+  compiled twins run (native.describe); given to on_loaded (GTP and the analysis engine show it at start-up).
 """
 
 from __future__ import annotations
@@ -81,6 +84,16 @@ def shipped_rollout(width: int, height: int, directories: tuple[Path, ...] = WEI
     return None
 
 
+def load_line(networks: list) -> str:
+    """The load line (module docstring) of these networks (OnnxEvaluators: the network, then the value network)."""
+    parts = []
+    for onnx, what in zip(networks, ("network", "value network")):
+        info = onnx.info
+        sizes = " and ".join(f"{n}x{n}" for n in info.trained_sizes) or "sizes it does not record"
+        parts.append(f"{what} {info.path} ({info.preset}, trained on {sizes}) on {info.provider}, {info.precision}")
+    return "; ".join(parts) + f"; core: {native.describe()}"
+
+
 def exit_process(program: str) -> Callable[[str], NoReturn]:
     """The on_unusable of a front end: the queued log records written, then `program: LINE` as the last line on
     stderr, and the process ends with status 1 at once, from whichever thread found the network unusable (the
@@ -106,15 +119,17 @@ class NetworkLoader:
     on_unusable: called with the one line of an unusable network (module docstring) as soon as it is found; the
     front ends end the process there (exit_process). Without it, get raises NetworkUnavailable with that line.
     weights_flag: the front end's name for the network option, for the fix in that line.
+    on_loaded: called with the load line (module docstring) of each load, before get returns its Player.
     """
 
     CACHE_POSITIONS = 20_000  # about 60 MB on 19x19
 
     def __init__(self, engine_config: EngineConfig, on_unusable: Callable[[str], object] | None = None,
-                 weights_flag: str = "--weights"):
+                 weights_flag: str = "--weights", on_loaded: Callable[[str], object] | None = None):
         self.config = engine_config
         self._on_unusable = on_unusable
         self._weights_flag = weights_flag
+        self._on_loaded = on_loaded
         self._lock = threading.Lock()
         self._loads: dict[Files, Future] = {}  # -> (Player, networks, caches)
 
@@ -203,7 +218,10 @@ class NetworkLoader:
 
     def _load(self, files: Files, future: Future) -> None:
         try:
-            future.set_result(self._build(files))
+            built = self._build(files)
+            if self._on_loaded is not None:
+                self._on_loaded(load_line(built[1]))
+            future.set_result(built)
         except ModelLoadError as error:
             future.set_exception(self._unusable(error, self._fix(error, files)))
         except Exception as error:  # noqa: BLE001 - reported to the command that needs the network
@@ -240,6 +258,16 @@ class NetworkLoader:
         except Exception as error:  # noqa: BLE001 - a load error, or a size this network cannot play
             raise NetworkUnavailable(str(error)) from None
         return player
+
+    def wait_loaded(self, width: int, height: int) -> None:
+        """Waits for the load of what a width x height game needs, without asking whether its networks play that
+        size (so without their size warnings: the ready line, query_models); NetworkUnavailable where it fails."""
+        try:
+            self._start(width, height).result()
+        except NetworkUnavailable:
+            raise
+        except Exception as error:  # noqa: BLE001 - a load error
+            raise NetworkUnavailable(str(error)) from None
 
     def size_warning(self, width: int, height: int) -> str | None:
         """Why the networks of this size may play it badly (network_evaluator.NetworkEvaluator.size_warning), once

@@ -5,7 +5,9 @@ Terms:
   network contract (training/model.py): inputs "spatial" [N, C, H, W] and "global" [N, G]; outputs "policy"
   logits [N, H*W + 1], "value" (win, loss, draw) logits [N, 3], "score" [N], "ownership" [N, H, W]; metadata
   under METADATA_KEY, JSON with at least features_version, spatial_channels, global_features, min_size, max_size;
-  a quantized network (training/quantize.py) adds "precision": "int8" and its "quantization" record.
+  a quantized network (training/quantize.py) adds "precision": "int8" and its "quantization" record; a network
+  that says which rules it was trained on, "trained_rules": [{"scoring": "area", "ko": "positional",
+  "suicide": false}, ...] (network_evaluator.py: trained rules).
 - device: "cpu", "cuda", "tensorrt", or "auto" (TensorRT, else CUDA, else CPU: the first that actually loads).
   An explicit GPU device that does not load is an error (DeviceUnavailable), not a silent fallback.
 - GPU libraries: onnxruntime-gpu needs the CUDA and cuDNN libraries it was built for. Those of the pip packages
@@ -41,6 +43,7 @@ from gtp_engine.network_evaluator import (
     ModelLoadError,
     NetworkEvaluator,
     is_int8_name,
+    trained_rules_of,
 )
 
 log = logging.getLogger(__name__)
@@ -149,6 +152,7 @@ def read_info(session: ort.InferenceSession, path: str | os.PathLike, provider: 
             provider=provider,
             metadata=meta,
             precision=str(meta.get("precision", "fp32")),
+            trained_rules=trained_rules_of(meta),
         )
     except (ValueError, KeyError, TypeError) as e:
         raise ModelLoadError(path, f"unreadable '{METADATA_KEY}' metadata ({type(e).__name__}: {e})") from None
@@ -191,6 +195,10 @@ class OnnxEvaluator(NetworkEvaluator):
         self.session, provider = open_session(path, device, threads)
         self.info = read_info(self.session, path, provider)
         log.info("network %s runs on %s", self.info.describe(), provider)
+        trained = self.info.trained_rules
+        log.info("network %s was trained on %s", Path(path).name,
+                 "; ".join(rules.describe() + " rules" for rules in trained) if trained is not None else
+                 "rules its metadata does not state: every rule input is given to it as the game's")
 
     def forward(self, spatial: np.ndarray, global_: np.ndarray) -> tuple[np.ndarray, ...]:
         return tuple(self.session.run(OUTPUTS, {"spatial": spatial, "global": global_}))

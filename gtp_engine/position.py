@@ -11,7 +11,8 @@ Terms:
   moves plus the line played from it, in one allocation, so that a descent makes no Python object but the position
   and plays without reading attributes. What every position of a tree shares (grid, Zobrist keys, the root's
   superko history, the rules' numbers) is one context, made with the root's position. It answers to_play,
-  consecutive_passes, grid, hash, move_number, line (the points played from the root) and root_state, and
+  consecutive_passes, grid, hash, move_number, captures (as Board.captures), line (the points played from the
+  root) and root_state, and
   features.encode and features.position_key read it as the GameState it stands for (the same inputs, the same
   key). IMPLEMENTATIONS.compiled is its kind, None where _rules_core or _features_core is not built (or
   GTP_ENGINE_PURE_PYTHON=1).

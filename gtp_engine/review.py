@@ -35,6 +35,11 @@ Terms:
 - graph: Black's winrate and score lead per move, as a PNG (matplotlib, the optional plot extra). The players'
   names in its title are drawn in the regular style of fonts that have their characters; characters that no
   installed font draws (matplotlib's Last Resort font has boxes only) are left out.
+- staging: the reviewed SGF and the graph are written to hidden files beside their places (staging_path) and
+  renamed into place once both are whole, so no reader ever sees half a file.
+- stopping: SIGTERM or SIGINT (Ctrl-C) ends the review at once: the staged files are removed, stderr says how many
+  positions were done ("review stopped after 37 of 120 positions; nothing written"), and the status is 128 plus the
+  signal's number (130 for Ctrl-C, 143 for SIGTERM), the shell's for a command a signal ended: no file was written.
 """
 
 from __future__ import annotations
@@ -58,8 +63,8 @@ from gtp_engine.batching import BatchingEvaluator
 from gtp_engine.board import BLACK, WHITE, IllegalMoveError
 from gtp_engine.evaluator import Evaluator
 from gtp_engine.game import GameState, Rules
-from gtp_engine.search import SearchConfig, Searcher, Snapshot, StopCondition
 from gtp_engine.network_loader import NetworkLoader, NetworkUnavailable, exit_process
+from gtp_engine.search import SearchConfig, Searcher, Snapshot, StopCondition
 
 MISTAKE = 3.0  # points lost for BM[1]
 BLUNDER = 8.0  # points lost for BM[2]
@@ -144,7 +149,8 @@ def analyse(record: sgf_io.GameRecord, evaluator_for: EvaluatorFor, search_confi
 
 def _positions(record: sgf_io.GameRecord) -> list[GameState]:
     """Positions 0 to the number of moves (see position t)."""
-    game = GameState(record.width, record.height, komi=record.komi or 0.0, rules=record.game_rules())
+    game = GameState(record.width, record.height, komi=0.0 if record.komi is None else record.komi,
+                     rules=record.game_rules())
     for color in (BLACK, WHITE):
         points = [p for c, p in record.setup if c == color]
         if points:
@@ -152,6 +158,8 @@ def _positions(record: sgf_io.GameRecord) -> list[GameState]:
     black = sum(1 for c, _ in record.setup if c == BLACK)
     if black >= 2 and black == len(record.setup):
         game.handicap_stones = black
+    if record.komi is None:  # no KM: the rules' komi for the game
+        game.komi = game.rules.default_komi(game.handicap_stones)
     if record.moves:
         first = record.moves[0][0]
     elif record.first_player is not None:
@@ -293,7 +301,7 @@ def _rules_text(review: Review) -> str:
     elif record.rules.strip().lower() != review.rules.name:
         text += f" (for the game's RU[{record.rules}])"
     text += f", komi {review.komi:g}"
-    return text + (" (the game gives none)" if record.komi is None else "")
+    return text + (" (the game gives none: the rules' default)" if record.komi is None else "")
 
 
 def root_comment(review: Review, network: str) -> str:
@@ -438,19 +446,32 @@ def plot(review: Review, path: str | Path) -> None:
 
 
 class ProgressBar:
-    """A one-line progress bar on a terminal stream (stderr), redrawn in place."""
+    """A one-line progress bar on a terminal stream (stderr), redrawn in place; done and total: its last count
+    (total None before the first)."""
 
     def __init__(self, stream: TextIO = sys.stderr, width: int = 30):
         self.stream = stream
         self.width = width
-        self._lock = threading.Lock()
+        self.done, self.total = 0, None
+        self._ended = False
+        self._lock = threading.RLock()  # end() may run in a signal handler, in the thread that draws
 
     def __call__(self, done: int, total: int) -> None:
         filled = self.width * done // max(total, 1)
         with self._lock:
+            if self._ended:
+                return
+            self.done, self.total = done, total
             self.stream.write(f"\rreview: [{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} positions")
             if done == total:
                 self.stream.write("\n")
+            self.stream.flush()
+
+    def end(self, line: str) -> None:
+        """Writes `line` below the bar; nothing is drawn after it."""
+        with self._lock:
+            self._ended = True
+            self.stream.write(("\n" if self.total is not None and self.done < self.total else "") + line + "\n")
             self.stream.flush()
 
 
@@ -480,6 +501,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", metavar="FILE", help="ONNX network (default: the shipped one for the board size)")
     p.add_argument("--threads", type=int, metavar="N", help="positions searched at once (default: the CPU count)")
     p.add_argument("--seed", type=int, metavar="N", help="random seed: with --threads 1, the same review each time")
+    p.add_argument("--rules", metavar="NAME|JSON", help="the rules to review the game under: a rule set name or "
+                                                       "KataGo's JSON rules (default: the game's RU, else chinese)")
     p.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
     return p
 
@@ -513,6 +536,15 @@ def _checked(p: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[byte
             p.error("--plot needs matplotlib, which is not installed: pip install 'gtp_engine[plot]'")
     try:
         record = sgf_io.load_sgf(data, source=args.game)
+    except sgf_io.SgfError as error:
+        p.error(str(error))
+    if args.rules:
+        try:
+            Rules.from_katago(args.rules)
+        except ValueError as error:
+            p.error(f"--rules: {error}")
+        record.rules = args.rules  # what the record's positions are replayed under (GameRecord.game_rules)
+    try:
         record.to_game()  # an illegal move is refused now, not after the network is loaded
     except sgf_io.SgfError as error:
         p.error(str(error))
@@ -536,6 +568,22 @@ def main(argv: list[str]) -> None:
     args = p.parse_args(argv)
     log_lib.setup(args.log_level)
     data, record, output = _checked(p, args)
+    staged = {output: staging_path(output)}  # place -> where it is written first (see staging)
+    if args.plot:
+        staged[Path(args.plot)] = staging_path(Path(args.plot))
+    progress = ProgressBar(sys.stderr)
+
+    def unstage() -> None:
+        for part in staged.values():
+            part.unlink(missing_ok=True)
+
+    def stopped(signum: int) -> int:  # see stopping
+        unstage()
+        progress.end("review stopped " + ("before its analysis began" if progress.total is None else
+                                          f"after {progress.done} of {progress.total} positions") + "; nothing written")
+        return 128 + signum
+
+    log_lib.end_at_stop_signals(stopped)
     engine_config = config_lib.build({key: value for key, value in (("weights", args.weights), ("seed", args.seed))
                                       if value is not None})
     loader = NetworkLoader(engine_config, on_unusable=exit_process("gtp-engine review"))
@@ -543,21 +591,29 @@ def main(argv: list[str]) -> None:
         loader.get(record.width, record.height)
     except NetworkUnavailable as error:
         sys.stderr.write(f"gtp-engine review: {error}\n")
-        sys.exit(1)
+        log_lib.end_process(1)
 
     def evaluator_for(width: int, height: int):
         return loader.get(width, height).evaluator
 
     base = engine_config.player.analysis_search
     try:
-        result = analyse(record, evaluator_for, base, args.visits, args.threads or os.cpu_count() or 1,
-                                ProgressBar(sys.stderr))
-        output.write_bytes(annotated_sgf(data, result, network_name(loader)))
+        result = analyse(record, evaluator_for, base, args.visits, args.threads or os.cpu_count() or 1, progress)
+        staged[output].write_bytes(annotated_sgf(data, result, network_name(loader)))
         if args.plot:
-            plot(result, args.plot)
+            plot(result, staged[Path(args.plot)])
+        log_lib.ignore_stop_signals()  # the files are whole: the review ends as it is
+        for place, part in staged.items():
+            os.replace(part, place)
     except (ReviewError, OSError) as error:
+        unstage()
         sys.stderr.write(f"gtp-engine review: {error}\n")
-        sys.exit(1)
+        log_lib.end_process(1)
     sys.stderr.write(f"reviewed game written to {output}" + (f", graph to {args.plot}" if args.plot else "") + "\n")
-    log_lib.flush()
-    os._exit(0)  # without waiting for onnxruntime threads
+    log_lib.end_process(0)
+
+
+def staging_path(path: Path) -> Path:
+    """Where `path` is written before it is renamed into place (see staging): beside it, so that the rename moves
+    no data, hidden, and with its suffix, from which matplotlib takes the graph's format."""
+    return path.with_name(f".{path.stem}.{os.getpid()}.partial{path.suffix}")

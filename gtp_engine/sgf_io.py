@@ -1,8 +1,9 @@
 """SGF game records: reading one game from SGF bytes and writing a game back, through sgfmill.
 
 Terms:
-- record: a GameRecord, what one SGF game says about a game: board size, komi, rules name, handicap,
-  setup stones, the moves of the main line, result and players. It is plain data; GameRecord.to_game
+- record: a GameRecord, what one SGF game says about a game: board size, komi, rules (a rule set's name, or
+  KataGo's JSON rules for others, as RU is written), handicap, setup stones, the moves of the main line, result
+  and players. It is plain data; GameRecord.to_game
   replays it into a GameState, which is where legality is checked.
 - main line: from the root, the first child at every node (OGS files nest every move in its own variation).
 - setup stones: AB / AW / AE in the root and in the nodes before the first move, applied in order.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import json
 import logging
 import math
 import re
@@ -38,7 +40,7 @@ from sgfmill import sgf_grammar
 import gtp_engine
 from gtp_engine import coords
 from gtp_engine.board import BLACK, WHITE, IllegalMoveError
-from gtp_engine.game import GameState, Rules
+from gtp_engine.game import RULE_SETS, GameState, Rules
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +106,8 @@ class GameRecord:
             width=game.grid.width,
             height=game.grid.height,
             komi=game.komi,
-            rules=game.rules.name,
+            rules=game.rules.name if game.rules.name in RULE_SETS else json.dumps(game.rules.to_katago(),
+                                                                                  separators=(",", ":")),
             handicap=game.handicap_stones,
             setup=list(game.setup),
             first_player=None if game.moves else game.to_play,
@@ -117,21 +120,26 @@ class GameRecord:
         )
 
     def game_rules(self) -> Rules:
-        """The rules RU names when game.py knows the name, else the default rules."""
+        """The rules RU names (a rule set name, KataGo's too, or KataGo's JSON rules: the nearest this engine
+        plays, Rules.nearest_katago), else the default rules."""
         if self.rules:
             try:
-                return Rules.named(self.rules)
+                return Rules.nearest_katago(self.rules)[0]
             except ValueError:
                 pass
         return Rules()
 
     def to_game(self, rules: Rules | None = None, max_moves: int | None = None) -> GameState:
-        """Replays the record with legality checks (rules from RU unless given); stops after max_moves moves.
+        """Replays the record with legality checks (rules from RU unless given); stops after max_moves moves. The
+        komi is KM's, or without KM the rules' default for the game's handicap (Rules.default_komi).
 
         Raises SgfError for setup stones without liberties and for an illegal move (its number and reason).
         """
-        game = GameState(self.width, self.height, komi=self.komi or 0.0, rules=rules or self.game_rules())
+        rules = rules or self.game_rules()
+        game = GameState(self.width, self.height, komi=0.0 if self.komi is None else self.komi, rules=rules)
         self._place_setup(game)
+        if self.komi is None:
+            game.komi = rules.default_komi(game.handicap_stones)
         g = self.grid
         for number, (color, point) in enumerate(self.moves[:max_moves], start=1):
             try:

@@ -8,13 +8,16 @@ Terms:
   with "models"). Each is acknowledged by echoing the object back, as KataGo does.
 - query: anything else with an id (query.py); its warnings are sent first, then it is queued (scheduler.py).
 - output: a Writer sends each object as one line and flushes it; workers and the reader share it.
-- end of input: queued work is finished (or dropped with quit_without_waiting), then serve returns.
+- end of input: queued work is finished, then serve returns; it is dropped and the running searches stopped at once
+  with quit_without_waiting (-quit-without-waiting), or where nobody reads the output any more (the client went
+  away: a write failed, or the pipe's reading end is closed).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import select
 import threading
 from typing import Any, BinaryIO, Callable, Iterable
 
@@ -35,6 +38,7 @@ class Writer:
     def __init__(self, out: BinaryIO):
         self._out = out
         self._lock = threading.Lock()
+        self._broken = False
 
     def __call__(self, response: dict[str, Any]) -> None:
         line = json.dumps(response, separators=(",", ":"), allow_nan=False, default=_json_default) + "\n"
@@ -44,6 +48,18 @@ class Writer:
                 self._out.flush()
             except (BrokenPipeError, ValueError):  # the client went away; its input's end ends the engine
                 log.info("the client closed our output")
+                self._broken = True
+
+    def unread(self) -> bool:
+        """Whether nobody reads the output any more: a write failed, or the reading end of its pipe is closed."""
+        if self._broken:
+            return True
+        try:
+            poller = select.poll()
+            poller.register(self._out.fileno(), select.POLLOUT)
+            return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+        except (OSError, ValueError):  # not a file (a test's buffer), or closed
+            return False
 
 
 def _json_default(value: Any) -> Any:
@@ -123,14 +139,15 @@ def _refuse_constant(name: str) -> float:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def serve(lines: Iterable[bytes], engine: Engine, quit_without_waiting: bool) -> None:
-    """Handles every line until the end of input, then finishes (or drops) the queued work."""
+def serve(lines: Iterable[bytes], engine: Engine, write: Writer, quit_without_waiting: bool) -> None:
+    """Handles every line until the end of input, then finishes (or drops) the queued work (module docstring)."""
     for raw in lines:
         try:
             engine.handle_line(raw)
         except Exception as error:  # noqa: BLE001 - a bad line never ends the engine
             log.exception("cannot handle line %r", raw[:200])
             engine.write(responses.error(f"internal error: {error}"))
-    log.info("end of input: %s", "quitting" if quit_without_waiting else "finishing the queued analysis")
-    engine.scheduler.close(wait=not quit_without_waiting)
+    drop = quit_without_waiting or write.unread()
+    log.info("end of input: %s", "quitting" if drop else "finishing the queued analysis")
+    engine.scheduler.close(wait=not drop)
 

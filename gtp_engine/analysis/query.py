@@ -14,6 +14,8 @@ Terms:
   top, both from 0.
 - handicap stones: initialStones of Black alone (at least two) count as handicap for the rules' white handicap
   bonus, as KataGo counts them.
+- komi: the query's, else the rules' default for the game (game.Rules.default_komi): 7.5 under area scoring and
+  6.5 under territory scoring, as KataGo, but 0.5 with handicap stones, where KataGo keeps 7.5 or 6.5.
 - error: QueryError(message, field): the query is refused whole and nothing is analysed. warning: (field,
   message) for a field that is ignored; the query still runs.
 """
@@ -92,8 +94,10 @@ def parse_query(fields: dict[str, Any], defaults: AnalysisSettings) -> tuple[Que
     g = coords.grid(width, height)
     rules, differences = _rules(fields)
     warnings += [("rules", f"rules not supported, using the nearest instead: {why}") for why in differences]
-    game = GameState(width, height, komi=_komi(fields, rules), rules=rules)
+    game = GameState(width, height, komi=_komi(fields), rules=rules)
     _place_initial_stones(game, g, fields.get("initialStones", []))
+    if "komi" not in fields:
+        game.komi = rules.default_komi(game.handicap_stones)
     moves = [_stone(g, item, "moves", i) for i, item in enumerate(_list(fields["moves"], "moves"))]
     if "initialPlayer" in fields:
         first = _player(fields["initialPlayer"], "initialPlayer")
@@ -186,9 +190,10 @@ def _rules(fields: dict) -> tuple[Rules, list[str]]:
     return rules, differences
 
 
-def _komi(fields: dict, rules: Rules) -> float:
+def _komi(fields: dict) -> float:
+    """The query's komi; 0 where it has none (parse_query then gives the game the rules' default)."""
     if "komi" not in fields:
-        return 6.5 if rules.scoring == "territory" else 7.5  # KataGo's defaults
+        return 0.0
     value = fields["komi"]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise QueryError("komi must be a number", "komi")

@@ -11,6 +11,9 @@ Terms:
   that do wait for the load or fail with "no network loaded: <why>" (NetworkUnavailable).
 - dead and seki stones: as the endgame judgement reads them from the Player's ownership (network and search);
   final_score and final_status_list use the same judgement, so they never disagree.
+- komi: the controller's (the komi command) once it has sent one; until then the rules' default for the game
+  (Rules.default_komi), set anew by clear_board, boardsize, kata-set-rules and the handicap commands: 7.5 under
+  area scoring, 6.5 under territory scoring, 0.5 with handicap stones (the rules' white handicap bonus on top).
 - pondering: after genmove (with --ponder on) the Player searches on with the opponent to move, in a thread,
   until the next input line; the next command waits for it to stop before it touches the Player.
 """
@@ -32,7 +35,7 @@ from gtp_engine import coords, sgf_io
 from gtp_engine.board import BLACK, WHITE, IllegalMoveError, opponent
 from gtp_engine.config import EngineConfig, PlayOptions
 from gtp_engine.evaluator import legal_policy
-from gtp_engine.game import KOMI, GameState, Rules, diagram, fixed_handicap_points, format_result, free_handicap_points
+from gtp_engine.game import GameState, Rules, diagram, fixed_handicap_points, format_result, free_handicap_points
 from gtp_engine.gtp import analyze_lines
 from gtp_engine.gtp.protocol import (
     BAD_VERTEX_LIST,
@@ -110,14 +113,16 @@ def command_names() -> list[str]:
 
 class Session:
     def __init__(self, players: PlayerSource, move_limits: MoveLimits, play: PlayOptions, rules: Rules,
-                 board_size: int = 19, komi: float = KOMI, now: Callable[[], float] = time.monotonic,
+                 board_size: int = 19, komi: float | None = None, now: Callable[[], float] = time.monotonic,
                  name: str = EngineConfig.name):
+        """komi: as if the controller had sent it; None: the rules' default (see komi in the module docstring)."""
         self.players = players
         self.name_answer = name  # the name command's (--name)
         self.now = now  # the clock of move times and deadlines: the Players' searchers must read the same one
         self.move_limits = move_limits
         self.options = play
-        self.game = GameState(board_size, komi=komi, rules=rules)
+        self.komi_given = komi is not None
+        self.game = GameState(board_size, komi=rules.default_komi() if komi is None else komi, rules=rules)
         self.clock = Clock()
         self.overhead = AnswerOverhead()  # the engine's own work per move after its search
         self._pondering = None  # the Player while it ponders
@@ -186,13 +191,16 @@ class Session:
         return ""
 
     def _new_game(self, width: int, height: int) -> None:
-        self.game = GameState(width, height, komi=self.game.komi, rules=self.game.rules)
+        rules = self.game.rules
+        self.game = GameState(width, height, komi=self.game.komi if self.komi_given else rules.default_komi(),
+                              rules=rules)
         self.clock = Clock(self.clock.settings)
 
     @command("komi")
     def komi(self, cmd: Command, stream: Stream) -> str:
         arity(cmd.args, 1)
         self.game.komi = parse_float(cmd.args[0])
+        self.komi_given = True
         return ""
 
     @command("get_komi")
@@ -205,7 +213,7 @@ class Session:
 
     @command("kata-set-rules")
     def kata_set_rules(self, cmd: Command, stream: Stream) -> str:
-        """A rule set name (chinese, japanese, tromp-taylor, aga, new-zealand, korean) or KataGo's JSON form."""
+        """A rule set name (game.RULE_SETS, KataGo's names) or KataGo's JSON form; the game replayed under them."""
         if not cmd.args:
             raise GtpError(SYNTAX_ERROR)
         self._set_rules(cmd.arg_text)
@@ -214,8 +222,9 @@ class Session:
     @command("kata-set-rule")
     def kata_set_rule(self, cmd: Command, stream: Stream) -> str:
         """One field of KataGo's rules: ko, scoring, tax, suicide, hasButton, whiteHandicapBonus, friendlyPassOk
-        (KATA_RULE_FIELDS), the others kept. The tax follows the scoring here, so setting the scoring sets it too;
-        what these rules cannot play (a tax of its own, the button) is refused."""
+        (KATA_RULE_FIELDS), the others kept; setting the scoring gives the tax that scoring's own (SEKI under
+        territory, NONE under area), as a rule set of that scoring has it. What cannot be played (the button, Spight's
+        ko) is refused."""
         arity(cmd.args, 2)
         field = KATA_RULE_FIELDS.get(cmd.args[0].lower())
         if field is None:
@@ -244,6 +253,8 @@ class Session:
         try:
             rules = Rules.from_katago(katago_rules)
             self.game = sgf_io.GameRecord.from_game(self.game).to_game(rules=rules)
+            if not self.komi_given:
+                self.game.komi = rules.default_komi(self.game.handicap_stones)
         except (ValueError, sgf_io.SgfError) as error:
             raise GtpError(f"cannot use these rules: {error}") from None
 
@@ -308,7 +319,7 @@ class Session:
                   request: analyze_lines.Request | None = None) -> str:
         started = cmd.received or self.now()
         player = self._player()
-        stop = self._move_stop(player, color, started, stream.gogui_interrupted)
+        stop = self._move_stop(player, color, started, stream.answer_now)
         report = reports = None
         if request is not None:
             report = analyze_lines.reporter(request, self.game.grid, stream.line, self._priors(player, request))
@@ -398,6 +409,8 @@ class Session:
 
     def _place_handicap(self, points: list[int]) -> str:
         self.game.place_handicap(points)
+        if not self.komi_given:
+            self.game.komi = self.game.rules.default_komi(len(points))
         return " ".join(coords.to_gtp(self.game.grid, p) for p in points)
 
     # ---- time -------------------------------------------------------------------------------------------
@@ -639,7 +652,7 @@ class Session:
         """A search of the position for the side to move, to the move limits but not the clock; plays nothing."""
         player = self._player()
         snapshots: list = []
-        stop = self.move_limits.stop(self.now(), stream.gogui_interrupted, player.config.search.stop.default_visits)
+        stop = self.move_limits.stop(self.now(), stream.answer_now, player.config.search.stop.default_visits)
         player.analyze(self.game, self.game.to_play, stop, snapshots.append)
         return snapshots[-1]
 
@@ -674,8 +687,8 @@ class Session:
         except (OSError, sgf_io.SgfError) as error:
             log.warning("loadsgf: %s", error)
             raise GtpError(CANNOT_LOAD_FILE) from None
-        if record.komi is None:
-            game.komi = self.game.komi
+        if record.komi is None and self.komi_given:
+            game.komi = self.game.komi  # else the rules' default for the record's game
         self.game = game
         self.clock = Clock(self.clock.settings)
         self.players.prepare(game.width, game.height)

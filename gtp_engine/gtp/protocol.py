@@ -10,6 +10,8 @@ Terms (GTP version 2, sections 2 and 3):
 - stream: a response whose "=" line is written first and whose result lines follow as they are made
   (lz-analyze, kata-analyze); the empty line closes it.
 - interrupt: GoGui's comment line "# interrupt", sent while a command runs to ask for its answer now.
+- answer now: what asks a running command (genmove) for its answer at once: an interrupt, a quit command or the
+  end of input, so that quit ends a long search at once rather than after it; other commands wait their turn.
 - pipelining: controllers send several commands before reading any answer; the reader thread queues them and
   they are answered strictly in order.
 """
@@ -112,14 +114,13 @@ class Stream:
     Handlers that do not stream return their result and never touch this. A streaming handler calls start()
     (which writes the "=" line), then line() per result line, and its returned text becomes the last line.
     interrupted is set by any input line that arrives after the command was taken from the queue (or was
-    already waiting behind it); gogui_interrupted only by GoGui's "# interrupt" line.
+    already waiting behind it); answer_now only by an answer now (module docstring) that arrives so.
     """
 
-    def __init__(self, command: Command, writer: Writer, interrupted: threading.Event,
-                 gogui_interrupted: threading.Event):
+    def __init__(self, command: Command, writer: Writer, interrupted: threading.Event, answer_now: threading.Event):
         self.command = command
         self.interrupted = interrupted
-        self.gogui_interrupted = gogui_interrupted
+        self.answer_now = answer_now
         self._writer = writer
         self.started = False
 
@@ -142,7 +143,8 @@ class Stream:
 
 
 class Reader:
-    """Reads input on a daemon thread and queues commands in order; every line also sets the interrupt events.
+    """Reads input on a daemon thread and queues commands in order; every line also sets interrupted, and an answer
+    now (an interrupt line, quit, the end of input) answer_now.
 
     next() hands out commands (None at end of input) and clears the events when nothing else is waiting,
     so a command sees them set exactly when input arrived behind it.
@@ -156,19 +158,19 @@ class Reader:
         self._queue: queue.Queue = queue.Queue()
         self._lock = threading.Lock()
         self.interrupted = threading.Event()
-        self.gogui_interrupted = threading.Event()
+        self.answer_now = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gtp-reader", daemon=True)
 
     def start(self) -> Reader:
         self._thread.start()
         return self
 
-    def _put(self, item: object, gogui_interrupt: bool = False) -> None:
+    def _put(self, item: object, answer_now: bool = False) -> None:
         with self._lock:
             self._queue.put(item)
             self.interrupted.set()
-            if gogui_interrupt:
-                self.gogui_interrupted.set()
+            if answer_now:
+                self.answer_now.set()
 
     def _run(self) -> None:
         try:
@@ -178,12 +180,13 @@ class Reader:
                 is_interrupt = _CONTROL.sub("", line).strip() == INTERRUPT_LINE
                 command = parse(line)
                 if command is None:
-                    self._put(self._NOTHING, gogui_interrupt=is_interrupt)
+                    self._put(self._NOTHING, answer_now=is_interrupt)
                 else:
-                    self._put(dataclasses.replace(command, received=time.monotonic()))
+                    command = dataclasses.replace(command, received=time.monotonic())
+                    self._put(command, answer_now=command.name == "quit")
         except (OSError, ValueError) as error:
             log.info("input closed: %s", error)
-        self._put(self._END)
+        self._put(self._END, answer_now=True)
 
     def next(self) -> Command | None:
         while True:
@@ -191,7 +194,7 @@ class Reader:
             with self._lock:
                 if self._queue.empty():
                     self.interrupted.clear()
-                    self.gogui_interrupted.clear()
+                    self.answer_now.clear()
             if item is self._END:
                 return None
             if item is not self._NOTHING:
@@ -215,7 +218,7 @@ def serve(dispatch: Callable[[str], Handler | None], reader: Reader, writer: Wri
         if command is None:
             return "eof"
         handler = dispatch(command.name)
-        stream = Stream(command, writer, reader.interrupted, reader.gogui_interrupted)
+        stream = Stream(command, writer, reader.interrupted, reader.answer_now)
         if handler is None:
             writer.write(format_response(command.id, False, UNKNOWN_COMMAND))
             continue

@@ -46,7 +46,8 @@ Terms:
   games, a sample takes about 8 bytes on disk on 9x9 and 11 on 19x19 (about 130 and 420 in memory), so the
   shard size, counted in samples, sets the file size: 250k 19x19 samples are about 3 MB.
 - sidecar: index.json beside the shards: FORMAT, features version and plane names, board size, each shard with
-  its split and counts, and whatever the writer adds (sources, filters, ingest counts).
+  its split and counts, the rule inputs its samples carry ("rules", network_evaluator.RuleInputs.to_json; absent
+  from older sidecars), and whatever the writer adds (sources, filters, ingest counts).
 - game key, split: as in splits.py: a hash of the game's board size, setup stones and moves, and whether that
   key puts the game in the "train" or the "val" shards.
 - window: shards read into memory together and shuffled as one during training; a batch never spans two
@@ -71,7 +72,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import torch
 
-from gtp_engine import features, symmetry
+from gtp_engine import features, network_evaluator, symmetry
 from gtp_engine.board import WHITE
 from gtp_engine.training.files import replacing
 
@@ -256,6 +257,7 @@ class ShardWriter:
         self.pending_samples = dict.fromkeys(SPLITS, 0)
         self.shards: list[dict] = []
         self.optional: list[str] | None = None  # the optional fields of every game, from the first one
+        self.rules: set[network_evaluator.RuleInputs] = set()  # the rule inputs of the samples added
         self._write_threads = write_threads
         self._writer = concurrent.futures.ThreadPoolExecutor(write_threads) if write_threads > 0 else None
         self._writes: list[concurrent.futures.Future] = []
@@ -278,6 +280,7 @@ class ShardWriter:
                              f"cannot share a shard folder")
         self.pending[split].append(game)
         self.pending_samples[split] += len(game["move"])
+        self.rules.update(network_evaluator.rules_in(game["globals"]))
         if self.pending_samples[split] >= self.shard_samples:
             self._flush(split)
 
@@ -331,6 +334,7 @@ class ShardWriter:
             "games": {split: sum(s["games"] for s in self.shards if s["split"] == split) for split in SPLITS},
             "bytes": sum(s["bytes"] for s in self.shards),
             "shards": self.shards,
+            "rules": [rules.to_json() for rules in sorted(self.rules, key=lambda rules: rules.code)],
             **extra,
         }
         text = json.dumps(sidecar, indent=1, sort_keys=True)

@@ -4,8 +4,9 @@ Terms:
 - network contract: the input and output names and shapes of training/model.py (INPUTS, OUTPUTS), with the
   batch, height and width dimensions left dynamic (sizes MIN_SIZE..MAX_SIZE).
 - metadata: one JSON document under onnx_evaluator.METADATA_KEY in the file's metadata_props: format, features
-  version and channel counts, accepted sizes, preset and its config, trained sizes, training provenance (data,
-  steps), the value head's meaning, and the parity measured at export.
+  version and channel counts, accepted sizes, preset and its config, trained sizes, the rule inputs its training
+  samples carried (trained_rules, where the checkpoint's provenance has them: network_evaluator.py), training
+  provenance (data, steps), the value head's meaning, and the parity measured at export.
 - parity check: before the file gets its real name, onnxruntime (through the engine's own loader) and torch
   evaluate the same random positions of sizes PARITY_SIZES; any output differing by more than the tolerance
   (1e-4 in fp32) aborts the export with ExportError and leaves no file behind.
@@ -68,6 +69,7 @@ def export(net: model_lib.GoNet, out_path: str | os.PathLike, trained_sizes=(), 
         "preset": net.config.name,
         "config": {k: v for k, v in net.config.to_dict().items() if k != "opponent_policy"},  # not in the file
         "trained_sizes": sorted(trained_sizes),
+        **({"trained_rules": provenance["trained_rules"]} if provenance and "trained_rules" in provenance else {}),
         "training": dict(provenance or {}),
         "value": "logits of (win, loss, draw) for the side to move",
         "score": "lead of the side to move, points",

@@ -45,6 +45,7 @@ import contextlib
 import copy
 import dataclasses
 import hashlib
+import json
 import logging
 import math
 import time
@@ -266,12 +267,21 @@ class _Trainer:
             "data": [f"{d} ({s['samples']['train']} train / {s['samples']['val']} val samples)"
                      for d, s in zip(config.data, self.train_set.sidecars)],
             "data_fingerprint": self.fingerprint,
+            **self.trained_rules(),
             "steps": self.step,
             "samples": self.step * config.batch_size,
             "seconds": round(self.seconds, 1),
             "train_config": config.to_dict(),
             "validation": val or {},
         }
+
+    def trained_rules(self) -> dict:
+        """{"trained_rules": the rule inputs of every shard folder's samples}, or {} when a sidecar predates them."""
+        listed = [sidecar.get("rules") for sidecar in self.train_set.sidecars]
+        if any(rules is None for rules in listed):
+            return {}
+        union = {json.dumps(rules, sort_keys=True) for folder in listed for rules in folder}
+        return {"trained_rules": [json.loads(rules) for rules in sorted(union)]}
 
     def save(self, val: dict | None = None) -> None:
         self.folder.save(checkpoint_lib.from_model(self.net, trained_sizes=[self.train_set.width],

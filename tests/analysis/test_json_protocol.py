@@ -89,13 +89,14 @@ def test_rules_by_name_and_json_and_a_rectangular_board(analysis):
 
 def test_katago_rules_played_only_approximately_warn_and_run(analysis):
     engine = analysis()
-    for rules in ("stone_scoring", "aga-button", {"scoring": "AREA", "tax": "ALL"}, {"ko": "SPIGHT"}):
+    for rules in ("aga-button", {"scoring": "AREA", "hasButton": True}, {"ko": "SPIGHT"}):
         engine.send({**position("s", ["C3"], maxVisits=5), "rules": rules})
         finals, seen = engine.until_final("s")
         assert [r["field"] for r in seen if "warning" in r] == ["rules"], rules
         assert finals[0]["rootInfo"]["visits"] == 5
-    for rules in ("bga", "chinese_ogs", "Tromp Taylor", {"ko": "SIMPLE", "scoring": "TERRITORY", "tax": "SEKI",
-                                                          "suicide": False, "friendlyPassOk": True}):
+    for rules in ("bga", "chinese_ogs", "Tromp Taylor", "stone_scoring", {"scoring": "AREA", "tax": "ALL"},
+                  {"ko": "SIMPLE", "scoring": "TERRITORY", "tax": "SEKI", "suicide": False,
+                   "friendlyPassOk": True}):
         engine.send({**position("e", ["C3"], maxVisits=5), "rules": rules})
         finals, seen = engine.until_final("e")
         assert seen == finals, rules  # the same rules: no warning

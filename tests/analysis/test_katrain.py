@@ -1,7 +1,8 @@
 """KaTrain's own engine class (PyPI katrain, headless: no window, Kivy without arguments or log files) drives
 `gtp-engine analysis` through its custom engine command, exactly as a user who sets Settings -> Engine ->
 "Override Engine Command" does: analysis of a position, KaTrain's AIs choosing moves from our results, pondering
-stopped with terminate, and a query KaTrain gets an error for."""
+stopped with terminate, a query KaTrain gets an error for, and KaTrain's own defaults (its model file, 19x19,
+Japanese rules) with the engine as its KataGo executable."""
 
 from __future__ import annotations
 
@@ -143,5 +144,40 @@ def test_katrain_runs_us_as_its_katago_executable(katrain_modules, tiny_onnx_mod
         game = new_game(katrain, engine, Game)
         wait_for(lambda: game.current_node.analysis_complete)
         assert game.current_node.root_visits == 16
+    finally:
+        engine.shutdown(finish=False)
+
+
+def test_katrain_with_its_own_defaults_gets_sane_moves_on_19x19(katrain_modules, tmp_path):
+    """The README's recipe with everything else as KaTrain ships it: its own KataGo model file (which this engine
+    cannot read, so it plays its shipped 19x19 network), its 19x19 board, Japanese rules and komi 6.5. Before, a
+    9x9 network on that board gave top moves of one visit each and a lead that contradicted the winrate."""
+    KaTrainBase, KataGoEngine, Game, generate_ai_move = katrain_modules
+    katrain = KaTrainBase(force_package_config=True, debug_level=0)
+    executable = tmp_path / "gtp-engine"
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    executable.write_text(f"#!/bin/sh\nPYTHONPATH={shlex.quote(path)} exec {shlex.quote(sys.executable)} "
+                          f"-m gtp_engine \"$@\"\n")
+    executable.chmod(0o755)
+    defaults = katrain.config("engine")
+    assert defaults["model"].endswith(".bin.gz")  # KaTrain's own network, left as it is
+    engine = KataGoEngine(katrain, {**defaults, "katago": str(executable), "max_visits": 48, "fast_visits": 16,
+                                    "allow_recovery": False})
+    try:
+        game_settings = katrain.config("game")
+        game = Game(katrain, engine, game_properties={"SZ": game_settings["size"], "KM": game_settings["komi"],
+                                                      "RU": game_settings["rules"]})
+        assert (game.board_size, game_settings["rules"]) == ((19, 19), "japanese")
+        root = game.current_node
+        wait_for(lambda: root.analysis_complete)
+        assert root.root_visits == 48
+        visits = [c["visits"] for c in root.candidate_moves]
+        # A search, not a spread of one-visit moves (the empty board's symmetric points share the visits).
+        assert visits[0] >= 4 and sum(v > 1 for v in visits) >= 3
+        assert 0.3 <= root.winrate <= 0.7 and abs(root.score) < 5  # an even opening, the lead agreeing
+        for _ in range(2):
+            move, _ = generate_ai_move(game, "ai:default", katrain.config("ai/ai:default"))
+            column, row = move.coords
+            assert 2 <= column <= 16 and 2 <= row <= 16  # an opening move, off the first two lines
     finally:
         engine.shutdown(finish=False)

@@ -44,6 +44,12 @@ def test_komi_defaults_and_handicap():
     assert parse_query(query(rules="japanese"), DEFAULTS)[0].turns[0].state.komi == 6.5
     q, _ = parse_query(query(initialStones=[["B", "C3"], ["B", "G7"]], initialPlayer="W"), DEFAULTS)
     assert q.turns[0].state.handicap_stones == 2 and q.turns[0].state.to_play == WHITE
+    assert q.turns[0].state.komi == 0.5  # a handicap game's komi; its rules' white handicap bonus comes on top
+    for rules in ("japanese", "aga"):
+        q, _ = parse_query(query(rules=rules, initialStones=[["B", "C3"], ["B", "G7"]]), DEFAULTS)
+        assert q.turns[0].state.komi == 0.5
+    q, _ = parse_query(query(komi=6, initialStones=[["B", "C3"], ["B", "G7"]]), DEFAULTS)
+    assert q.turns[0].state.komi == 6  # the query's komi wins
 
 
 def test_rules_names_json_and_handicap_bonus():

@@ -27,6 +27,9 @@ def test_later_layers_win_and_values_are_typed():
         ({"device": "gpu"}, "--device"),
         ({"log-level": "loud"}, "--log-level"),
         ({"colour": "black"}, "unknown option 'colour'"),
+        ({"rules": "backgammon"}, "--rules: unknown rules 'backgammon'"),
+        ({"rules": '{"scoring": "AREA", "tax": "HALF"}'}, "--rules: .*tax"),
+        ({"rules": {"scoring": "AREA", "hasButton": True}}, "--rules: hasButton"),
     ],
 )
 def test_bad_values_name_the_option(layer, words):
@@ -63,6 +66,16 @@ def test_a_bad_value_in_the_config_file_names_the_file_and_its_key(tmp_path, tex
     path.write_text(text)
     with pytest.raises(ConfigError, match=words):
         config.load_file(path)
+
+
+def test_rules_are_a_name_or_katagos_json_object_also_as_a_toml_table(tmp_path):
+    from gtp_engine.game import Rules
+
+    assert config.build({"rules": "stone_scoring"}).play.rules == "stone_scoring"
+    path = tmp_path / "engine.toml"
+    path.write_text('rules = {scoring = "TERRITORY", ko = "SIMPLE", tax = "NONE", suicide = false}\n')
+    rules = Rules.from_katago(config.build(config.load_file(path)).play.rules)
+    assert (rules.scoring, rules.ko, rules.tax, rules.suicide_allowed) == ("territory", "simple", "none", False)
 
 
 def leaf_paths(config, prefix=()):

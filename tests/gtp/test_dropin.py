@@ -52,14 +52,14 @@ def test_katago_command_line(engine, tiny_onnx_model, tmp_path):
 
 def test_katago_command_line_with_a_katago_network_and_our_options(engine, tmp_path):
     gtp = engine("gtp", "-model", str(tmp_path / "kata1-b18c384.bin.gz"), "-override-config",
-                 "rules=stone-scoring,maxTime=2", "--name", "KataGo", "--visits", "7")
+                 "rules=aga-button,maxTime=2", "--name", "KataGo", "--visits", "7")
     assert gtp.ok("name") == "KataGo"  # our options follow KataGo's and win over its config
     assert gtp.ok("kata-get-param maxTime") == "2" and gtp.ok("kata-get-param maxVisits") == "7"
-    assert gtp.ok("kata-get-rules").startswith('{"ko":"SIMPLE","scoring":"AREA"')  # the nearest rules
+    assert gtp.ok("kata-get-rules").endswith('"hasButton":false,"whiteHandicapBonus":"N-1"}')  # aga, the nearest
     gtp.ok("quit")
     stderr = gtp.stderr_text()
     assert "kata1-b18c384.bin.gz is a KataGo network, which gtp_engine cannot read; using the shipped network" in stderr
-    assert "stone-scoring: the group tax of stone scoring is not played" in stderr
+    assert "the button is not played; scored as aga" in stderr
 
 
 @pytest.mark.parametrize("args, message", [
@@ -137,13 +137,15 @@ def test_kata_set_rule_changes_one_field(engine):
     gtp.ok("kata-set-rule ko SIMPLE")
     assert gtp.ok("kata-get-rules") == ('{"ko":"SIMPLE","scoring":"AREA","suicide":false,"tax":"NONE",'
                                         '"hasButton":false,"whiteHandicapBonus":"N"}')
-    gtp.ok("kata-set-rule scoring territory")  # the tax follows the scoring
+    gtp.ok("kata-set-rule scoring territory")  # the tax becomes the scoring's own
     assert '"scoring":"TERRITORY","suicide":false,"tax":"SEKI"' in gtp.ok("kata-get-rules")
+    gtp.ok("kata-set-rule tax ALL")
+    assert '"scoring":"TERRITORY","suicide":false,"tax":"ALL"' in gtp.ok("kata-get-rules")
+    gtp.ok("kata-set-rule tax SEKI")
     gtp.ok("kata-set-rule whiteHandicapBonus 0")
     gtp.ok("kata-set-rule friendlyPassOk true")  # changes nothing that is played
     assert gtp.ok("kata-get-rules").endswith('"whiteHandicapBonus":"0"}')
-    for text, error in [("kata-set-rule tax ALL", "cannot use these rules: tax ALL: scored with tax SEKI"),
-                        ("kata-set-rule hasButton true", "cannot use these rules: hasButton: the button is not played"),
+    for text, error in [("kata-set-rule hasButton true", "cannot use these rules: hasButton: the button is not played"),
                         ("kata-set-rule ko SPIGHT", "cannot use these rules: ko SPIGHT"),
                         ("kata-set-rule suicide perhaps", "syntax error"),
                         ("kata-set-rule ko", "syntax error"),

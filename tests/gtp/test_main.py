@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from gtp_engine import config, network_loader
+from gtp_engine import config, native, network_loader
 from gtp_engine.network_loader import NetworkUnavailable
 
 
@@ -110,3 +110,17 @@ def test_an_unusable_network_reaches_on_unusable_as_one_line_with_its_fix(tmp_pa
     assert lines[0].endswith("; give a network exported by python -m gtp_engine.training export, or omit --weights "
                              "to use the shipped one")
     assert "\n" not in lines[0]
+
+
+def test_each_load_is_told_in_one_line_that_gtp_writes_at_the_default_log_level(engine, tiny_onnx_model):
+    told: list[str] = []
+    loader = network_loader.NetworkLoader(config.build({"device": "cpu", "weights": str(tiny_onnx_model)}),
+                                          on_loaded=told.append)
+    loader.get(9, 9)
+    loader.get(19, 19)  # the same network: no second load
+    assert told == [f"network {tiny_onnx_model} (tiny, trained on sizes it does not record) on cpu, fp32; "
+                    f"core: {native.describe()}"]
+    gtp = engine("--weights", str(tiny_onnx_model), "--device", "cpu", "--visits", "2")
+    gtp.ok("genmove b")
+    assert gtp.close() == 0
+    assert gtp.stderr_text() == f"gtp-engine: {told[0]}\n"  # as it is, without a log record's time and level

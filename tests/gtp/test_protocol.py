@@ -141,8 +141,24 @@ def test_gogui_interrupt_line_sets_its_own_event_only():
     lines.send("genmove b\n# interrupt\n")
     command = reader.next()
     assert command.name == "genmove"
-    assert reader.gogui_interrupted.wait(5)
+    assert reader.answer_now.wait(5)
     lines.send("name\n")
     assert reader.next().name == "name"
     lines.close()
     assert reader.next() is None
+
+
+@pytest.mark.parametrize("ending", ["quit\n", "7 QUIT\n", None])
+def test_quit_and_the_end_of_input_ask_the_running_command_for_its_answer_now(ending):
+    lines = Lines()
+    reader = Reader(lines.stream()).start()
+    lines.send("genmove b\n")
+    assert reader.next().name == "genmove"
+    lines.send("play w d4\n\n")  # other input waits its turn
+    assert reader.interrupted.wait(5)
+    assert not reader.answer_now.wait(0.2)
+    if ending is None:
+        lines.close()
+    else:
+        lines.send(ending)
+    assert reader.answer_now.wait(5)

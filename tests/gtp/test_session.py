@@ -181,6 +181,25 @@ def test_handicap_commands(engine):
     assert gtp("undo").text == "cannot undo"
 
 
+def test_komi_follows_the_rules_and_the_handicap_until_the_controller_sets_it(engine):
+    gtp = engine("--rules", "japanese")
+    assert gtp.ok("get_komi") == "6.5"
+    gtp.ok("fixed_handicap 2")
+    assert gtp.ok("get_komi") == "0.5"
+    gtp.ok("clear_board")
+    assert gtp.ok("get_komi") == "6.5"
+    gtp.ok("kata-set-rules chinese")
+    assert gtp.ok("get_komi") == "7.5"
+    gtp.ok("place_free_handicap 3")
+    assert gtp.ok("get_komi") == "0.5"
+    gtp.ok("clear_board")
+    gtp.ok("komi 5")
+    gtp.ok("fixed_handicap 4")
+    gtp.ok("clear_board")
+    gtp.ok("kata-set-rules japanese")
+    assert gtp.ok("get_komi") == "5"  # the controller's komi stays
+
+
 def test_time_commands_accept_what_controllers_send(engine):
     gtp = engine()
     for line in ("time_settings 300 30 5", "time_settings 0 1 0", "time_settings 1800 0 0",
@@ -212,7 +231,12 @@ def test_rules_can_be_read_and_set(engine):
     gtp.ok("clear_board")
     gtp.ok(f"kata-set-rules {aga}")
     assert "aga rules" in gtp.ok("showboard")
-    assert not gtp('kata-set-rules {"tax":"ALL"}').ok
+    gtp.ok('kata-set-rules {"tax":"ALL"}')  # KataGo's defaults for the rest: Tromp-Taylor's, taxed
+    assert '"tax":"ALL"' in gtp.ok("kata-get-rules")
+    refused = gtp('kata-set-rules {"hasButton":true}')  # played only approximately: refused, the field named
+    assert not refused.ok and "hasButton" in refused.text
+    refused = gtp('kata-set-rules {"scoring":"AREA","ko":"SOMETIMES"}')
+    assert not refused.ok and "ko" in refused.text
     assert not gtp("kata-set-rules backgammon").ok
 
 

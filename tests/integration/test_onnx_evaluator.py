@@ -306,6 +306,8 @@ def test_gpu_libraries_are_preloaded_once_and_quietly_before_a_gpu_attempt(monke
         print("Failed to load libcublasLt.so.13: cannot open shared object file")
 
     monkeypatch.setattr(ort, "preload_dlls", preload, raising=False)
+    # The engine's default log level, whatever an earlier test in this process set (debug lets onnxruntime speak).
+    monkeypatch.setattr(onnx_evaluator.log, "isEnabledFor", lambda level: level >= logging.WARNING)
     # A fresh once-per-process cache: an earlier test in this process may have preloaded already.
     monkeypatch.setattr(onnx_evaluator, "_preload_gpu_libraries",
                         functools.cache(onnx_evaluator._preload_gpu_libraries.__wrapped__))

@@ -50,7 +50,8 @@ def test_a_variation_needs_a_point_lost_and_a_best_move_other_than_the_played_on
 @pytest.mark.parametrize(("properties", "stated"), [
     ("RU[Japanese]KM[6.5]", "Japanese rules, komi 6.5"),
     ("RU[AGA]KM[7]", "AGA rules, komi 7"),
-    ("", "Chinese rules (the game names none), komi 0 (the game gives none)"),
+    ("", "Chinese rules (the game names none), komi 7.5 (the game gives none: the rules' default)"),
+    ("RU[Japanese]HA[2]AB[cc][gg]", "Japanese rules, komi 0.5 (the game gives none: the rules' default)"),
     ("RU[Go Seigen]KM[5.5]", "Chinese rules (for the game's RU[Go Seigen]), komi 5.5"),
 ])
 def test_the_root_comment_states_the_network_visits_rules_and_komi(properties, stated):

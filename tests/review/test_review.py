@@ -61,6 +61,15 @@ def test_a_corrupt_game_is_refused_naming_the_file(tmp_path, tiny_onnx_model):
     assert done.returncode == 2 and "missing.sgf" in done.stderr
 
 
+def test_rules_for_the_review_a_name_or_katagos_json(tmp_path, tiny_onnx_model):
+    game = tmp_path / "g.sgf"
+    game.write_text("(;GM[1]SZ[9]KM[7]RU[Chinese];B[ee];W[cc])")
+    done = review(str(game), "--rules", '{"scoring":"TERRITORY","ko":"SIMPEL"}', "--weights", str(tiny_onnx_model))
+    assert done.returncode == 2 and "--rules" in done.stderr and "ko rule 'simpel'" in done.stderr
+    done = review(str(game), "--rules", "japanese", "--weights", str(tiny_onnx_model), "--visits", "2")
+    assert done.returncode == 0, done.stderr
+
+
 def test_the_other_games_of_a_collection_are_kept_and_pl_gives_way_to_the_first_move(tmp_path, tiny_onnx_model):
     games = tmp_path / "two.sgf"
     games.write_text("(;GM[1]SZ[9]KM[7]PL[W]C[game one];B[ee];W[cc])(;GM[1]SZ[9]KM[7]C[game two];B[dd];W[ff])")
@@ -79,6 +88,16 @@ def test_plot_without_matplotlib_says_how_to_get_it(tmp_path):
     done = review(str(GAME), "--plot", str(tmp_path / "g.png"), env={"EXTRA_PATH": str(fake.parent)})
     assert done.returncode == 2 and "pip install 'gtp_engine[plot]'" in done.stderr
     assert not (tmp_path / "g.png").exists()
+
+
+def test_a_game_without_km_is_reviewed_with_the_rules_komi():
+    from gtp_engine import review as review_lib
+    from gtp_engine.sgf_io import load_sgf
+
+    handicap = load_sgf(b"(;GM[1]SZ[9]RU[Japanese]HA[3]AB[cc][gg][gc];W[ee];B[ce])")
+    assert {p.komi for p in review_lib._positions(handicap)} == {0.5}
+    even = load_sgf(b"(;GM[1]SZ[9]RU[Japanese];B[ee];W[cc])")
+    assert {p.komi for p in review_lib._positions(even)} == {6.5}
 
 
 @pytest.mark.parametrize("game", [

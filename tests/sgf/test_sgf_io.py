@@ -101,6 +101,32 @@ def test_game_information_in_the_node_of_the_first_move():
     assert (record.komi, record.rules, record.black, len(record.moves)) == (6.5, "japanese", "Alice", 2)
 
 
+def test_ru_names_katagos_names_and_json_rules():
+    assert load_sgf(b"(;GM[1]SZ[9]RU[NZ])").game_rules().name == "new-zealand"
+    assert load_sgf(b"(;GM[1]SZ[9]RU[Chinese_OGS])").game_rules().name == "chinese"
+    assert load_sgf(b"(;GM[1]SZ[9]RU[stone scoring])").game_rules().tax == "all"
+    record = load_sgf(b'(;GM[1]SZ[9]RU[{"scoring":"TERRITORY","ko":"SIMPLE","suicide":false}])')
+    assert record.game_rules() == Rules.named("japanese")
+    assert load_sgf(b"(;GM[1]SZ[9]RU[house rules])").game_rules() == Rules()
+
+
+def test_rules_of_no_named_rule_set_are_written_as_katagos_json_and_read_back():
+    rules = Rules.from_katago({"scoring": "TERRITORY", "tax": "NONE", "ko": "SIMPLE", "suicide": False})
+    game = GameState(9, komi=6.5, rules=rules)
+    again = load_sgf(save_sgf(game))
+    assert again.game_rules() == rules and again.to_game().rules == rules
+    assert load_sgf(save_sgf(GameState(9, rules=Rules.named("aga")))).rules == "aga"
+
+
+def test_a_record_without_km_gets_the_rules_komi_for_its_handicap():
+    assert load_sgf(b"(;GM[1]SZ[9];B[ee])").to_game().komi == 7.5
+    assert load_sgf(b"(;GM[1]SZ[9]RU[Japanese];B[ee])").to_game().komi == 6.5
+    for rules in (b"Japanese", b"Chinese", b"AGA"):
+        game = load_sgf(b"(;GM[1]SZ[9]RU[" + rules + b"]HA[2]AB[cc][gg];W[ee])").to_game()
+        assert (game.handicap_stones, game.komi) == (2, 0.5)
+    assert load_sgf(b"(;GM[1]SZ[9]KM[0]HA[2]AB[cc][gg];W[ee])").to_game().komi == 0  # KM[0] is a komi
+
+
 def test_setup_over_several_nodes_follows_the_main_line():
     record = load("setup-variations.sgf")
     g = record.grid

@@ -59,12 +59,20 @@ def test_command_trains_end_to_end_and_exports_a_model_that_passes_parity(shards
     metadata = json.loads({p.key: p.value for p in model.metadata_props}[METADATA_KEY])
     assert metadata["parity_max_abs_diff"] <= 1e-4
     assert metadata["training"]["steps"] == 6 and metadata["trained_sizes"] == [9]
+    # The rules the samples carried, from the shards' sidecar through the checkpoint to the metadata.
+    from gtp_engine import sgf_io
+    from gtp_engine.network_evaluator import RuleInputs
+
+    records = [sgf_io.load_sgf(data) for _, data in sgf_io.read_sgf_files(FIXTURES)]
+    recorded = {RuleInputs.of(record.game_rules()) for record in records}
+    assert {RuleInputs.from_json(rules) for rules in metadata["trained_rules"]} <= recorded
     # The exported network computes what the checkpoint computes.
     net = checkpoint_lib.load(run / train.CHECKPOINT).build_model()
     from gtp_engine.game import GameState
 
     state = GameState(9, komi=7.0)
     evaluator = OnnxEvaluator(run / train.ONNX, device="cpu", symmetry_mode="none")
+    assert set(evaluator.info.trained_rules) == {RuleInputs.from_json(rules) for rules in metadata["trained_rules"]}
     got = evaluator.evaluate([state])
     from gtp_engine import features
 

@@ -1,4 +1,5 @@
-"""Helpers for the search tests: a scripted evaluator, a check of the tree's bookkeeping, positions."""
+"""Helpers for the search tests: a scripted evaluator, a check of the tree's bookkeeping, positions, and the board
+diagrams the endgame and Player tests share."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from charged_evaluation import ChargedEvaluation
 
 from gtp_engine.board import BLACK, Board
 from gtp_engine.evaluator import EvaluationBatch, UniformEvaluator
-from gtp_engine.game import GameState
+from gtp_engine.game import GameState, Rules
 from gtp_engine.mcts import Node, Tree
 
 
@@ -25,10 +26,70 @@ KO_AND_SUICIDES = """
 """
 
 
-def position(text: str, to_play: int = BLACK, komi: float = 0.5) -> GameState:
+# Black has the left three columns (15 points), White the right two (10).
+SPLIT = """
+    . . X O .
+    . . X O .
+    . . X O .
+    . . X O .
+    . . X O .
+"""
+
+# The same with a dead white stone inside Black's area.
+SPLIT_WITH_DEAD_STONE = """
+    . . X O .
+    . O X O .
+    . . X O .
+    . . X O .
+    . . X O .
+"""
+
+# The same with a dead black stone inside White's area: Black leads by 3.5 at komi 7.5 with every stone alive,
+# White by 2.5 by the count.
+SPLIT_WITH_DEAD_BLACK_STONE = """
+    . . X O .
+    . . X O X
+    . . X O .
+    . . X O .
+    . . X O .
+"""
+
+# The same with a black stone in the corner of White's side, in atari: a living chain in atari where the ownership
+# counts it Black's.
+SPLIT_WITH_A_BLACK_STONE_IN_ATARI = """
+    . . X O .
+    . . X O .
+    . . X O .
+    . . X O .
+    . . X O X
+"""
+
+# Black has the left three columns, White the right column; the column between is dame.
+DAME = """
+    . . X . O
+    . . X . O
+    . . X . O
+    . . X . O
+    . . X . O
+"""
+
+# Black's two stones on the lower edge are in atari, and their own liberty at (6, 2) is suicide; the white stone
+# beside them at (6, 5) is in atari too, and taking it at (6, 6) gives them a second liberty.
+CHAIN_SAVED_BY_A_CAPTURE = """
+    . . . . . . .
+    . . . . . . .
+    . . . . . . .
+    . . . . . . .
+    . . . . . . .
+    . O O O O X X
+    . O . X X O .
+"""
+
+
+def position(text: str, to_play: int = BLACK, komi: float = 0.5, rules: Rules = Rules()) -> GameState:
     """A game whose board is the ASCII diagram (setup stones), with `to_play` to move."""
     board = Board.from_ascii(text)
-    game = GameState(board.width, board.height, komi=komi)
+    game = GameState(board.width, board.height, komi=komi, rules=rules)
     for color in (BLACK, 3 - BLACK):
         game.place_setup(color, board.stones(color))
     game.set_to_play(to_play)

@@ -5,47 +5,22 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from search_support import position
+from search_support import (
+    CHAIN_SAVED_BY_A_CAPTURE,
+    DAME,
+    SPLIT,
+    SPLIT_WITH_DEAD_BLACK_STONE,
+    SPLIT_WITH_A_BLACK_STONE_IN_ATARI,
+    SPLIT_WITH_DEAD_STONE,
+    position,
+)
 
 from gtp_engine import endgame
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS, grid
-from gtp_engine.game import GameState
+from gtp_engine.game import GameState, Rules
 from gtp_engine.search import MoveInfo, SearchResult, Snapshot
 
-# Black has the left three columns (15 points), White the right two (10).
-SPLIT = """
-    . . X O .
-    . . X O .
-    . . X O .
-    . . X O .
-    . . X O .
-"""
-# The same with a dead white stone inside Black's area.
-SPLIT_WITH_DEAD_STONE = """
-    . . X O .
-    . O X O .
-    . . X O .
-    . . X O .
-    . . X O .
-"""
-# The same with a dead black stone inside White's area: Black leads by 3.5 at komi 7.5 with every stone alive,
-# White by 2.5 by the count.
-SPLIT_WITH_DEAD_BLACK_STONE = """
-    . . X O .
-    . . X O X
-    . . X O .
-    . . X O .
-    . . X O .
-"""
-# Black has the left three columns, White the right column; the column between is dame.
-DAME = """
-    . . X . O
-    . . X . O
-    . . X . O
-    . . X . O
-    . . X . O
-"""
 # Black's chain in the corner and the white stone below it share their two liberties, A5 and A3: whoever plays
 # one puts itself in atari, so neither does (seki). White's wall around them lives.
 SEKI = """
@@ -65,16 +40,23 @@ FALSE_EYE = """
     . . . . . . .
     . . . . . . .
 """
-# Black's two stones on the lower edge are in atari, and their own liberty at (6, 2) is suicide; the white stone
-# beside them at (6, 5) is in atari too, and taking it at (6, 6) gives them a second liberty.
-CHAIN_SAVED_BY_A_CAPTURE = """
+# FALSE_EYE with the diagonals of (3, 3) Black's: a true eye.
+FALSE_EYE_MADE_TRUE = """
     . . . . . . .
     . . . . . . .
+    . . X X X . .
+    . . X . X . .
+    . . X X X . .
     . . . . . . .
     . . . . . . .
-    . . . . . . .
-    . O O O O X X
-    . O . X X O .
+"""
+# Black's eye on the lower edge at C1.
+EYE_ON_THE_EDGE = """
+    . . . . .
+    . . . . .
+    . . . . .
+    . X X X .
+    . X . X .
 """
 G = grid(5)
 BLACK_TERRITORY = G.point(2, 0)
@@ -86,8 +68,8 @@ def split_ownership(sure: float = 1.0) -> np.ndarray:
     return np.where(np.arange(25) % 5 <= 2, sure, -sure)
 
 
-def after_white_pass(text: str, komi: float) -> GameState:
-    game = position(text, WHITE, komi=komi)
+def after_white_pass(text: str, komi: float, rules: Rules = Rules()) -> GameState:
+    game = position(text, WHITE, komi=komi, rules=rules)
     game.play(PASS, WHITE)
     return game
 
@@ -187,6 +169,22 @@ def test_chain_statuses_tell_seki_from_alive_and_dead():
     assert statuses["dead"] == [black_chain] and statuses["seki"] == []
 
 
+def test_chain_statuses_list_a_seki_with_eyes_whose_eyes_the_ownership_gives_their_owners():
+    # The seki of test_game.py: Black's A4 B4 C4 A5 B5 and White's D5 D4 E4 share C5, each with an eye.
+    game = position("""
+        . X . O .
+        X X X O O
+        O O O X X
+        . O O X .
+        O . O X .
+    """, BLACK, rules=Rules.named("japanese"))
+    ownership = np.array([float(game.area_ownership()[i]) for i in range(25)])
+    statuses = endgame.chain_statuses(game, ownership)
+    assert sorted(statuses["seki"]) == sorted([[G.point(0, 1), G.point(1, 0), G.point(1, 1), G.point(1, 2)],
+                                               [G.point(0, 3), G.point(1, 3), G.point(1, 4)]])
+    assert statuses["dead"] == [] and game.score(endgame.dead_stones(game, ownership)) == 2 - 2 - 0.5
+
+
 def test_chain_statuses_of_a_settled_game_list_every_chain_once():
     game = position(SPLIT_WITH_DEAD_STONE, BLACK)
     statuses = endgame.chain_statuses(game, split_ownership())
@@ -283,6 +281,34 @@ def test_rule_1_never_passes_while_behind_by_the_count():
     assert searches.asked == ["without pass"]
 
 
+@pytest.mark.parametrize("rules", ["japanese", "chinese"])
+def test_after_the_opponents_pass_under_territory_scoring_our_area_is_not_filled(rules):
+    # The loop of a game under japanese rules: White passed every move, and Black, ahead by the count but with a
+    # search after its pass that found its group dead, filled its own area where the ownership was unsure, point
+    # after point, each filling a point lost under territory scoring, until its eyes went too.
+    game = after_white_pass(SPLIT, komi=0.5, rules=Rules.named(rules))
+    unsure = split_ownership(0.7)
+    fillings = [G.point(row, col) for row in range(5) for col in range(2)]
+    searches = Searches(after_passing=searched(PASS, -np.ones(25), to_play=WHITE),
+                        without_pass=searched(BLACK_TERRITORY, unsure, others=fillings[:3],
+                                              root_moves=fillings + [PASS]))
+    point, _ = endgame.choose_move(game, searched(PASS, unsure), anything, True, searches())
+    # Under area scoring a filling costs nothing, and the search wanted it; under territory scoring it costs a
+    # point and the search was not sure it gained one: pass.
+    assert point == (PASS if rules == "japanese" else BLACK_TERRITORY)
+
+
+@pytest.mark.parametrize("rules", ["japanese", "chinese"])
+def test_an_eye_is_our_territory_however_unsure_the_ownership(rules):
+    game = position(FALSE_EYE_MADE_TRUE, BLACK, rules=Rules.named(rules))
+    g = game.grid
+    territory = endgame.own_territory(game, np.full(49, 0.3))
+    assert territory[g.flat(g.point(3, 3))] and territory.sum() == 1
+    edge = position(EYE_ON_THE_EDGE, BLACK, rules=Rules.named(rules))
+    assert endgame.own_territory(edge, np.full(25, 0.3))[G.flat(G.point(4, 2))]
+    assert not endgame.own_territory(position(SEKI, WHITE, rules=Rules.named(rules)), np.zeros(25)).any()
+
+
 def test_rule_1_rescues_a_chain_in_atari_whatever_the_search_chose():
     g = grid(7)
     game = position(CHAIN_SAVED_BY_A_CAPTURE, WHITE, komi=0.5)
@@ -334,16 +360,9 @@ def test_rule_2_does_not_pass_first_in_a_game_not_decided_and_settled(text, komi
 
 
 def test_rule_2_does_not_pass_first_with_a_living_chain_in_atari():
-    text = """
-        . . X O .
-        . . X O .
-        . . X O .
-        . . X O .
-        . . X O X
-    """
     corner = G.point(4, 4)
     ours = np.where(np.arange(25) == G.flat(corner), 1.0, split_ownership())
-    game = position(text, BLACK, komi=0.5)
+    game = position(SPLIT_WITH_A_BLACK_STONE_IN_ATARI, BLACK, komi=0.5)
     assert not endgame.decided_and_settled(game, ours)
     assert endgame.decided_and_settled(game, split_ownership())  # once the count takes the stone as dead
 

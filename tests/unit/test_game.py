@@ -325,7 +325,8 @@ def test_legal_mask_agrees_with_is_legal_in_a_random_game():
             break
 
 
-@pytest.mark.parametrize("name", ["chinese", "japanese", "korean", "aga", "tromp-taylor", "new-zealand"])
+@pytest.mark.parametrize("name", ["chinese", "japanese", "korean", "aga", "tromp-taylor", "new-zealand",
+                                  "stone-scoring", "ancient-territory"])
 def test_katago_rules_objects_round_trip(name):
     rules = Rules.named(name)  # korean plays as japanese here: the object names the first of the two
     assert Rules.from_katago(rules.to_katago()).to_katago() == rules.to_katago()
@@ -338,11 +339,100 @@ def test_katago_rule_names_and_objects_this_engine_plays_only_approximately():
     assert Rules.nearest_katago("Chinese_OGS") == (Rules.named("chinese"), [])
     assert Rules.nearest_katago({}) == (Rules.named("tromp-taylor"), [])  # KataGo's defaults for an object
     rules, differences = Rules.nearest_katago("stone scoring")
-    assert (rules.scoring, rules.ko, rules.white_handicap_bonus) == ("area", "simple", "0") and len(differences) == 1
-    _, differences = Rules.nearest_katago({"scoring": "AREA", "tax": "SEKI", "hasButton": True})
+    assert (rules.scoring, rules.ko, rules.white_handicap_bonus, rules.tax) == ("area", "simple", "0", "all")
+    assert differences == [] and rules == Rules.named("stone_scoring")
+    assert Rules.nearest_katago("ancient territory")[0].tax == "all"
+    _, differences = Rules.nearest_katago({"scoring": "AREA", "tax": "SEKI", "hasButton": True, "ko": "SPIGHT"})
     assert len(differences) == 2
-    with pytest.raises(ValueError, match="tax ALL"):
-        Rules.from_katago({"tax": "ALL"})  # the exact form refuses what it would only approximate
-    for unknown in ("backgammon", {"komi": 7.5}, {"ko": "NONE"}, {"tax": "SOME"}):
-        with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="hasButton"):
+        Rules.from_katago({"hasButton": True})  # the exact form refuses what it would only approximate
+    # Territory scoring without the seki tax is its own rule set, no longer japanese.
+    untaxed = Rules.from_katago({"scoring": "TERRITORY", "tax": "NONE", "ko": "SIMPLE", "suicide": False})
+    assert (untaxed.name, untaxed.tax) == ("custom", "none")
+    for unknown, field in (("backgammon", "backgammon"), ({"komi": 7.5}, "komi"), ({"ko": "NONE"}, "ko"),
+                           ({"tax": "SOME"}, "tax"), ({"whiteHandicapBonus": "2"}, "handicap bonus")):
+        with pytest.raises(ValueError, match=field):
             Rules.nearest_katago(unknown)
+
+
+# ---- scoring under every rule set -------------------------------------------------------------------------------
+
+# A seki in the top row: Black's chain A4 B4 C4 A5 B5 and White's D5 D4 E4 share C5, where either colour's stone
+# would be left one liberty; each has one eye (A5, E5). The walls below live, White's with two one-point regions.
+SEKI_WITH_EYES = """
+    . X . O .
+    X X X O O
+    O O O X X
+    . O O X .
+    O . O X .
+"""
+
+
+def test_seki_stones_are_the_chains_beside_a_point_neither_colour_can_fill():
+    game = game_from_ascii(SEKI_WITH_EYES)
+    seki = {to_gtp(game.grid, p) for p in game.seki_stones()}
+    assert seki == {"B5", "D5", "A4", "B4", "C4", "D4", "E4"}
+    assert game_from_ascii(DAME_COLUMN).seki_stones() == set()  # unfilled dame beside chains with liberties to spare
+
+
+@pytest.mark.parametrize("name, expected", [
+    # Area: stones and regions; the eyes in seki count (Black 8 + A5 + E2 E1, White 10 + E5 A2 B1).
+    ("chinese", (8 + 3) - (10 + 3)),
+    ("aga", (8 + 3) - (10 + 3)),
+    # Territory with the seki tax: the eyes in seki count for nobody (Black E2 E1, White A2 B1).
+    ("japanese", 2 - 2),
+    ("korean", 2 - 2),
+    # Stone scoring: stones, and each counted region less two (Black's 2 - 2, White's two of 1 - 2 each).
+    ("stone-scoring", (8 + 0) - (10 - 2)),
+    ("ancient-territory", 0 - (-2)),
+])
+def test_seki_eyes_under_each_rule_set(name, expected):
+    assert game_from_ascii(SEKI_WITH_EYES, rules=Rules.named(name)).score() == expected
+
+
+# Black has the left two columns, White the right two; the middle column is dame.
+DAME_COLUMN = """
+    . X . O .
+    . X . O .
+    . X . O .
+    . X . O .
+    . X . O .
+"""
+
+
+@pytest.mark.parametrize("name", ["chinese", "japanese", "stone-scoring", "tromp-taylor"])
+def test_dame_counts_for_nobody(name):
+    game = game_from_ascii(DAME_COLUMN, rules=Rules.named(name))
+    assert game.score() == 0  # five points (less the tax) and five stones under area scoring, each side
+    play_all(game, "C3")  # Black fills a dame point: a stone more under area scoring, nothing under territory
+    assert game.score() == (1 if game.rules.scoring == "area" else 0)
+
+
+def test_captures_count_under_territory_scoring_only():
+    for name, expected in (("japanese", 1), ("chinese", 0)):
+        game = game_from_ascii(DAME_COLUMN, rules=Rules.named(name))
+        game.board.captures[BLACK] = 1
+        assert game.score() == expected
+
+
+def test_aga_area_count_is_the_territory_count_with_pass_stones():
+    """AGA rules give the opponent a stone for each pass and end with White's pass, so that area and territory
+    counting agree; the engine counts the area, in which the pass stones need no counting."""
+    moves = "C5 D5 C4 D4 pass D3 C3 D2 C2 D1 C1 E5 pass pass"  # Black passes once more; White fills E5
+    game = GameState(5, komi=0.5, rules=Rules.named("aga"))
+    play_all(game, moves)
+    territory = GameState(5, komi=0.5, rules=Rules.named("japanese"))
+    play_all(territory, moves)
+    black_passes = sum(1 for color, point in game.moves if point == PASS and color == BLACK)
+    white_passes = sum(1 for color, point in game.moves if point == PASS and color == WHITE)
+    assert game.moves[-1] == (WHITE, PASS) and (black_passes, white_passes) == (2, 1)
+    # Area: Black 5 stones + 10, White 6 + 4. Territory: Black 10, White 4, and White's pass stone from Black.
+    assert territory.score() == 6 - 0.5
+    assert game.score() == territory.score() + white_passes - black_passes == 5 - 0.5
+
+
+def test_the_tax_follows_the_scoring_by_default_and_is_kept_in_katagos_form():
+    assert Rules.named("japanese").tax == "seki" and Rules.named("chinese").tax == "none"
+    assert Rules.named("stone-scoring").to_katago()["tax"] == "ALL"
+    with pytest.raises(ValueError, match="tax"):
+        Rules("area", tax="some")

@@ -14,7 +14,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "gtp_engine"
 
 # A module may import engine modules of a strictly lower layer only.
 LAYERS = {
-    "coords": 0, "log": 0, "katago_config": 0, "symmetry": 0, "timecontrol": 0, "gtp.protocol": 0, "match_stats": 0, "native": 0,
+    "coords": 0, "log": 0, "katago_config": 0, "symmetry": 0, "timecontrol": 0, "gtp.protocol": 0, "match_stats": 0,
+    "native": 0,
     "board": 1,
     "game": 2,
     "sgf_io": 3, "features": 3, "endgame": 3,

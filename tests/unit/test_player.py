@@ -7,7 +7,20 @@ import time
 
 import numpy as np
 import pytest
-from search_support import FakeClock, InterruptWatcher, ScriptedEvaluator, TimedEvaluator, check_tree, position
+from search_support import (
+    CHAIN_SAVED_BY_A_CAPTURE,
+    DAME,
+    SPLIT,
+    SPLIT_WITH_DEAD_BLACK_STONE,
+    SPLIT_WITH_A_BLACK_STONE_IN_ATARI,
+    SPLIT_WITH_DEAD_STONE,
+    FakeClock,
+    InterruptWatcher,
+    ScriptedEvaluator,
+    TimedEvaluator,
+    check_tree,
+    position,
+)
 
 from gtp_engine import endgame
 from gtp_engine.board import BLACK, WHITE
@@ -19,31 +32,6 @@ from gtp_engine.player import MoveLimits, Player, PlayerConfig, white_view
 from gtp_engine.search import ResignConfig, SearchConfig, Searcher, StopCondition, StoppingPolicy
 from gtp_engine.timecontrol import Budget
 
-# Black has the left three columns (15 points), White the right two (10).
-SPLIT = """
-    . . X O .
-    . . X O .
-    . . X O .
-    . . X O .
-    . . X O .
-"""
-# The same with a dead white stone inside Black's area.
-SPLIT_WITH_DEAD_STONE = """
-    . . X O .
-    . O X O .
-    . . X O .
-    . . X O .
-    . . X O .
-"""
-# The same with a dead black stone inside White's area: with every stone alive Black leads by 3.5 at komi 7.5, by
-# the count (the stone removed) White leads by 2.5.
-SPLIT_WITH_DEAD_BLACK_STONE = """
-    . . X O .
-    . . X O X
-    . . X O .
-    . . X O .
-    . . X O .
-"""
 G = grid(5)
 BLACK_TERRITORY = G.point(2, 0)
 WHITE_TERRITORY_COLUMN = 4
@@ -158,19 +146,6 @@ def test_saves_a_living_chain_in_atari_before_it_passes():
     player = Player(BlackLovesPass(favour=[PASS], value=loves_pass, ownership=black_side),
                     player_config(seed=0, resign_threshold=None))
     assert player.genmove(position(text, BLACK, komi=0.5), BLACK, QUICK).point == false_eye
-
-
-# Black's two stones on the lower edge are in atari, and their own liberty at (6, 2) is suicide; the white stone
-# beside them at (6, 5) is in atari too, and taking it at (6, 6) gives them a second liberty.
-CHAIN_SAVED_BY_A_CAPTURE = """
-    . . . . . . .
-    . . . . . . .
-    . . . . . . .
-    . . . . . . .
-    . . . . . . .
-    . O O O O X X
-    . O . X X O .
-"""
 
 
 def black_everywhere(state):
@@ -339,16 +314,6 @@ def test_never_passes_first_in_the_opening_whatever_the_network_says(rules, owne
     assert player.genmove(game, game.to_play, QUICK).point != PASS
 
 
-# Black has the left three columns, White the right column; the column between is dame (neutral).
-DAME = """
-    . . X . O
-    . . X . O
-    . . X . O
-    . . X . O
-    . . X . O
-"""
-
-
 class BlackLovesPass(ScriptedEvaluator):
     """Favours pass for Black only: White's replies spread, so few lines end in two passes, whose exact area
     ownership would otherwise make the search's ownership look settled."""
@@ -387,22 +352,15 @@ def test_passes_first_only_in_a_decided_and_settled_game():
 
 def test_does_not_pass_first_with_a_living_chain_in_atari():
     # Black's stone in the corner of White's side has one liberty; the network counts it Black's and wants to pass.
-    text = """
-        . . X O .
-        . . X O .
-        . . X O .
-        . . X O .
-        . . X O X
-    """
     corner = G.point(4, 4)
     ownership = lambda s: np.where(np.arange(25) == G.flat(corner), 1.0, split_ownership(s))  # noqa: E731
     player = Player(BlackLovesPass(favour=[PASS], value=loves_pass, ownership=ownership),
                     player_config(seed=0, resign_threshold=None))
-    assert player.genmove(position(text, BLACK, komi=0.5), BLACK, QUICK).point != PASS
+    assert player.genmove(position(SPLIT_WITH_A_BLACK_STONE_IN_ATARI, BLACK, komi=0.5), BLACK, QUICK).point != PASS
     # Once the network judges the stone dead, it is no longer ours to save: pass.
     player = Player(BlackLovesPass(favour=[PASS], value=loves_pass, ownership=split_ownership),
                     player_config(seed=0, resign_threshold=None))
-    assert player.genmove(position(text, BLACK, komi=0.5), BLACK, QUICK).point == PASS
+    assert player.genmove(position(SPLIT_WITH_A_BLACK_STONE_IN_ATARI, BLACK, komi=0.5), BLACK, QUICK).point == PASS
 
 
 def test_dead_stones_are_judged_by_ownership():

@@ -75,8 +75,9 @@ def test_positions_play_judge_and_encode_as_game_states_do(rules_name):
             kind.play_line(leaf, [point])
             seen["capture"] += sum(reference.board.captures) > captures
             line.append(point)
-            assert (leaf.to_play, leaf.consecutive_passes, leaf.hash, leaf.move_number) == (
-                reference.to_play, reference.consecutive_passes, reference.board.hash, reference.move_number)
+            assert (leaf.to_play, leaf.consecutive_passes, leaf.hash, leaf.move_number, leaf.captures) == (
+                reference.to_play, reference.consecutive_passes, reference.board.hash, reference.move_number,
+                reference.board.captures)
             assert leaf.line == tuple(line)
             assert features.position_key(leaf) == features.position_key(reference)
             if reference.is_over:
