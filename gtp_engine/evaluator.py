@@ -21,6 +21,11 @@ Terms:
 - accepting evaluator: one that declares accepts_positions = True, so a search may hand it compiled search positions
   (position.py) in place of GameStates; accepts_positions(evaluator) below reads that for any evaluator, False
   where it is not declared, and a wrapper passes on its inner evaluator's answer.
+- shared evaluator: one that gathers the batches of several searches into shared calls (batching.py). It offers
+  client(), a context in which the calling thread counts as one of the searches it waits for; search_client below
+  gives it, None for any other evaluator. Its prepared evaluations are computed by the thread that waits for them
+  (that is where it gathers), so a search over it keeps no evaluation threads and computes each batch when it
+  needs its result.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from __future__ import annotations
 import collections
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, ContextManager, Protocol, Sequence
 
 import numpy as np
 
@@ -123,6 +128,13 @@ def legal_policy(policy: np.ndarray, state: GameState, illegal: float = 0.0) -> 
 def accepts_positions(evaluator: object) -> bool:
     """Whether evaluator takes compiled search positions as it takes GameStates (an accepting evaluator)."""
     return getattr(evaluator, "accepts_positions", False)
+
+
+def search_client(evaluator: object) -> ContextManager | None:
+    """For a shared evaluator, the context in which a search counts as its client (see shared evaluator); None for
+    any other."""
+    client = getattr(evaluator, "client", None)
+    return client() if client is not None else None
 
 
 def prepare(evaluator: Evaluator, states: Sequence[GameState]) -> PreparedEvaluation:

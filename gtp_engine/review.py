@@ -6,8 +6,9 @@ Terms:
   stones of Black alone, two or more, count as handicap), as the JSON analysis engine (analysis/) sets up a game.
   Each position is searched to the visits asked for, with the analysis search settings
   (search.SearchConfig.for_analysis) and a fresh tree. `workers` threads search positions at once, each with
-  its own Searcher, sharing the network evaluator (and its cache); a progress bar on stderr counts the finished
-  ones. Rules and komi are the game's (RU, KM), else Chinese rules and komi 0; the root comment says which.
+  its own Searcher, sharing the network evaluator (and its cache) through a batching evaluator (batching.py) that
+  gathers their batches into shared network calls; a progress bar on stderr counts the finished ones. Rules and
+  komi are the game's (RU, KM), else Chinese rules and komi 0; the root comment says which.
 - views: winrates and score leads are Black's (Black's winrate, Black's lead in points), as Sabaki and KaTrain
   show them; a lead is written B+x or W+x and counted in tenths of a point, as written.
 - best move: the search's choice in the position before a move (its first visited move), its lead that move's
@@ -58,6 +59,7 @@ import gtp_engine
 from gtp_engine import config as config_lib
 from gtp_engine import coords, sgf_io
 from gtp_engine import log as log_lib
+from gtp_engine.batching import BatchingEvaluator
 from gtp_engine.board import BLACK, WHITE, IllegalMoveError
 from gtp_engine.evaluator import Evaluator
 from gtp_engine.game import GameState, Rules
@@ -187,8 +189,15 @@ def _search_positions(positions: list[GameState], evaluator: Evaluator, config: 
     lock = threading.Lock()
     failed = threading.Event()  # interrupts the other searches
 
+    # as many network calls at once as one search makes: its evaluation threads and itself
+    shared = BatchingEvaluator(evaluator, parallel=config.evaluation_threads_for() + 1)
+
     def work() -> None:
-        searcher = Searcher(evaluator, config)
+        with shared.client():  # between its searches too: it starts the next one at once
+            search_each()
+
+    def search_each() -> None:
+        searcher = Searcher(shared, config)
         while not failed.is_set():
             with lock:
                 t = next(waiting, None)
@@ -214,6 +223,7 @@ def _search_positions(positions: list[GameState], evaluator: Evaluator, config: 
         thread.start()
     for thread in threads:
         thread.join()
+    shared.close()
     if errors:
         raise errors[0]
     return results

@@ -6,8 +6,9 @@ Terms:
 - worker: a thread with its own Searcher (searches are not thread-safe). Each task searches a fresh tree, as
   KataGo's analysis engine does: a tree kept from an earlier query would answer with more visits than maxVisits,
   and a query asked again would repeat the same numbers. Workers share the network evaluator and its cache (so a
-  position asked again is cheap): the cache locks, onnxruntime runs concurrent calls, and numpy's generator (the
-  network's random symmetry) takes its own lock.
+  position asked again is cheap) through one batching evaluator per network (batching.py), which gathers the
+  batches of the searches running at once into shared network calls, on as many threads at once as a search
+  alone would run the network on.
 - report: during a search with reportDuringSearchEvery, a snapshot every that many seconds, sent with
   isDuringSearch true (the search's search.ReportSchedule). The first report comes after
   firstReportDuringSearchAfter seconds when given; given alone, it asks for that one report (as KataGo).
@@ -30,6 +31,7 @@ from typing import Any, Callable
 
 from gtp_engine.analysis import responses
 from gtp_engine.analysis.query import Query, Turn
+from gtp_engine.batching import BatchingEvaluator
 from gtp_engine.evaluator import Evaluator, legal_policy
 from gtp_engine.search import ReportSchedule, SearchConfig, Searcher, Snapshot, StopCondition
 
@@ -60,6 +62,7 @@ class Scheduler:
         self._running: set[_Task] = set()
         self._failed: set[str] = set()  # ids of queries that got an error from a worker (one error per query)
         self._warned: set[str] = set()  # ids of queries that got their size warning
+        self._shared: dict[int, tuple[Evaluator, BatchingEvaluator]] = {}  # id(network evaluator) -> its batcher
         self._lock = threading.Condition()
         self._closing = False
         self._threads = [threading.Thread(target=self._work, name=f"analysis-{i}", daemon=True)
@@ -151,8 +154,9 @@ class Scheduler:
             return searcher
         self._warn_size(task)
         config = self._config_for(query)
-        if searcher is None or searcher.evaluator is not evaluator or searcher.config != config:
-            searcher = Searcher(evaluator, config)
+        shared = self._batching(evaluator)
+        if searcher is None or searcher.evaluator is not shared or searcher.config != config:
+            searcher = Searcher(shared, config)
         searcher.reset()  # a fresh tree for the task
         policy = None
         if query.include_policy:
@@ -167,6 +171,16 @@ class Scheduler:
         searcher.search(state, stop, report, _reports(query), ownership_in_snapshots=True,
                         move_filter=query.move_filter)
         return searcher
+
+    def _batching(self, evaluator: Evaluator) -> BatchingEvaluator:
+        """The batching evaluator every worker searches `evaluator` through."""
+        with self._lock:
+            entry = self._shared.get(id(evaluator))
+            if entry is None:
+                # as many network calls at once as one search makes: its evaluation threads and itself
+                parallel = self._search_config.evaluation_threads_for() + 1
+                entry = self._shared[id(evaluator)] = (evaluator, BatchingEvaluator(evaluator, parallel=parallel))
+            return entry[1]
 
     def _warn_size(self, task: _Task) -> None:
         """The query's size warning, the first time one of its turns runs."""

@@ -12,6 +12,9 @@ Terms:
   the playouts left, the visits, playouts and time the stop condition leaves.
 - background search: pondering and analysis in a thread; stop() interrupts it within the batches in flight and
   joins.
+- shared evaluator (evaluator.py; batching.py): the search counts as its client while it runs, keeps no evaluation
+  threads, and computes each batch in flight when it waits for its result, where the evaluator gathers it with
+  other searches' batches.
 - batches in flight: how many gathered batches the search keeps unfinished. Evaluation threads (the cores but
   one by default, SearchConfig.evaluation_threads_for; threads.py) compute their evaluations while the search
   thread gathers the next batch, so the network and the search's own work overlap: onnxruntime releases the GIL
@@ -30,6 +33,7 @@ Terms:
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import math
 import threading
@@ -41,7 +45,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from gtp_engine.board import opponent
-from gtp_engine.evaluator import Evaluator
+from gtp_engine.evaluator import Evaluator, search_client
 from gtp_engine.game import GameState
 from gtp_engine.mcts import MoveFilter, Node, PendingBatch, Tree
 from gtp_engine.search.choice import add_noise, choose_edge, lower_confidence_bounds, pick_edge
@@ -102,13 +106,14 @@ class Searcher:
         and a final one, the result's (its ownership only with ownership_in_snapshots).
         config: this search's settings instead of the searcher's (analysis); the kept tree is reused alike.
         """
-        with collector_relaxed():
+        client = search_client(self.evaluator)
+        with collector_relaxed(), client if client is not None else contextlib.nullcontext():
             return self._search(state, stop, on_snapshot, reports, exclude, ownership_in_snapshots,
-                                move_filter, config)
+                                move_filter, config, shared=client is not None)
 
     def _search(self, state: GameState, stop: StopCondition, on_snapshot: SnapshotCallback | None,
                 reports: ReportSchedule | None, exclude: Sequence[int], ownership_in_snapshots: bool,
-                move_filter: MoveFilter, config: SearchConfig | None) -> SearchResult:
+                move_filter: MoveFilter, config: SearchConfig | None, shared: bool) -> SearchResult:
         clock = self.clock
         start = clock()
         cfg = config or self.config
@@ -120,7 +125,7 @@ class Searcher:
         next_report = start + reports.first if on_snapshot and reports is not None else math.inf
         batch_size = max(1, cfg.batch_size)
         depth = max(1, cfg.batches_in_flight)
-        workers = cfg.evaluation_threads_for()
+        workers = 0 if shared else cfg.evaluation_threads_for()
         overlap_from = IN_FLIGHT_TREE_SHARE * batch_size * depth  # root visits
         in_flight: collections.deque[tuple[PendingBatch, InFlight]] = collections.deque()
         selections = 0  # of the batches in flight
@@ -141,7 +146,7 @@ class Searcher:
                     pending = tree.gather(max(1, size))
                     selections += len(pending.selected)
                     in_flight.append((pending, self._evaluate(tree.evaluator, pending.states, workers,
-                                                              split=room == 1)))
+                                                              split=room == 1, deferred=shared)))
                     if len(in_flight) < room:
                         continue
                 elif not in_flight:
@@ -174,18 +179,21 @@ class Searcher:
             on_snapshot(snapshot if ownership_in_snapshots else replace(snapshot, ownership=None))
         return SearchResult(self._choose(tree, state, snapshot, cfg.choice), snapshot, list(tree.root.moves))
 
-    def _evaluate(self, evaluator: Evaluator, states: list[GameState], workers: int, split: bool = False) -> InFlight:
+    def _evaluate(self, evaluator: Evaluator, states: list[GameState], workers: int, split: bool = False,
+                  deferred: bool = False) -> InFlight:
         """The evaluation of a gathered batch's positions (its result None for none). With workers, the
         evaluation is prepared here, computed in a worker thread (or by the search thread, see run_queued), and its
         result taken here (evaluator.prepare): the worker then needs no GIL while the search thread gathers the next
-        batch. Without, it is done now. split: the batch will be alone in flight, so its network step is cut into
-        one call per thread, the search thread's included."""
+        batch. Without, it is done now, or when its result is waited for where deferred (a shared evaluator).
+        split: the batch will be alone in flight, so its network step is cut into one call per thread, the search
+        thread's included."""
         if workers and states and (self._workers is None or self._workers.count != workers):
             if self._workers is not None:
                 self._workers.close()
             self._workers = EvaluationThreads(workers)
             weakref.finalize(self, self._workers.close)
-        return start_evaluation(evaluator, states, self._workers if workers else None, workers + 1 if split else 1)
+        return start_evaluation(evaluator, states, self._workers if workers else None, workers + 1 if split else 1,
+                                deferred)
 
     # ---- tree reuse -----------------------------------------------------------------------------------
 

@@ -18,13 +18,14 @@ Terms:
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import queue
 import sys
 import threading
 from typing import Callable, Sequence
 
-from gtp_engine.evaluator import EvaluationBatch, Evaluator, compute_steps, prepare
+from gtp_engine.evaluator import EvaluationBatch, Evaluator, PreparedEvaluation, compute_steps, prepare
 from gtp_engine.game import GameState
 
 SWITCH_INTERVAL = 5e-5  # seconds a thread may hold the GIL while another waits, once batches are evaluated in a worker
@@ -152,14 +153,24 @@ class EvaluationThreads:
 
 
 def start_evaluation(evaluator: Evaluator, states: list[GameState], threads: EvaluationThreads | None,
-                     parts: int = 1) -> InFlight:
+                     parts: int = 1, deferred: bool = False) -> InFlight:
     """The evaluation of `states` (None for none): prepared here and computed by `threads`, in up to `parts` calls
-    where the evaluator can split its compute step (evaluator.compute_steps), or computed now."""
+    where the evaluator can split its compute step (evaluator.compute_steps); without threads, computed now, or
+    with `deferred` when it is waited for (a shared evaluator, evaluator.py, gathers the batches of several
+    searches there)."""
     try:
         if threads is not None and states:
             evaluation = prepare(evaluator, states)
             return InFlight([threads.submit(step) for step in compute_steps(evaluation, parts)], evaluation.result)
+        if deferred and states:
+            evaluation = prepare(evaluator, states)
+            return InFlight([], functools.partial(_computed, evaluation))
         done = Job.finished(evaluator.evaluate(states) if states else None)
     except Exception as error:  # raised where the batch is finished, which abandons its tree's batch
         done = Job.finished(error=error)
     return InFlight([done], done.result)
+
+
+def _computed(evaluation: PreparedEvaluation) -> EvaluationBatch:
+    evaluation.compute()
+    return evaluation.result()
