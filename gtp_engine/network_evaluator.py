@@ -41,6 +41,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -200,7 +201,7 @@ class ModelInfo:
         return nearest_trained(game, self.trained_rules)
 
     def describe(self) -> str:
-        sizes = "x, ".join(map(str, self.trained_sizes)) + "x" if self.trained_sizes else "no recorded sizes"
+        sizes = ", ".join(f"{n}x{n}" for n in self.trained_sizes) if self.trained_sizes else "no recorded sizes"
         return (f"{Path(self.path).name} ({self.preset}, {self.precision}, features v{self.features_version}, "
                 f"trained on {sizes})")
 
@@ -221,6 +222,7 @@ class NetworkEvaluator:
         self._rng = np.random.default_rng(seed)
         self._symmetry_draws: dict[int, tuple[np.ndarray, int]] = {}  # kinds -> (drawn symmetries, next unused)
         self._sizes_checked: set[tuple[int, int]] = set()
+        self._sizes_lock = threading.Lock()  # analysis workers ask for a new size at once: one warning
         self._fed_codes: np.ndarray | None = None  # by the rule code of a game: the code fed (fed_rules)
         self._rules_said: set[int] = set()  # the game rule codes whose fed rules the log has said
 
@@ -246,16 +248,17 @@ class NetworkEvaluator:
 
     def check_size(self, width: int, height: int) -> None:
         """Raises ModelLoadError when the network cannot play a width x height board."""
-        if (width, height) in self._sizes_checked:
-            return
-        low, high = self.info.min_size, self.info.max_size
-        if not (low <= width <= high and low <= height <= high):
-            raise ModelLoadError(self.info.path, f"board size {width}x{height} is outside the sizes this network "
-                                                 f"accepts ({low}..{high})")
-        warning = self.size_warning(width, height)
-        if warning is not None:
-            log.warning("%s", warning)  # once per size (at the default log level): it may play that size badly
-        self._sizes_checked.add((width, height))
+        with self._sizes_lock:
+            if (width, height) in self._sizes_checked:
+                return
+            low, high = self.info.min_size, self.info.max_size
+            if not (low <= width <= high and low <= height <= high):
+                raise ModelLoadError(self.info.path, f"board size {width}x{height} is outside the sizes this network "
+                                                     f"accepts ({low}..{high})")
+            warning = self.size_warning(width, height)
+            if warning is not None:
+                log.warning("%s", warning)  # once per size (at the default log level): it may play that size badly
+            self._sizes_checked.add((width, height))
 
     def size_warning(self, width: int, height: int) -> str | None:
         """Says so when the network was not trained on width x height boards (its metadata's trained sizes, by the

@@ -390,7 +390,7 @@ def test_a_network_on_a_size_it_was_not_trained_for_warns_in_the_response(analys
     engine.send(position("thirteen", ["D4"], size=13, maxVisits=4, analyzeTurns=[0, 1]))
     finals, seen = engine.until_final("thirteen", count=2)
     warnings = [r for r in seen if "warning" in r]
-    assert warnings == [{"warning": "network trained.onnx (tiny, fp32, features v1, trained on 9x) was not trained "
+    assert warnings == [{"warning": "network trained.onnx (tiny, fp32, features v1, trained on 9x9) was not trained "
                                     "on 13x13 boards", "field": "boardXSize", "id": "thirteen"}]  # once a query
     assert seen.index(warnings[0]) < seen.index(finals[0])
     engine.close()

@@ -229,7 +229,7 @@ def test_a_network_on_a_size_it_was_not_trained_for_warns_once_per_size(engine, 
     assert gtp.close() == 0
     warnings = [line for line in gtp.stderr_text().splitlines() if "was not trained on" in line]
     assert len(warnings) == 2, warnings  # the default log level shows them
-    assert warnings[0].endswith("network trained.onnx (tiny, fp32, features v1, trained on 9x) was not trained on "
+    assert warnings[0].endswith("network trained.onnx (tiny, fp32, features v1, trained on 9x9) was not trained on "
                                 "13x13 boards")
     assert warnings[1].endswith("was not trained on 11x11 boards")
 
