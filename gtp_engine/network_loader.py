@@ -27,7 +27,6 @@ Terms:
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 from concurrent.futures import Future
@@ -103,11 +102,10 @@ def exit_process(program: str) -> Callable[[str], NoReturn]:
     def end(line: str) -> NoReturn:
         ending.acquire()
         try:
-            log_lib.flush()
+            log_lib.flush()  # the queued records before the line, which is the last
             sys.stderr.write(f"{program}: {line}\n")
-            sys.stderr.flush()
         finally:
-            os._exit(1)
+            log_lib.end_process(1)
 
     return end
 
