@@ -4,9 +4,16 @@ scores. tools/match.py is the command line; the training loop plays its GNU Go m
 Terms:
 - the two engines: any GTP commands; A is the first, B the second. Colours alternate: A has Black in games 1, 3,
   5, ...
+- rules: the rule set of the match (game.Rules): the engines that know kata-set-rules are told it before each
+  game, the match's own record refuses moves it forbids (the mover then loses), and the game is counted by it.
 - referee: a third GTP program that sees every move, refuses illegal ones (the mover then loses: result B+F or
-  W+F) and scores the finished game with final_score (GNU Go with Chinese rules by default, as twogtp's
-  -referee): area scoring whatever the engines think.
+  W+F) and scores the finished game (as twogtp's -referee). Under the rule sets GNU Go counts itself (chinese with
+  --chinese-rules, japanese and korean with --japanese-rules: REFEREES) its final_score is the result; under the
+  others the rules core counts the final position without the stones the referee's final_status_list calls dead.
+- engine scores: after a game ended by two passes, each engine's own final_score, to compare with the referee's.
+- own-territory move: a move played right after the opponent passed on an empty point that was already the
+  mover's territory (an empty region bordered by the mover's stones alone, once the stones dead at the end of
+  the game are off the board); under territory scoring each one costs its mover a point.
 - result, score, Elo with its 95% interval, SPRT: as match_stats.py defines them; with an SPRT the match stops
   when it decides.
 - opening: the first moves of a game, played to both engines and the referee before the first genmove (as
@@ -28,12 +35,16 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from gtp_engine import coords, match_stats, sgf_io
-from gtp_engine.board import BLACK, WHITE
-from gtp_engine.game import KOMI, GameState, format_result
+from gtp_engine.board import BLACK, EMPTY, PASS, WHITE
+from gtp_engine.game import KOMI, RULE_SETS, GameState, Rules, format_result
 
 log = logging.getLogger(__name__)
 
-REFEREE = "gnugo --mode gtp --chinese-rules"
+CHINESE = RULE_SETS["chinese"]
+# GNU Go's own count for the rule sets it knows (it counts korean as japanese: the same territory count).
+REFEREES = {"chinese": "gnugo --mode gtp --chinese-rules", "japanese": "gnugo --mode gtp --japanese-rules",
+            "korean": "gnugo --mode gtp --japanese-rules"}
+REFEREE = REFEREES["chinese"]
 MAX_VOID_GAMES = 3  # games in a row voided by a program's death before the match gives up
 
 
@@ -60,6 +71,10 @@ class Program:
         self.ended = False  # its output ended: it died or quit
         self.name = self.send("name")
         self.version = self.send("version", check=False)
+        self.commands = set(self.send("list_commands", check=False).split())
+
+    def knows(self, command: str) -> bool:
+        return command in self.commands
 
     def send(self, command: str, check: bool = True) -> str:
         try:
@@ -104,6 +119,8 @@ class GameResult:
     a_is_black: bool
     result: str  # SGF RE: B+3.5, W+R, B+F (forfeit by an illegal move), 0
     moves: int
+    engine_scores: tuple[str | None, str | None] = (None, None)  # A's and B's final_score after two passes
+    own_territory_moves: tuple[int, int] = (0, 0)  # A's and B's (see the module docstring)
 
     @property
     def score_for_a(self) -> float:
@@ -144,9 +161,11 @@ def load_openings(path: str | Path, size: int, moves: int) -> list[Opening]:
 
 
 def play_game(black: Program, white: Program, referee: Program, size: int, komi: float = KOMI,
-              max_moves: int = 0, time_settings: str | None = None, opening: Opening = ()) -> tuple[str, GameState]:
-    """Plays one game from `opening` (max_moves: scored after this many moves; 0: three times the area); returns
-    the SGF result and the game record.
+              max_moves: int = 0, time_settings: str | None = None, opening: Opening = (),
+              rules: Rules = CHINESE) -> tuple[str, GameState, list[int]]:
+    """Plays one game from `opening` under `rules` (max_moves: scored after this many moves; 0: three times the
+    area); returns the SGF result, the game record and the stones the referee called dead at the end (none after a
+    resignation or a forfeit).
 
     time_settings ("main byoyomi stones", GTP's time_settings arguments) goes to both players before the game, as
     twogtp's -time does; each player keeps its own clock (the match does not forfeit on time)."""
@@ -155,9 +174,11 @@ def play_game(black: Program, white: Program, referee: Program, size: int, komi:
         program.send(f"boardsize {size}")
         program.send("clear_board")
         program.send(f"komi {komi:g}", check=program is referee)
+        if program.knows("kata-set-rules"):
+            program.send(f"kata-set-rules {rules.name}")
         if time_settings is not None and program is not referee:
             program.send(f"time_settings {time_settings}", check=False)
-    game = GameState(size, komi=komi)
+    game = GameState(size, komi=komi, rules=rules)
     players = {BLACK: black, WHITE: white}
     letters = {BLACK: "B", WHITE: "W"}
     for color, point in opening:
@@ -168,16 +189,50 @@ def play_game(black: Program, white: Program, referee: Program, size: int, komi:
         color = game.to_play
         answer = players[color].send(f"genmove {letters[color].lower()}").lower()
         if answer == "resign":
-            return f"{letters[3 - color]}+R", game
+            return f"{letters[3 - color]}+R", game, []
         try:
             point = coords.from_gtp(game.grid, answer)
-            referee.send(f"play {letters[color]} {answer}")
             game.play(point, color)
+            referee.send(f"play {letters[color]} {answer}")
         except (ValueError, GtpError) as error:
             log.warning("%s played %r, which is illegal: %s", players[color].name, answer, error)
-            return f"{letters[3 - color]}+F", game
+            return f"{letters[3 - color]}+F", game, []
         players[3 - color].send(f"play {letters[color]} {answer}")
-    return normalized_result(referee.send("final_score")), game
+    dead = [coords.from_gtp(game.grid, vertex) for vertex in referee.send("final_status_list dead").split()]
+    if rules.name in REFEREES or referee.knows("kata-set-rules"):
+        return normalized_result(referee.send("final_score")), game, dead
+    return format_result(game.score(dead)), game, dead
+
+
+def own_territory_moves(game: GameState, dead: Sequence[int]) -> dict[int, int]:
+    """Each colour's own-territory moves (see the module docstring) in the record `game`, whose stones on the
+    points `dead` were dead at its end."""
+    dead_color = {point: game.board.colors[point] for point in dead}
+    state = GameState(game.width, game.height, game.komi, game.rules)
+    for color in (BLACK, WHITE):
+        state.place_setup(color, [point for c, point in game.setup if c == color])
+    counts = {BLACK: 0, WHITE: 0}
+    previous = None
+    for color, point in game.moves:
+        if point != PASS and previous == (3 - color, PASS):
+            dead_now = [p for p, c in dead_color.items() if state.board.colors[p] == c]
+            owner = state.area_ownership(dead_now)[state.grid.flat_of[point]]
+            if state.board.colors[point] == EMPTY and owner == (1 if color == BLACK else -1):
+                counts[color] += 1
+        state.play_unchecked(point, color)
+        previous = (color, point)
+    return counts
+
+
+def _own_score(program: Program) -> str | None:
+    """The program's final_score as an SGF result, None where it has none or answers what is no result."""
+    try:
+        return normalized_result(program.send("final_score"))
+    except GtpError as error:
+        if program.ended:
+            raise
+        log.debug("%s has no final_score: %s", program.name, error)
+        return None
 
 
 def normalized_result(text: str) -> str:
@@ -217,9 +272,10 @@ def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, ref
                max_moves: int = 0, time_settings: str | None = None, sgf_dir: str | Path | None = None,
                sprt: Sprt | None = None, deadline: float | None = None, verbose: bool = False,
                on_game: Callable[[int, Program, Program, GameResult], None] | None = None,
-               openings: Sequence[Opening] = (), first_game: int = 1) -> tuple[str, str, list[GameResult]]:
-    """Plays games number first_game to `games` of the commands a and b (A Black in odd games; each pair from the
-    next of `openings` when given), game-N.sgf into sgf_dir when given; on_game(number, black, white, result) after
+               openings: Sequence[Opening] = (), first_game: int = 1,
+               rules: Rules = CHINESE) -> tuple[str, str, list[GameResult]]:
+    """Plays games number first_game to `games` of the commands a and b under `rules` (A Black in odd games; each
+    pair from the next of `openings` when given), game-N.sgf into sgf_dir when given; on_game(number, black, white, result) after
     each. A first_game above 1 goes on with a match whose earlier games were played before (its colours and
     openings as if it had not stopped).
     No game starts once time.monotonic() has passed deadline. Returns the names of A and B and the results. A game
@@ -242,7 +298,9 @@ def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, ref
             black, white = (first, second) if a_is_black else (second, first)
             opening = openings[(number - 1) // 2 % len(openings)] if openings else ()
             try:
-                result, game = play_game(black, white, judge, size, komi, max_moves, time_settings, opening)
+                result, game, dead = play_game(black, white, judge, size, komi, max_moves, time_settings, opening,
+                                               rules)
+                scores = {program: _own_score(program) if game.is_over else None for program in (first, second)}
             except GtpError as error:
                 ended = [i for i, program in enumerate(programs) if program.ended]
                 voided += 1
@@ -254,7 +312,10 @@ def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, ref
                     programs[i] = Program(programs[i].command, verbose)
                 continue
             voided = 0
-            results.append(GameResult(a_is_black, result, game.move_number))
+            filled = own_territory_moves(game, dead)
+            a_color, b_color = (BLACK, WHITE) if a_is_black else (WHITE, BLACK)
+            results.append(GameResult(a_is_black, result, game.move_number, (scores[first], scores[second]),
+                                      (filled[a_color], filled[b_color])))
             if sgf_dir is not None:
                 sgf = sgf_io.save_sgf(game, black=black.name, white=white.name, result=result)
                 (Path(sgf_dir) / f"game-{number}.sgf").write_bytes(sgf)

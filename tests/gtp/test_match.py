@@ -10,7 +10,9 @@ import time
 import pytest
 from engine_process import ROOT, gnugo_path
 
-from gtp_engine import match, sgf_io
+from gtp_engine import coords, match, sgf_io
+from gtp_engine.board import BLACK, WHITE
+from gtp_engine.game import GameState, Rules, format_result
 from tools import match as match_command
 
 
@@ -141,3 +143,68 @@ def test_a_program_that_keeps_dying_ends_the_match(tiny_onnx_model, tmp_path):
                    f"if not line.startswith('genmove') or sys.exit(3)]\""
     with pytest.raises(match.GtpError, match="ended while answering 'genmove b'"):
         match.play_match(always_dying, engine, games=2, size=7, referee=engine)
+
+
+def _game(size: int, moves: str, rules: str = "japanese") -> GameState:
+    """A game record of the moves ("B C1 W D1 B pass ..."), played with legality checks."""
+    game = GameState(size, rules=Rules.named(rules))
+    words = moves.split()
+    for letter, vertex in zip(words[::2], words[1::2]):
+        game.play(coords.from_gtp(game.grid, vertex), BLACK if letter == "B" else WHITE)
+    return game
+
+
+WALLS = "B C1 W D1 B C2 W D2 B C3 W D3 B C4 W D4 B C5 W D5"  # Black owns columns A-B, White column E
+
+
+def test_own_territory_moves_are_moves_inside_ones_own_area_right_after_the_opponents_pass():
+    game = _game(5, WALLS + " B pass W E1 B A1 W pass B A2 W pass B pass")
+    # White's E1 came after Black's pass, inside White's area; Black's A1 came after White's E1, not a pass; Black's
+    # A2 came after White's pass, inside Black's area.
+    assert match.own_territory_moves(game, []) == {BLACK: 1, WHITE: 1}
+    assert match.own_territory_moves(_game(5, WALLS + " B pass W pass"), []) == {BLACK: 0, WHITE: 0}
+
+
+def test_an_area_with_dead_stones_in_it_is_territory_for_own_territory_moves():
+    game = _game(5, WALLS + " B A5 W B2 B E5 W pass B A1 W pass B pass")
+    b2 = coords.from_gtp(game.grid, "B2")
+    assert match.own_territory_moves(game, [b2]) == {BLACK: 1, WHITE: 0}  # A1 after White's pass
+    assert match.own_territory_moves(game, []) == {BLACK: 0, WHITE: 0}  # White's B2 alive: A1 is not Black's
+
+
+def test_a_match_under_territory_rules_tells_the_engine_and_writes_the_rules(tiny_onnx_model, tmp_path):
+    gnugo = gnugo_path()
+    if gnugo is None:
+        pytest.skip("GNU Go is not installed (apt-get install gnugo)")
+    engine = f"{sys.executable} -m gtp_engine --weights {tiny_onnx_model} --device cpu --visits 4 --seed 1"
+    result = subprocess.run(
+        [sys.executable, "-m", "tools.match", "--a", engine, "--b", f"{gnugo} --mode gtp --level 0 --japanese-rules",
+         "--rules", "korean", "--size", "7", "--games", "2", "--max-moves", "30", "--sgf-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "rules korean; longest game" in result.stdout
+    record = sgf_io.load_sgf_file(tmp_path / "game-1.sgf")
+    assert (record.rules, record.komi) == ("korean", 6.5)  # the rules' komi where --komi is not given
+
+
+def test_a_rule_set_the_referee_cannot_count_is_counted_from_its_dead_stones(tiny_onnx_model, tmp_path):
+    """Stone scoring: GNU Go calls the dead stones, the rules core counts (two points less a counted region)."""
+    gnugo = gnugo_path()
+    if gnugo is None:
+        pytest.skip("GNU Go is not installed (apt-get install gnugo)")
+    _, _, games = match.play_match(f"{gnugo} --mode gtp --level 0", f"{gnugo} --mode gtp --level 0", games=1, size=9,
+                                   komi=0, referee=f"{gnugo} --mode gtp --chinese-rules", sgf_dir=tmp_path,
+                                   rules=Rules.named("stone-scoring"))
+    record = sgf_io.load_sgf_file(tmp_path / "game-1.sgf")
+    game = record.to_game()
+    referee = match.Program(f"{gnugo} --mode gtp --chinese-rules")
+    try:
+        referee.send("boardsize 9")
+        for color, point in game.moves:
+            referee.send(f"play {'B' if color == BLACK else 'W'} {coords.to_gtp(game.grid, point)}")
+        dead = [coords.from_gtp(game.grid, v) for v in referee.send("final_status_list dead").split()]
+    finally:
+        referee.close()
+    untaxed = record.to_game(rules=Rules.named("chinese"))
+    assert game.rules.tax == "all"
+    assert games[0].result == format_result(game.score(dead)) != format_result(untaxed.score(dead))
