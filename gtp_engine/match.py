@@ -13,7 +13,8 @@ Terms:
 - engine scores: after a game ended by two passes, each engine's own final_score, to compare with the referee's.
 - own-territory move: a move played right after the opponent passed on an empty point that was already the
   mover's territory (an empty region bordered by the mover's stones alone, once the stones dead at the end of
-  the game are off the board); under territory scoring each one costs its mover a point.
+  the game are off the board), other than the last liberty of one of the mover's chains (a connection the
+  opponent's move there would punish); under territory scoring each one costs its mover a point.
 - result, score, Elo with its 95% interval, SPRT: as match_stats.py defines them; with an SPRT the match stops
   when it decides.
 - opening: the first moves of a game, played to both engines and the referee before the first genmove (as
@@ -217,7 +218,9 @@ def own_territory_moves(game: GameState, dead: Sequence[int]) -> dict[int, int]:
         if point != PASS and previous == (3 - color, PASS):
             dead_now = [p for p, c in dead_color.items() if state.board.colors[p] == c]
             owner = state.area_ownership(dead_now)[state.grid.flat_of[point]]
-            if state.board.colors[point] == EMPTY and owner == (1 if color == BLACK else -1):
+            saves_a_chain = any(state.board.colors[n] == color and state.board.chain_liberties(n) == 1
+                                for n in state.grid.neighbors[point])
+            if state.board.colors[point] == EMPTY and owner == (1 if color == BLACK else -1) and not saves_a_chain:
                 counts[color] += 1
         state.play_unchecked(point, color)
         previous = (color, point)

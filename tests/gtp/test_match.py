@@ -208,3 +208,15 @@ def test_a_rule_set_the_referee_cannot_count_is_counted_from_its_dead_stones(tin
     untaxed = record.to_game(rules=Rules.named("chinese"))
     assert game.rules.tax == "all"
     assert games[0].result == format_result(game.score(dead)) != format_result(untaxed.score(dead))
+
+
+def test_connecting_a_chain_in_atari_inside_ones_area_is_no_own_territory_move():
+    # White's dead A3 and B2 leave Black's A2 one liberty, A1, which Black fills after White's pass: a needed
+    # connection. Without B2, A2 has two liberties and the same move is an own-territory move.
+    def dead(game):
+        return [coords.from_gtp(game.grid, v) for v in ("A3", "B2", "E5") if game.board.colors[
+            coords.from_gtp(game.grid, v)] != 0]
+    needed = _game(5, WALLS + " B A2 W A3 B pass W B2 B E5 W pass B A1 W pass B pass")
+    assert match.own_territory_moves(needed, dead(needed)) == {BLACK: 0, WHITE: 0}
+    spared = _game(5, WALLS + " B A2 W A3 B E5 W pass B A1 W pass B pass")
+    assert match.own_territory_moves(spared, dead(spared)) == {BLACK: 1, WHITE: 0}
