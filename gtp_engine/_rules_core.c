@@ -381,7 +381,10 @@ static PyObject *illegal_reason(const Board *b, long point, int color, int allow
             }
         }
     }
-    return allow_suicide ? NULL : s_suicide;
+    int joins_own_chain = 0;  /* a lone stone's suicide is illegal under every rule set */
+    for (int i = 0; i < 4; i++)
+        if (colors[nb[i]] == color) joins_own_chain = 1;
+    return allow_suicide && joins_own_chain ? NULL : s_suicide;
 }
 
 static uint64_t chain_hash(const Board *b, uint16_t h, int color) {

@@ -158,7 +158,8 @@ class Board:
                         return None  # captures
                 elif libs[h] > edges:
                     return None  # joins a chain that keeps a liberty
-        return None if allow_suicide else "suicide"
+        joins_own_chain = any(colors[n] == color for n in neighbors)
+        return None if allow_suicide and joins_own_chain else "suicide"
 
     def is_legal(self, point: int, color: int, allow_suicide: bool = False) -> bool:
         return self.illegal_reason(point, color, allow_suicide) is None
@@ -175,11 +176,11 @@ class Board:
         colors = np.frombuffer(self.colors, dtype=np.uint8)
         empty = colors[g.point_of] == EMPTY
         mask = empty.copy()
-        if not allow_suicide:
-            surrounded = empty & ~_has_empty_neighbor(g, colors)
-            if surrounded.any():  # only points without an empty neighbour can be suicide, and they are few
-                captures, joins_safe_chain = self._surrounded_escapes(color)
-                mask[surrounded & ~captures & ~joins_safe_chain] = False
+        surrounded = empty & ~_has_empty_neighbor(g, colors)
+        if surrounded.any():  # only points without an empty neighbour can be suicide, and they are few
+            captures, joins_safe_chain, joins_own_chain = self._surrounded_escapes(color)
+            suicides = surrounded & ~captures & ~joins_safe_chain
+            mask[suicides & ~joins_own_chain if allow_suicide else suicides] = False
         self._mask_ko(mask, color)
         return mask
 
@@ -192,9 +193,9 @@ class Board:
         g = self.grid
         colors = np.frombuffer(self.colors, dtype=np.uint8)
         empty = colors[g.point_of] == EMPTY
-        captures, joins_safe_chain = self._surrounded_escapes(color)
+        captures, joins_safe_chain, joins_own_chain = self._surrounded_escapes(color)
         suicides = empty & ~_has_empty_neighbor(g, colors) & ~captures & ~joins_safe_chain
-        legal = empty if allow_suicide else empty & ~suicides
+        legal = empty & ~(suicides & ~joins_own_chain if allow_suicide else suicides)
         self._mask_ko(legal, color)
         return legal, legal & (captures | suicides)
 
@@ -202,20 +203,22 @@ class Board:
         if self.ko_point != PASS and color == self.ko_color:
             mask[self.grid.flat_of[self.ko_point]] = False
 
-    def _surrounded_escapes(self, color: int) -> tuple[np.ndarray, np.ndarray]:
-        """Flat masks: a move by color here would capture (an opponent neighbour chain has its last liberty here),
-        and: it would join a neighbouring chain of its own that keeps another liberty."""
+    def _surrounded_escapes(self, color: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Flat masks: a move by color here would capture (an opponent neighbour chain has its last liberty here);
+        it would join a neighbouring chain of its own that keeps another liberty; it would join one at all."""
         g = self.grid
         head, by_head = self._liberties_by_head()
         colors = np.frombuffer(self.colors, dtype=np.uint8)
         captures = np.zeros(g.area, dtype=bool)
         joins_safe_chain = np.zeros(g.area, dtype=bool)
+        joins_own_chain = np.zeros(g.area, dtype=bool)
         for around in _mask_tables(g):
             c = colors[around]
             libs = by_head[head[around]]
             captures |= (c == 3 - color) & (libs == 1)
             joins_safe_chain |= (c == color) & (libs >= 2)
-        return captures, joins_safe_chain
+            joins_own_chain |= c == color
+        return captures, joins_safe_chain, joins_own_chain
 
     # ---- playing --------------------------------------------------------------------------------------
 

@@ -4,7 +4,9 @@ Terms:
 - Rules: the rule set. scoring is "area" (stones + surrounded points, Chinese / Tromp-Taylor) or "territory"
   (surrounded points + prisoners, Japanese); ko is "positional" superko (no move may recreate an earlier board),
   "situational" superko (no move may recreate an earlier board with the same player to move) or "simple" (only the
-  immediate recapture is banned); suicide_allowed lets a move remove its own chain; white_handicap_bonus is the
+  immediate recapture is banned); suicide_allowed lets a move remove its own chain of two stones or more (a lone
+  stone's suicide is illegal under every rule set, as in KataGo: it would be a pass that does not count as one);
+  white_handicap_bonus is the
   compensation White gets per handicap stone under area scoring ("0", "N" or "N-1"); tax is KataGo's: "none",
   "seki" (the points of a region whose stones are in seki count for nobody: Japanese counting) or "all" (that,
   and every counted region costs its owner two points, the two eyes a group needs: ancient stone scoring); by

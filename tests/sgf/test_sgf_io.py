@@ -12,7 +12,7 @@ import pytest
 from gtp_engine import coords
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS
-from gtp_engine.game import GameState, Rules
+from gtp_engine.game import RULE_SETS, GameState, Rules
 from gtp_engine.sgf_io import GameRecord, SgfError, load_sgf, load_sgf_file, read_sgf_files, save_sgf
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -181,13 +181,12 @@ def test_corrupt_and_illegal_files_raise_sgf_error_naming_file_and_problem(name,
     assert name in str(error) and reason in str(error)
 
 
-def test_suicide_loads_under_rules_that_allow_it():
-    # White's one-stone suicide recreates the board of move 3: positional superko forbids it, situational
-    # superko (black to move now, white then) does not.
-    with pytest.raises(SgfError, match="superko"):
-        load("suicide.sgf").to_game(Rules.named("tromp-taylor"))
-    game = load("suicide.sgf").to_game(Rules.named("new-zealand"))
-    assert game.board.captures[BLACK] == 1
+@pytest.mark.parametrize("rules", sorted(RULE_SETS))
+def test_a_lone_stones_suicide_is_refused_under_every_rule_set(rules):
+    # White's one-stone suicide at move 4: a pass that does not count as one, illegal even where suicide is allowed
+    # (as in KataGo, whose rules allow only the suicide of two stones or more).
+    with pytest.raises(SgfError, match=r"move 4 W A19: white A19 is illegal: suicide"):
+        load("suicide.sgf").to_game(Rules.named(rules))
 
 
 @pytest.mark.parametrize(

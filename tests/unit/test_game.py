@@ -305,6 +305,30 @@ def test_rules_by_name():
         Rules.named("martian")
 
 
+@pytest.mark.parametrize("rules, legal", [("new-zealand", True), ("tromp-taylor", True), ("chinese", False),
+                                          ("japanese", False)])
+def test_only_a_suicide_of_two_stones_or_more_is_legal_and_only_where_the_rules_allow_it(rules, legal):
+    game = GameState(5, rules=Rules.named(rules))
+    for vertex in ("C3", "B2", "pass", "A3", "pass", "B1", "A2", "D4"):  # Black's A2 has one liberty left, A1
+        game.play(from_gtp(game.grid, vertex))
+    a1 = from_gtp(game.grid, "A1")
+    assert game.is_legal(a1) is legal
+    assert game.legal_mask()[game.grid.flat_of[a1]] == legal
+    if legal:
+        game.play(a1)
+        assert game.board.colors[a1] == game.board.colors[from_gtp(game.grid, "A2")] == 0
+        assert game.board.captures[WHITE] == 2  # White takes the two stones as prisoners
+
+
+def test_a_lone_stones_suicide_is_illegal_under_every_rule_set():
+    for rules in ("new-zealand", "tromp-taylor", "chinese"):
+        game = GameState(5, rules=Rules.named(rules))
+        for vertex in ("C3", "B1", "pass", "A2"):  # A1: Black's lone stone would have no liberty
+            game.play(from_gtp(game.grid, vertex))
+        a1 = from_gtp(game.grid, "A1")
+        assert game.illegal_reason(a1) == "suicide" and not game.legal_mask()[game.grid.flat_of[a1]]
+
+
 def test_format_result():
     assert format_result(3.5) == "B+3.5"
     assert format_result(-0.5) == "W+0.5"

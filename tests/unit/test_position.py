@@ -143,21 +143,22 @@ def test_only_accepting_evaluators_get_compiled_positions():
 
 
 def test_superko_reads_the_root_history_and_the_line():
-    # Under Tromp-Taylor a lone stone's suicide leaves the board as it was: a repetition of the position before it,
-    # which is the root's own (its history) at the root, and the line's after moves played from it.
-    root = GameState(5, rules=RULE_SETS["tromp-taylor"])
-    g = root.grid
-    for point in (g.point(3, 3), g.point(0, 1), g.point(4, 4), g.point(1, 0)):
+    # Under Tromp-Taylor Black's two-stone suicide at the corner takes A2 off again: the board White's B1 left, a
+    # repetition of the root's own history at the root, and of the line's after the line played A2.
+    start = GameState(5, rules=RULE_SETS["tromp-taylor"])
+    g = start.grid
+    a1, a2, a3, b1, b2 = g.point(0, 0), g.point(1, 0), g.point(2, 0), g.point(0, 1), g.point(1, 1)
+    for point in (g.point(2, 2), b2, PASS, a3, PASS, b1):
+        start.play(point)
+    root = start.copy()
+    for point in (a2, PASS):
         root.play(point)
-    corner = g.point(0, 0)
-    assert root.to_play == BLACK and root.illegal_reason(corner) == "superko"
-    leaf = SEARCH_POSITIONS.root(root)
-    assert SEARCH_POSITIONS.illegal_reason(leaf, corner) == "superko"
-    reference = root.copy()
-    for point in (g.point(2, 2), g.point(4, 0)):
-        reference.play(point)
-    SEARCH_POSITIONS.play_line(leaf, [g.point(2, 2), g.point(4, 0)])
-    assert reference.illegal_reason(corner) == SEARCH_POSITIONS.illegal_reason(leaf, corner) == "superko"
+    assert root.to_play == BLACK and root.illegal_reason(a1) == "superko"
+    assert SEARCH_POSITIONS.illegal_reason(SEARCH_POSITIONS.root(root), a1) == "superko"
+    leaf = SEARCH_POSITIONS.root(start)
+    assert SEARCH_POSITIONS.illegal_reason(leaf, a1) is None  # A2 still empty: no suicide
+    SEARCH_POSITIONS.play_line(leaf, [a2, PASS])
+    assert SEARCH_POSITIONS.illegal_reason(leaf, a1) == "superko"
 
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "tiny.onnx"
