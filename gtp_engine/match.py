@@ -30,6 +30,7 @@ import logging
 import shlex
 import shutil
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +79,17 @@ class Program:
         return command in self.commands
 
     def send(self, command: str, check: bool = True) -> str:
+        """The answer's text; a failure raises GtpError when check, else answers ""."""
+        succeeded, text = self.exchange(command)
+        if not succeeded:
+            if check:
+                raise GtpError(f"{self.command!r}: {command!r} failed: {text}")
+            return ""
+        return text
+
+    def exchange(self, command: str) -> tuple[bool, str]:
+        """Whether the program carried the command out, and its answer's text (the reason, where it did not);
+        GtpError where it has ended."""
         try:
             self.process.stdin.write(command + "\n")
             self.process.stdin.flush()
@@ -96,12 +108,7 @@ class Program:
             if line:
                 lines.append(line)
         head, _, rest = lines[0].partition(" ")
-        text = "\n".join([rest] + lines[1:]).strip()
-        if head.startswith("?"):
-            if check:
-                raise GtpError(f"{self.command!r}: {command!r} failed: {text}")
-            return ""
-        return text
+        return not head.startswith("?"), "\n".join([rest] + lines[1:]).strip()
 
     def close(self) -> None:
         try:
@@ -194,15 +201,31 @@ def play_game(black: Program, white: Program, referee: Program, size: int, komi:
         try:
             point = coords.from_gtp(game.grid, answer)
             game.play(point, color)
-            referee.send(f"play {letters[color]} {answer}")
-        except (ValueError, GtpError) as error:
+        except ValueError as error:
             log.warning("%s played %r, which is illegal: %s", players[color].name, answer, error)
             return f"{letters[3 - color]}+F", game, []
-        players[3 - color].send(f"play {letters[color]} {answer}")
+        for program in (referee, players[3 - color]):
+            if not program.exchange(f"play {letters[color]} {answer}")[0]:
+                _load_position(program, game)
     dead = [coords.from_gtp(game.grid, vertex) for vertex in referee.send("final_status_list dead").split()]
     if rules.name in REFEREES or referee.knows("kata-set-rules"):
         return normalized_result(referee.send("final_score")), game, dead
     return format_result(game.score(dead)), game, dead
+
+
+def _load_position(program: Program, game: GameState) -> None:
+    """Gives the program the game's position as setup stones (loadsgf), where it refused a move that the game's
+    rules allow and its own do not (GNU Go refuses every suicide); its ko history and prisoners start again."""
+    position = GameState(game.width, game.height, game.komi, game.rules)
+    for color in (BLACK, WHITE):
+        position.place_setup(color, [p for p in game.grid.points if game.board.colors[p] == color])
+    position.set_to_play(game.to_play)
+    log.info("%s refused %s's legal move: it gets the position as setup stones", program.name,
+             "Black" if game.moves[-1][0] == BLACK else "White")
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "position.sgf"
+        path.write_bytes(sgf_io.save_sgf(position))
+        program.send(f"loadsgf {path}")
 
 
 def own_territory_moves(game: GameState, dead: Sequence[int]) -> dict[int, int]:

@@ -3,6 +3,7 @@ engine against GNU Go, GNU Go referee)."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import time
@@ -187,27 +188,59 @@ def test_a_match_under_territory_rules_tells_the_engine_and_writes_the_rules(tin
     assert (record.rules, record.komi) == ("korean", 6.5)  # the rules' komi where --komi is not given
 
 
-def test_a_rule_set_the_referee_cannot_count_is_counted_from_its_dead_stones(tiny_onnx_model, tmp_path):
-    """Stone scoring: GNU Go calls the dead stones, the rules core counts (two points less a counted region)."""
+# A GTP program that plays the moves its arguments list, one a genmove, and takes whatever it is told.
+SCRIPTED = """
+import sys
+moves = iter(sys.argv[1:])
+for line in sys.stdin:
+    words = line.split()
+    if not words:
+        continue
+    if words[0] == "final_score":
+        print("? cannot score\\n", flush=True)
+        continue
+    answer = {"name": "scripted", "version": "1", "genmove": next(moves, "pass") if words[0] == "genmove" else ""}
+    print(f"= {answer.get(words[0], '')}\\n", flush=True)
+    if words[0] == "quit":
+        break
+"""
+
+
+def scripted(tmp_path, moves: str) -> str:
+    script = tmp_path / "scripted.py"
+    script.write_text(SCRIPTED)
+    return f"{sys.executable} {script} {moves}"
+
+
+def test_a_rule_set_the_referee_cannot_count_is_counted_from_its_dead_stones(tmp_path):
+    """Stone scoring: GNU Go calls the dead stones, the rules core counts: each counted region costs its owner two
+    points. Black's A-B columns are two regions, White's E column one: B+5 by GNU Go's Chinese count, B+3 so."""
     gnugo = gnugo_path()
     if gnugo is None:
         pytest.skip("GNU Go is not installed (apt-get install gnugo)")
-    _, _, games = match.play_match(f"{gnugo} --mode gtp --level 0", f"{gnugo} --mode gtp --level 0", games=1, size=9,
-                                   komi=0, referee=f"{gnugo} --mode gtp --chinese-rules", sgf_dir=tmp_path,
-                                   rules=Rules.named("stone-scoring"))
+    black = scripted(tmp_path, "C1 C2 C3 C4 C5 A3 B3")
+    white = scripted(tmp_path, "D1 D2 D3 D4 D5")
+    _, _, games = match.play_match(black, white, games=1, size=5, komi=0, referee=f"{gnugo} --mode gtp --chinese-rules",
+                                   sgf_dir=tmp_path, rules=Rules.named("stone-scoring"))
+    assert games[0].result == "B+3"
+    assert sgf_io.load_sgf_file(tmp_path / "game-1.sgf").rules == "stone-scoring"
+
+
+def test_a_suicide_the_rules_allow_and_gnu_go_refuses_is_played_on(tmp_path, caplog):
+    """New Zealand rules: Black's two-stone suicide at A1 is legal; GNU Go, the referee, refuses it and gets the
+    position as setup stones, and the game goes on to its end instead of a forfeit."""
+    gnugo = gnugo_path()
+    if gnugo is None:
+        pytest.skip("GNU Go is not installed (apt-get install gnugo)")
+    black = scripted(tmp_path, "C3 pass pass A2 A1")
+    white = scripted(tmp_path, "B2 A3 B1 D4")
+    with caplog.at_level(logging.INFO, logger="gtp_engine.match"):
+        _, _, games = match.play_match(black, white, games=1, size=5, komi=0, sgf_dir=tmp_path,
+                                       referee=f"{gnugo} --mode gtp --chinese-rules", rules=Rules.named("new-zealand"))
+    assert "refused Black's legal move" in caplog.text
     record = sgf_io.load_sgf_file(tmp_path / "game-1.sgf")
-    game = record.to_game()
-    referee = match.Program(f"{gnugo} --mode gtp --chinese-rules")
-    try:
-        referee.send("boardsize 9")
-        for color, point in game.moves:
-            referee.send(f"play {'B' if color == BLACK else 'W'} {coords.to_gtp(game.grid, point)}")
-        dead = [coords.from_gtp(game.grid, v) for v in referee.send("final_status_list dead").split()]
-    finally:
-        referee.close()
-    untaxed = record.to_game(rules=Rules.named("chinese"))
-    assert game.rules.tax == "all"
-    assert games[0].result == format_result(game.score(dead)) != format_result(untaxed.score(dead))
+    assert [coords.to_gtp(record.to_game().grid, p) for _, p in record.moves[8:]] == ["A1", "pass", "pass"]
+    assert "+F" not in games[0].result and games[0].moves == 11
 
 
 def test_connecting_a_chain_in_atari_inside_ones_area_is_no_own_territory_move():
