@@ -1,6 +1,6 @@
 """Real finished games scored under their own rules: the rules core's count of each final position, without the
 stones GNU Go (the referee) calls dead, equals the recorded result (tools/score_records.py; the fixtures are
-described in fixtures/README.md)."""
+described in scored_games/README.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from gtp_engine import sgf_io
 from gtp_engine.game import Rules, format_result
 from tools import score_records
 
-SCORED = Path(__file__).resolve().parent / "fixtures" / "scored"
+SCORED = Path(__file__).resolve().parent / "scored_games"
 # Records whose count under the other scoring (area for territory rules, territory for area rules) is not their
 # result: the rules decide them.
 DECIDED_BY_THE_RULES = {"ogs_10212984", "ogs_10328609", "ogs_1056556", "ogs_11233478", "ogs_10293941",
