@@ -230,6 +230,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("strength", ("player", "strength"), _strength,
            "play at this rank, 20k (weakest) to 1d, or max, full strength (default: max); the ranks are "
            "calibrated against GNU Go, see the README", "LEVEL"),
+    Option("resign-after-share", ("player", "resign", "after_moves_share"), _weight,
+           "without --resign-after-moves, no resignation before this share of the board's points in moves "
+           "(default: 0.25; at a --strength level at least 0.5)", "P"),
     Option("ownership-playouts", ("player", "ownership_playouts"), _positive_int,
            "playouts of the search that judges dead stones when no search covered the position (default: 100)",
            "N"),

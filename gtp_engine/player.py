@@ -21,7 +21,7 @@ Terms:
   from move resign.after_moves on (search.ResignCounter); never in cleanup (kgs-genmove_cleanup).
 - strength level (search/strength.py; config.strength, None at full strength): genmove's searches (the move's and
   the pass rules' search without pass) play at the level: its playouts per move at most, whatever else limits the
-  move, and its move choice; the resignation rule is the level's (StrengthLevel.resign_rule). Pondering, analysis
+  move, and its move choice; the resignation rule is the level's (PlayerConfig.resign_rule, see strength.py). Pondering, analysis
   and the searches that judge a position (ownership, dead stones, the count after a pass) are at full strength.
 - search settings: genmove, pondering and scoring search with config.search; analysis (lz-/kata-analyze, the
   gogui analysis commands) with config.analysis, as KataGo keeps separate settings for the two.
@@ -61,6 +61,7 @@ from gtp_engine.search import (
     SearchResult,
     SnapshotCallback,
     StopCondition,
+    strength,
 )
 from gtp_engine.timecontrol import Budget
 
@@ -91,7 +92,10 @@ class PlayerConfig:
     @property
     def resign_rule(self) -> ResignConfig:
         """The resignation rule genmove follows: the configured one, or the level's."""
-        return self.resign if self.strength is None else self.strength.resign_rule(self.resign)
+        if self.strength is None:
+            return self.resign
+        return replace(self.resign, consecutive=max(self.resign.consecutive, strength.RESIGN_CONSECUTIVE),
+                       after_moves_share=max(self.resign.after_moves_share, strength.RESIGN_MOVES_SHARE))
 
     @property
     def analysis_search(self) -> SearchConfig:

@@ -23,9 +23,8 @@ import numpy as np
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS
 from gtp_engine.mcts import Node, Tree
-from gtp_engine.search import strength
 from gtp_engine.search.settings import ChoiceConfig, NoiseConfig, ResignConfig
-from gtp_engine.search.strength import StrengthLevel
+from gtp_engine.search.strength import StrengthLevel, candidate_edges, distribution
 
 _PRIOR_VARIANCE = 0.25  # of utilities, as if one extra visit had seen it: keeps one-visit moves uncertain
 FIRST_VISIT_K = 1e-9  # forced playouts' k for restrict_root: sqrt(k * P * sum N) < 1 for any search's visits
@@ -90,7 +89,7 @@ def restrict_root(tree: Tree, level: StrengthLevel) -> None:
     edges excluded already), each given a first visit before PUCT chooses."""
     root = tree.root
     outside = np.ones(len(root.moves), dtype=bool)
-    outside[strength.candidate_edges(root.prior, level)] = False
+    outside[candidate_edges(root.prior, level)] = False
     excluded = outside if tree.root_excluded is None else outside | tree.root_excluded
     if not excluded.all():
         tree.root_excluded = excluded if excluded.any() else None
@@ -98,7 +97,7 @@ def restrict_root(tree: Tree, level: StrengthLevel) -> None:
 
 
 def level_edge(tree: Tree, choice: ChoiceConfig, level: StrengthLevel, rng: np.random.Generator) -> int:
-    """The root edge the level plays: drawn from its distribution (strength.distribution) over the root's priors
+    """The root edge the level plays: drawn from its distribution (strength.py) over the root's priors
     and leads, around choose_edge's choice; never an excluded edge."""
     root = tree.root
     count = len(root.moves)
@@ -106,7 +105,7 @@ def level_edge(tree: Tree, choice: ChoiceConfig, level: StrengthLevel, rng: np.r
     with np.errstate(divide="ignore", invalid="ignore"):
         lead = np.where(visits > 0, root.S[:count] / visits, np.nan)
     best = choose_edge(tree, choice)
-    probability = strength.distribution(level, root.prior, lead, best, np.array(root.moves) == PASS,
+    probability = distribution(level, root.prior, lead, best, np.array(root.moves) == PASS,
                                         tree.root_state.grid.area)
     if tree.root_excluded is not None:
         probability[tree.root_excluded] = 0.0

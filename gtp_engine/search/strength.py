@@ -20,8 +20,9 @@ Terms:
   over the other playable candidates (never a pass, unless it is the search's choice) in proportion to
   prior ** (1 / temperature). Where the search chooses to pass, the level passes: the pass rules
   (endgame.py) then decide as at full strength. The analysis engine reports the distribution as humanPolicy.
-- resignation at a level: only from half the board's points in moves on, after RESIGN_CONSECUTIVE searches in
-  a row below the threshold, so that a handicap game against a weaker player is played out.
+- resignation at a level: only from RESIGN_MOVES_SHARE of the board's points in moves on, after
+  RESIGN_CONSECUTIVE searches in a row below the threshold (player.PlayerConfig.resign_rule), so that a handicap
+  game against a weaker player is played out.
 - human profile: KataGo's humanSLProfile names (rank_20k .. rank_9d, preaz_20k .. preaz_9d, proyear_1800 ..
   proyear_2023): rank_ and preaz_ ranks map to the nearest level, ranks above the scale and professionals to
   max. This is a calibration of the engine's own play, not a model of human moves.
@@ -30,11 +31,9 @@ Terms:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
-
-from gtp_engine.search.settings import ResignConfig
 
 MAX_CANDIDATES = 10
 MAX_LOSS_SHARE = 0.25  # of the board's points: the largest max_loss a level may have
@@ -67,11 +66,6 @@ class StrengthLevel:
     @property
     def kyu(self) -> int:
         return kyu_number(self.name)
-
-    def resign_rule(self, resign: ResignConfig) -> ResignConfig:
-        """The resignation rule at this level (see resignation at a level), from the configured one."""
-        return replace(resign, consecutive=max(resign.consecutive, RESIGN_CONSECUTIVE),
-                       after_moves_share=max(resign.after_moves_share, RESIGN_MOVES_SHARE))
 
 
 # The table's rows, weakest first (tuned by tools/calibrate_strength.py; docs/measurements.md has the matches).
