@@ -9,11 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from search_support import ScriptedEvaluator
 
 from gtp_engine import config
 from gtp_engine.board import BLACK
 from gtp_engine.coords import PASS
-from gtp_engine.game import GameState
+from gtp_engine.game import GameState, fixed_handicap_points
 from gtp_engine.onnx_evaluator import OnnxEvaluator
 from gtp_engine.player import Player, PlayerConfig
 from gtp_engine.search import ResignConfig, ResignCounter, SearchConfig, Searcher, StopCondition, strength
@@ -154,3 +155,24 @@ def test_agreement_with_full_strength_falls_as_the_level_drops(network, position
             hits += draws.count(point) / len(draws)
         agreement[rank] = hits / len(positions)
     assert agreement["20k"] < agreement["10k"] < agreement["1d"] < 1.0, agreement
+
+
+def test_a_level_plays_a_handicap_game_out_where_full_strength_resigns():
+    """White gives 4 stones on 9x9 to a network sure Black wins: at full strength White resigns from move 20 (a
+    quarter of the board), at a level it plays on to half the board."""
+    def white_losing(state):
+        return 0.99 if state.to_play == BLACK else -0.99
+
+    resign = ResignConfig(winrate=0.05)
+    for level, resigns in ((None, True), (strength.parse_level("5k"), False)):
+        player = Player(ScriptedEvaluator(value=white_losing), PlayerConfig(SearchConfig(seed=0), resign=resign,
+                                                                            strength=level))
+        game = GameState(9, komi=0.5)
+        game.place_handicap(fixed_handicap_points(game.grid, 4))
+        resigned = False
+        while game.move_number < 30 and not resigned:
+            choice = player.genmove(game, game.to_play, StopCondition(visits=20))
+            resigned = choice.resign
+            if not resigned:
+                game.play(choice.point, game.to_play)
+        assert resigned == resigns and (not resigned or game.move_number >= 20)
