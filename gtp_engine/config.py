@@ -228,7 +228,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("resign-after-moves", ("player", "resign", "after_moves"), _count,
            "no resignation before this move number (default: a quarter of the board's points)", "N"),
     Option("strength", ("player", "strength"), _strength,
-           "play at this rank, 20k (weakest) to 1d, or max, full strength (default: max); the ranks are "
+           "play at this rank, 12k (weakest) to 1d, or max, full strength (default: max); the ranks are "
            "calibrated against GNU Go, see the README", "LEVEL"),
     Option("resign-after-share", ("player", "resign", "after_moves_share"), _weight,
            "without --resign-after-moves, no resignation before this share of the board's points in moves "

@@ -548,7 +548,7 @@ class Session:
     @command("kata-set-param")
     def kata_set_param(self, cmd: Command, stream: Stream) -> str:
         """Sets maxVisits, maxPlayouts (positive integers) or maxTime (seconds > 0), -1 removing the limit; strength
-        (a rank 20k .. 1d, or max) or humanSLProfile (KataGo's profile names, see search/strength.py)."""
+        (a rank 12k .. 1d, or max) or humanSLProfile (KataGo's profile names, see search/strength.py)."""
         arity(cmd.args, 2)
         name, text = cmd.args
         if name in LEVEL_PARAMS:
@@ -590,7 +590,7 @@ class Session:
     def lz_setoption(self, cmd: Command, stream: Stream) -> str:
         """Leela Zero's `lz-setoption name NAME value VALUE` for the options it shares with this engine (names in
         any case): Visits and Playouts (0: no limit), Lagbuffer (centiseconds), Pondering (true or false), Resign
-        Percentage (-1: as configured), and Strength (a rank 20k .. 1d, or max). Without arguments, those options in
+        Percentage (-1: as configured), and Strength (a rank 12k .. 1d, or max). Without arguments, those options in
         Leela Zero's listing."""
         if not cmd.args:
             return "\n".join(self._lz_options())

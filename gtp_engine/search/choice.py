@@ -89,7 +89,7 @@ def restrict_root(tree: Tree, level: StrengthLevel) -> None:
     edges excluded already), each given a first visit before PUCT chooses."""
     root = tree.root
     outside = np.ones(len(root.moves), dtype=bool)
-    outside[candidate_edges(root.prior, level)] = False
+    outside[candidate_edges(root.prior)] = False
     excluded = outside if tree.root_excluded is None else outside | tree.root_excluded
     if not excluded.all():
         tree.root_excluded = excluded if excluded.any() else None

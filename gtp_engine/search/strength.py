@@ -1,17 +1,18 @@
 """Strength levels: the engine playing weaker in calibrated steps, and what a level's move distribution is.
 
 Terms:
-- rank: a kyu/dan rank, "20k" .. "1k", "1d"; its kyu number counts down to 0 at 1d (20k is 20, 1k is 1), as
-  KaTrain counts. The scale is anchored on GNU Go 3.8 (docs/measurements.md, "Strength levels"): the ranks are
-  where the calibration matches put each level, not ranks of any server.
-- level: the settings a rank plays with (StrengthLevel): its reading (playouts of the move's search), its
-  candidates (the policy's top moves it may play), the temperature of its draw among them, the search share
-  (how often it plays the search's own choice outright) and the largest loss it accepts. LEVELS holds the
-  table's rows; a rank between two rows takes the settings between them (level_for). `max`, no level, plays at
-  full strength, exactly as without the option.
-- candidates: the first `candidates` root moves by the network's policy (at most MAX_CANDIDATES, so a level
-  only ever plays among the policy's top 10). The level's search looks at no other root move and gives each
-  candidate a visit before PUCT chooses, so that the search has judged every move it may play.
+- rank: a kyu/dan rank, "12k" .. "1k", "1d"; its kyu number counts down to 0 at 1d (12k is 12, 1k is 1), as
+  KaTrain counts. The scale: GNU Go 3.8 at level 10 is 8k, and a rank is 100 Elo (a rank above scores 64%). The
+  ranks are where 9x9 calibration matches put each level (docs/measurements.md, "Strength levels"), not ranks
+  of any server. The scale ends at 12k because a level never leaves the policy's plausible moves (candidates),
+  and playing among them at random is already about that strong on 9x9.
+- level: the settings a rank plays with (StrengthLevel): its reading (playouts of the move's search), the
+  temperature of its draw among the candidates, the search share (how often it plays the search's own choice
+  outright) and the largest loss it accepts. LEVELS holds the table's rows; a rank between two rows takes the
+  settings between them (level_for). `max`, no level, plays at full strength, exactly as without the option.
+- candidates: the first CANDIDATES root moves by the network's policy, so that a level only ever plays among the
+  policy's top 10. The level's search looks at no other root move and gives each candidate a visit before PUCT
+  chooses, so that the search has judged every move it may play.
 - blunder bound: a candidate whose score lead, as the level's search judged it, is more than max_loss of the
   board's points below the lead of the search's own choice is never played; max_loss is at most
   MAX_LOSS_SHARE (a quarter), well inside the half of the board no level may ever throw away. The search's own
@@ -24,8 +25,8 @@ Terms:
   RESIGN_CONSECUTIVE searches in a row below the threshold (player.PlayerConfig.resign_rule), so that a handicap
   game against a weaker player is played out.
 - human profile: KataGo's humanSLProfile names (rank_20k .. rank_9d, preaz_20k .. preaz_9d, proyear_1800 ..
-  proyear_2023): rank_ and preaz_ ranks map to the nearest level, ranks above the scale and professionals to
-  max. This is a calibration of the engine's own play, not a model of human moves.
+  proyear_2023): rank_ and preaz_ ranks map to the nearest level (below the scale its weakest), ranks above it
+  and professionals to max. This is a calibration of the engine's own play, not a model of human moves.
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-MAX_CANDIDATES = 10
+CANDIDATES = 10
 MAX_LOSS_SHARE = 0.25  # of the board's points: the largest max_loss a level may have
-WEAKEST, STRONGEST = 20, 0  # kyu numbers of the scale's ends: 20k and 1d
+WEAKEST, STRONGEST = 12, 0  # kyu numbers of the scale's ends: 12k and 1d
 RESIGN_MOVES_SHARE = 0.5  # of the board's points: a level resigns from this move number on
 RESIGN_CONSECUTIVE = 3
 _RANK = re.compile(r"^(\d{1,2})\s*([kd])$", re.IGNORECASE)
@@ -49,16 +50,13 @@ class StrengthLevel:
     """How one rank plays (see level)."""
 
     name: str  # its rank, e.g. "12k"
-    playouts: int  # of the move's search
-    candidates: int  # the policy's top moves it may play, 1 .. MAX_CANDIDATES
+    playouts: int  # of the move's search, at least CANDIDATES
     temperature: float  # of the draw among the candidates, on their priors
     search_share: float  # probability of playing the search's own choice outright, 0 .. 1
     max_loss: float  # the largest loss it accepts, a share of the board's points (0 .. MAX_LOSS_SHARE)
 
     def __post_init__(self) -> None:
-        if not 1 <= self.candidates <= MAX_CANDIDATES:
-            raise ValueError(f"candidates must be 1 to {MAX_CANDIDATES}")
-        if self.playouts < self.candidates:
+        if self.playouts < CANDIDATES:
             raise ValueError("a level needs a playout for each candidate")
         if not (self.temperature > 0 and 0 <= self.search_share <= 1 and 0 <= self.max_loss <= MAX_LOSS_SHARE):
             raise ValueError("temperature must be > 0, search_share and max_loss shares")
@@ -70,11 +68,10 @@ class StrengthLevel:
 
 # The table's rows, weakest first (tuned by tools/calibrate_strength.py; docs/measurements.md has the matches).
 LEVELS: tuple[StrengthLevel, ...] = (
-    StrengthLevel("20k", playouts=10, candidates=10, temperature=2.0, search_share=0.0, max_loss=0.25),
-    StrengthLevel("15k", playouts=12, candidates=10, temperature=1.0, search_share=0.1, max_loss=0.2),
-    StrengthLevel("10k", playouts=16, candidates=8, temperature=0.7, search_share=0.3, max_loss=0.15),
-    StrengthLevel("5k", playouts=32, candidates=6, temperature=0.5, search_share=0.55, max_loss=0.1),
-    StrengthLevel("1d", playouts=64, candidates=4, temperature=0.3, search_share=0.8, max_loss=0.05),
+    StrengthLevel("12k", playouts=10, temperature=10.0, search_share=0.0, max_loss=0.25),
+    StrengthLevel("8k", playouts=14, temperature=0.8, search_share=0.25, max_loss=0.15),
+    StrengthLevel("4k", playouts=100, temperature=0.4, search_share=0.7, max_loss=0.08),
+    StrengthLevel("1d", playouts=800, temperature=0.2, search_share=0.95, max_loss=0.05),
 )
 
 
@@ -93,18 +90,16 @@ def rank_name(kyu: int) -> str:
 
 def level_for(kyu: int) -> StrengthLevel:
     """The level of a kyu number on the scale (WEAKEST .. STRONGEST): a row of LEVELS, or the settings between
-    the two rows around it (linear in everything but playouts, which go geometrically)."""
+    the two rows around it (geometric in playouts and temperature, linear in the shares)."""
     if not STRONGEST <= kyu <= WEAKEST:
         raise ValueError(f"ranks go from {rank_name(WEAKEST)} to {rank_name(STRONGEST)}")
     rows = sorted(LEVELS, key=lambda level: -level.kyu)
     for weak, strong in zip(rows, rows[1:]):
         if strong.kyu <= kyu <= weak.kyu:
             t = (weak.kyu - kyu) / (weak.kyu - strong.kyu)
-            candidates = round(weak.candidates + t * (strong.candidates - weak.candidates))
-            playouts = round(weak.playouts * (strong.playouts / weak.playouts) ** t)
             return StrengthLevel(
-                rank_name(kyu), playouts=max(playouts, candidates), candidates=candidates,
-                temperature=weak.temperature + t * (strong.temperature - weak.temperature),
+                rank_name(kyu), playouts=round(weak.playouts * (strong.playouts / weak.playouts) ** t),
+                temperature=weak.temperature * (strong.temperature / weak.temperature) ** t,
                 search_share=weak.search_share + t * (strong.search_share - weak.search_share),
                 max_loss=weak.max_loss + t * (strong.max_loss - weak.max_loss))
     raise AssertionError("LEVELS covers the scale")
@@ -141,9 +136,9 @@ def profile_level(profile: str) -> StrengthLevel | None:
     return level_for(min(kyu, WEAKEST))
 
 
-def candidate_edges(prior: np.ndarray, level: StrengthLevel) -> np.ndarray:
+def candidate_edges(prior: np.ndarray) -> np.ndarray:
     """The candidates among edges with these priors (see candidates): their indices, highest prior first."""
-    return np.argsort(-np.asarray(prior), kind="stable")[: level.candidates]
+    return np.argsort(-np.asarray(prior), kind="stable")[:CANDIDATES]
 
 
 def distribution(level: StrengthLevel, prior: np.ndarray, lead: np.ndarray, best: int, is_pass: np.ndarray,
@@ -155,7 +150,7 @@ def distribution(level: StrengthLevel, prior: np.ndarray, lead: np.ndarray, best
     probability = np.zeros(len(prior))
     probability[best] = level.search_share
     playable = np.zeros(len(prior), dtype=bool)
-    playable[candidate_edges(prior, level)] = True
+    playable[candidate_edges(prior)] = True
     with np.errstate(invalid="ignore"):
         playable &= np.isfinite(lead) & (lead >= lead[best] - level.max_loss * area)
     playable &= ~np.asarray(is_pass, dtype=bool)

@@ -70,17 +70,17 @@ def test_kata_get_and_set_param(engine, net_args):
 
 
 def test_strength_from_the_command_line_kata_set_param_and_lz_setoption(engine, net_args):
-    gtp = engine(*net_args, "--strength", "15k")
-    assert gtp.ok("kata-get-param strength") == "15k"
+    gtp = engine(*net_args, "--strength", "12k")
+    assert gtp.ok("kata-get-param strength") == "12k"
     gtp.ok("boardsize 9")
     assert re.fullmatch(r"[A-HJ][1-9]", gtp.ok("genmove b"))  # at the level: never a pass on an empty board
     gtp.ok("kata-set-param strength 3k")
     assert gtp.ok("kata-get-param strength") == "3k"
-    gtp.ok("kata-set-param humanSLProfile rank_30k")  # KataGo's profile name: the nearest level
-    assert gtp.ok("kata-get-param humanSLProfile") == "20k"
+    gtp.ok("kata-set-param humanSLProfile rank_20k")  # KataGo's profile name: the nearest level
+    assert gtp.ok("kata-get-param humanSLProfile") == "12k"
     gtp.ok("kata-set-param humanSLProfile proyear_1990")
     assert gtp.ok("kata-get-param strength") == "max"
-    assert gtp("kata-set-param strength 25k").text == "expected a rank from 20k to 1d or max, got '25k'"
+    assert gtp("kata-set-param strength 25k").text == "expected a rank from 12k to 1d or max, got '25k'"
     assert "unknown humanSLProfile" in gtp("kata-set-param humanSLProfile pro").text
     gtp.ok("lz-setoption name strength value 10k")
     assert "option name Strength type string default 10k" in gtp.ok("lz-setoption").split("\n")

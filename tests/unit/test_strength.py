@@ -29,20 +29,20 @@ def test_every_rank_of_the_scale_has_a_level_and_the_levels_are_ordered():
     levels = [strength.parse_level(rank) for rank in RANKS]
     assert [level.name for level in levels] == RANKS
     for weak, strong in zip(levels, levels[1:]):
-        assert strong.playouts >= weak.playouts and strong.candidates <= weak.candidates
+        assert strong.playouts >= weak.playouts >= strength.CANDIDATES
         assert strong.temperature <= weak.temperature and strong.search_share >= weak.search_share
         assert strong.max_loss <= weak.max_loss
-    assert all(level.candidates <= 10 and level.max_loss <= 0.25 for level in levels)
+    assert strength.CANDIDATES == 10 and all(level.max_loss <= 0.25 for level in levels)
     assert strength.parse_level("max") is None and strength.parse_level(" 12K ").name == "12k"
-    for bad in ("21k", "2d", "0k", "strong", "", "12"):
-        with pytest.raises(ValueError, match="expected a rank from 20k to 1d or max"):
+    for bad in ("13k", "2d", "0k", "strong", "", "12"):
+        with pytest.raises(ValueError, match="expected a rank from 12k to 1d or max"):
             strength.parse_level(bad)
 
 
 def test_max_is_the_engine_without_the_option():
     assert config.build({"strength": "max"}) == config.build({})
-    levelled = config.build({"strength": "10k"}).player
-    assert levelled.strength == strength.parse_level("10k")
+    levelled = config.build({"strength": "8k"}).player
+    assert levelled.strength == strength.parse_level("8k") == strength.LEVELS[1]
     with pytest.raises(config.ConfigError, match="--strength"):
         config.build({"strength": "30k"})
 
@@ -51,7 +51,7 @@ def test_human_profiles_map_to_the_nearest_level():
     assert strength.profile_level("rank_12k").name == "12k"
     assert strength.profile_level("preaz_3k").name == "3k"
     assert strength.profile_level("rank_1d").name == "1d"
-    assert strength.profile_level("rank_30k").name == "20k"  # below the scale: its weakest level
+    assert strength.profile_level("rank_20k").name == "12k"  # below the scale: its weakest level
     assert strength.profile_level("rank_9d") is None and strength.profile_level("proyear_1990") is None
     for bad in ("rank_0k", "rank_12x", "human", "proyear_19", "rank12k"):
         with pytest.raises(ValueError, match="unknown humanSLProfile"):
@@ -82,7 +82,7 @@ def test_the_distribution_keeps_to_candidates_bounds_and_the_search_share():
             best = int(rng.choice(np.flatnonzero(np.isfinite(lead))))
             p = strength.distribution(level, prior, lead, best, is_pass, 81)
             assert p.sum() == pytest.approx(1.0) and (p >= 0).all()
-            top = set(np.argsort(-prior)[: level.candidates].tolist()) | {best}
+            top = set(np.argsort(-prior)[:10].tolist()) | {best}
             played = set(np.flatnonzero(p > 0).tolist())
             assert played <= top
             assert all(np.isfinite(lead[i]) and lead[i] >= lead[best] - level.max_loss * 81 for i in played)
@@ -119,7 +119,7 @@ def full_search(network, state: GameState):
 
 def test_level_moves_are_plausible_and_never_lose_half_the_board(network, positions):
     checked = 0
-    for rank in ("20k", "10k", "1d"):
+    for rank in ("12k", "8k", "4k"):
         player = Player(network, PlayerConfig(SearchConfig(seed=1), strength=strength.parse_level(rank)))
         for state in positions[::2]:
             move = player.genmove(state, state.to_play, StopCondition()).point
@@ -142,7 +142,7 @@ def test_agreement_with_full_strength_falls_as_the_level_drops(network, position
     level's choice 200 times from each of its searches."""
     best = [full_search(network, state).moves[0].point for state in positions]
     agreement = {}
-    for rank in ("20k", "10k", "1d"):
+    for rank in ("12k", "8k", "4k"):
         level = strength.parse_level(rank)
         searcher = Searcher(network, SearchConfig(seed=2))
         rng = np.random.default_rng(5)
@@ -154,7 +154,7 @@ def test_agreement_with_full_strength_falls_as_the_level_drops(network, position
             draws = [tree.root.moves[level_edge(tree, searcher.config.choice, level, rng)] for _ in range(200)]
             hits += draws.count(point) / len(draws)
         agreement[rank] = hits / len(positions)
-    assert agreement["20k"] < agreement["10k"] < agreement["1d"] < 1.0, agreement
+    assert agreement["12k"] < agreement["8k"] < agreement["4k"] < 1.0, agreement
 
 
 def test_a_level_plays_a_handicap_game_out_where_full_strength_resigns():
