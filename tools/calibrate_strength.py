@@ -15,7 +15,7 @@ Terms:
 
 Usage (from the repository root):
   python -m tools.calibrate_strength match --pairs 12k:1,8k:10,8k:12k --games 40 --size 9 --komi 7 \\
-      [--openings ../shared/data/go9_curated.tar.xz] [--sgf-dir runs/strength] [--max-minutes 30]
+      [--openings ../shared/data/go9_curated.tar.xz] [--sgf-dir runs/strength] [--max-minutes 30] [--first-game N]
   python -m tools.calibrate_strength moves --records ../shared/data/go9_curated.tar.xz --levels 12k,8k,4k,1d \\
       [--positions 40] [--size 9]
 The match command prints a line per game, then one row per pair: level, anchor, wins/games, score, interval,
@@ -149,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--opening-moves", type=int, default=4, help="moves of each opening (default: 4)")
     parser.add_argument("--sgf-dir", type=Path, help="write LEVEL-vs-ANCHOR/game-N.sgf here")
     parser.add_argument("--max-minutes", type=float, help="start no new game after this many minutes, in all")
+    parser.add_argument("--first-game", type=int, default=1,
+                        help="go on with pairs whose games before this one were played (colours and openings as if "
+                             "they had not stopped; default: 1)")
     args = top.parse_args(argv)
     if args.command == "moves":
         return moves_command(moves, args)
@@ -169,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             _, _, results = play_match(engine_command(level), anchor_command(anchor)[1], args.games, args.size,
                                        args.komi, sgf_dir=sgf_dir, deadline=deadline, on_game=report,
-                                       openings=openings)
+                                       openings=openings, first_game=args.first_game)
         except GtpError as error:
             print(f"{level} vs {anchor}: match stopped: {error}", file=sys.stderr)
             return 1
