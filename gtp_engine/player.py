@@ -21,8 +21,9 @@ Terms:
   from move resign.after_moves on (search.ResignCounter); never in cleanup (kgs-genmove_cleanup).
 - strength level (search/strength.py; config.strength, None at full strength): genmove's searches (the move's and
   the pass rules' search without pass) play at the level: its playouts per move at most, whatever else limits the
-  move, and its move choice; the resignation rule is the level's (PlayerConfig.resign_rule, see strength.py). Pondering, analysis
-  and the searches that judge a position (ownership, dead stones, the count after a pass) are at full strength.
+  move, and its move choice; the resignation rule is the level's (PlayerConfig.resign_rule, see strength.py).
+  Pondering, analysis and the searches that judge a position (ownership, dead stones, the count after a pass) are
+  at full strength.
 - search settings: genmove, pondering and scoring search with config.search; analysis (lz-/kata-analyze, the
   gogui analysis commands) with config.analysis, as KataGo keeps separate settings for the two.
 - move limits: what ends one genmove's search besides the clock (--visits, --playouts, --time); with the
@@ -52,7 +53,6 @@ from gtp_engine.game import GameState
 from gtp_engine.mcts import MoveFilter
 from gtp_engine.search import (
     BackgroundSearch,
-    StrengthLevel,
     ReportSchedule,
     ResignConfig,
     ResignCounter,
@@ -61,6 +61,7 @@ from gtp_engine.search import (
     SearchResult,
     SnapshotCallback,
     StopCondition,
+    StrengthLevel,
     strength,
 )
 from gtp_engine.timecontrol import Budget

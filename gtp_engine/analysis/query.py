@@ -50,8 +50,9 @@ UNSUPPORTED = {
 KNOWN = {
     "id", "moves", "initialStones", "initialPlayer", "rules", "komi", "whiteHandicapBonus", "boardXSize",
     "boardYSize", "analyzeTurns", "maxVisits", "rootPolicyTemperature", "rootFpuReductionMax", "analysisPVLen",
-    "includeOwnership", "includeMovesOwnership", "includePolicy", "includePVVisits", "includeHumanPolicy", "avoidMoves", "allowMoves",
-    "overrideSettings", "reportDuringSearchEvery", "firstReportDuringSearchAfter", "priority", "priorities",
+    "includeOwnership", "includeMovesOwnership", "includePolicy", "includePVVisits", "includeHumanPolicy",
+    "avoidMoves", "allowMoves", "overrideSettings", "reportDuringSearchEvery", "firstReportDuringSearchAfter",
+    "priority", "priorities",
 }
 _XY = re.compile(r"^\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 

@@ -615,8 +615,8 @@ class Session:
         elif name == "strength":
             self.strength = self._level(value, strength.parse_level)
         else:
-            raise GtpError(f"unknown option {name!r}; known: visits, playouts, lagbuffer, pondering, resign percentage, "
-                           "strength")
+            raise GtpError(f"unknown option {name!r}; known: visits, playouts, lagbuffer, pondering, "
+                           "resign percentage, strength")
         return ""
 
     def _lz_options(self) -> list[str]:

@@ -25,5 +25,6 @@ from gtp_engine.search.strength import StrengthLevel
 __all__ = [
     "BackgroundSearch", "ChoiceConfig", "MoveInfo", "NoiseConfig", "ReportSchedule", "ResignConfig", "ResignCounter",
     "RoundGame", "SearchConfig", "SearchResult", "Searcher", "Snapshot", "SnapshotCallback", "StopCondition",
-    "StoppingPolicy", "StrengthLevel", "add_noise", "choose_edge", "draw_edge", "network_threads", "pick_edge", "play_games",
+    "StoppingPolicy", "StrengthLevel", "add_noise", "choose_edge", "draw_edge", "network_threads", "pick_edge",
+    "play_games",
 ]

@@ -106,7 +106,7 @@ def level_edge(tree: Tree, choice: ChoiceConfig, level: StrengthLevel, rng: np.r
         lead = np.where(visits > 0, root.S[:count] / visits, np.nan)
     best = choose_edge(tree, choice)
     probability = distribution(level, root.prior, lead, best, np.array(root.moves) == PASS,
-                                        tree.root_state.grid.area)
+                               tree.root_state.grid.area)
     if tree.root_excluded is not None:
         probability[tree.root_excluded] = 0.0
         probability[best] += 1.0 - probability.sum()  # a share the exclusion took goes to the search's choice
