@@ -154,7 +154,8 @@ def main(argv: list[str] | None = None) -> None:
     players = NetworkLoader(engine_config, on_unusable=exit_process("gtp-engine"),
                             on_loaded=lambda line: log_lib.announce(f"gtp-engine: {line}"))
     session = commands.Session(players, engine_config.move_limits, engine_config.play,
-                               Rules.from_katago(engine_config.play.rules), name=engine_config.name)
+                               Rules.from_katago(engine_config.play.rules), name=engine_config.name,
+                               strength=engine_config.player.strength)
     ending = protocol.serve(session.handler, reader, protocol.Writer(gtp_out))
     log.info("session ended (%s)", ending)
     session.stop_pondering()

@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping
 
 from gtp_engine.game import Rules
 from gtp_engine.player import MoveLimits, PlayerConfig
-from gtp_engine.search import network_threads
+from gtp_engine.search import network_threads, strength
 
 try:
     import tomllib
@@ -175,6 +175,10 @@ def _precision(value: Any) -> str:
     return text
 
 
+def _strength(value: Any) -> strength.StrengthLevel | None:
+    return strength.parse_level(_text(str(value)))
+
+
 def _log_level(value: Any) -> str:
     text = _text(value).lower()
     if text not in ("debug", "info", "warning", "error"):
@@ -223,6 +227,12 @@ OPTIONS: tuple[Option, ...] = (
            "resign only after this many of its searches in a row below the threshold (default: 1)", "N"),
     Option("resign-after-moves", ("player", "resign", "after_moves"), _count,
            "no resignation before this move number (default: a quarter of the board's points)", "N"),
+    Option("strength", ("player", "strength"), _strength,
+           "play at this rank, 12k (weakest) to 1d, or max, full strength (default: max); the ranks are "
+           "calibrated against GNU Go, see the README", "LEVEL"),
+    Option("resign-after-share", ("player", "resign", "after_moves_share"), _weight,
+           "without --resign-after-moves, no resignation before this share of the board's points in moves "
+           "(default: 0.25; at a --strength level at least 0.5)", "P"),
     Option("ownership-playouts", ("player", "ownership_playouts"), _positive_int,
            "playouts of the search that judges dead stones when no search covered the position (default: 100)",
            "N"),

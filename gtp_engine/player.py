@@ -19,6 +19,11 @@ Terms:
 - resignation: when the chosen move's winrate (the network's for the root when the move has no visits, as in a
   1-visit search) has been below config.resign.winrate for resign.consecutive genmoves in a row of that colour,
   from move resign.after_moves on (search.ResignCounter); never in cleanup (kgs-genmove_cleanup).
+- strength level (search/strength.py; config.strength, None at full strength): genmove's searches (the move's and
+  the pass rules' search without pass) play at the level: its playouts per move at most, whatever else limits the
+  move, and its move choice; the resignation rule is the level's (PlayerConfig.resign_rule, see strength.py).
+  Pondering, analysis and the searches that judge a position (ownership, dead stones, the count after a pass) are
+  at full strength.
 - search settings: genmove, pondering and scoring search with config.search; analysis (lz-/kata-analyze, the
   gogui analysis commands) with config.analysis, as KataGo keeps separate settings for the two.
 - move limits: what ends one genmove's search besides the clock (--visits, --playouts, --time); with the
@@ -56,6 +61,8 @@ from gtp_engine.search import (
     SearchResult,
     SnapshotCallback,
     StopCondition,
+    StrengthLevel,
+    strength,
 )
 from gtp_engine.timecontrol import Budget
 
@@ -81,6 +88,15 @@ class PlayerConfig:
     analysis: SearchConfig | None = None  # lz-/kata-analyze and gogui analysis; None: the same as search
     resign: ResignConfig = ResignConfig()
     ownership_playouts: int = 100  # playouts for an ownership estimate when no search has covered the position
+    strength: StrengthLevel | None = None  # genmove's level (see strength level); None: full strength
+
+    @property
+    def resign_rule(self) -> ResignConfig:
+        """The resignation rule genmove follows: the configured one, or the level's."""
+        if self.strength is None:
+            return self.resign
+        return replace(self.resign, consecutive=max(self.resign.consecutive, strength.RESIGN_CONSECUTIVE),
+                       after_moves_share=max(self.resign.after_moves_share, strength.RESIGN_MOVES_SHARE))
 
     @property
     def analysis_search(self) -> SearchConfig:
@@ -142,7 +158,7 @@ class Player:
         self.evaluator = evaluator
         self.config = config
         self.searcher = Searcher(evaluator, config.search, clock)  # clock: what the search's deadlines are on
-        self._resign = ResignCounter(config.resign)
+        self._resign = ResignCounter(config.resign_rule)
         self._configured_resign = config.resign
         self._background: BackgroundSearch | None = None
         self._last: tuple[tuple, SearchResult] | None = None  # (position of a search, its result)
@@ -152,7 +168,7 @@ class Player:
         """Forgets the search tree and the last result (clear_cache)."""
         self.stop_background()
         self.searcher.reset()
-        self._resign = ResignCounter(self.config.resign)
+        self._resign = ResignCounter(self.config.resign_rule)
         self._last = None
 
     def resign_below(self, winrate: float | None) -> None:
@@ -160,7 +176,13 @@ class Player:
         resign = self._configured_resign if winrate is None else replace(self._configured_resign, winrate=winrate)
         if resign != self.config.resign:
             self.config = replace(self.config, resign=resign)
-            self._resign = ResignCounter(resign)
+            self._resign = ResignCounter(self.config.resign_rule)
+
+    def set_strength(self, level: StrengthLevel | None) -> None:
+        """Plays genmove at this level from now on (None: full strength); a change restarts the resign count."""
+        if level != self.config.strength:
+            self.config = replace(self.config, strength=level)
+            self._resign = ResignCounter(self.config.resign_rule)
 
     # ---- searching ------------------------------------------------------------------------------------
 
@@ -176,6 +198,9 @@ class Player:
         """
         self.stop_background()
         state = game.with_to_play(color)
+        level = self.config.strength
+        if level is not None:
+            stop = replace(stop, playouts=min(stop.playouts or level.playouts, level.playouts))
 
         def allowed(point: int) -> bool:  # by the filter, at the root
             return move_filter.permits(color, point, 1)
@@ -189,7 +214,7 @@ class Player:
 
         def search(stop: StopCondition) -> SearchResult:
             return self._search(state, stop, on_snapshot, reports,
-                                exclude=(PASS,) if dead_opponent else (), move_filter=move_filter)
+                                exclude=(PASS,) if dead_opponent else (), move_filter=move_filter, strength=level)
 
         result = search(stop)
         time_to_check = True
@@ -202,7 +227,7 @@ class Player:
         def search_without_pass() -> SearchResult:  # the rest of the move's time, or its visits once more
             budget = move_stop.playouts if move_stop.playouts is not None else move_stop.visits
             return self._search(state, replace(move_stop, visits=None, playouts=budget), on_snapshot,
-                                reports, exclude=(PASS,), move_filter=move_filter)
+                                reports, exclude=(PASS,), move_filter=move_filter, strength=level)
 
         choice = result.choice
         snapshot = result.snapshot
@@ -303,9 +328,9 @@ class Player:
 
     def _search(self, state: GameState, stop: StopCondition, on_snapshot=None, reports=None, exclude=(),
                 ownership: bool = False, move_filter: MoveFilter = MoveFilter(),
-                config: SearchConfig | None = None) -> SearchResult:
+                config: SearchConfig | None = None, strength: StrengthLevel | None = None) -> SearchResult:
         result = self.searcher.search(state, stop, on_snapshot, reports, exclude, ownership_in_snapshots=ownership,
-                                      move_filter=move_filter, config=config)
+                                      move_filter=move_filter, config=config, strength=strength)
         self._last = (_key(state, move_filter), result)
         return result
 

@@ -8,6 +8,8 @@ Terms:
   with "models"). Each is acknowledged by echoing the object back, as KataGo does.
 - query: anything else with an id (query.py); its warnings are sent first, then it is queued (scheduler.py).
 - output: a Writer sends each object as one line and flushes it; workers and the reader share it.
+- human profile warning: the first query with a humanSLProfile logs once on stderr that its humanPolicy is a
+  calibration of the engine's own play (search/strength.py), not a human-trained model.
 - end of input: queued work is finished, then serve returns; it is dropped and the running searches stopped at once
   with quit_without_waiting (-quit-without-waiting), or where nobody reads the output any more (the client went
   away: a write failed, or the pipe's reading end is closed).
@@ -26,6 +28,7 @@ from gtp_engine.analysis import responses
 from gtp_engine.analysis.query import QueryError, parse_query
 from gtp_engine.analysis.scheduler import Scheduler
 from gtp_engine.analysis.settings import AnalysisSettings
+from gtp_engine.search import strength
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +81,7 @@ class Engine:
         self.settings = settings
         self._clear_cache = clear_cache
         self._models = models
+        self._warned_human = False  # see human profile warning
 
     def handle_line(self, raw: bytes | str) -> None:
         text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
@@ -106,6 +110,11 @@ class Engine:
             return
         for field, message in warnings:
             self.write(responses.warning(message, field, query_id))
+        if query.settings.human_profile is not None and not self._warned_human:
+            self._warned_human = True
+            log.warning("humanSLProfile %s: humanPolicy is the move distribution of the engine's strength level %s, a "
+                        "calibration of its own play against GNU Go, not a human-trained model",
+                        query.settings.human_profile, strength.level_name(query.settings.level))
         self.scheduler.submit(query)
 
     def _action(self, fields: dict[str, Any]) -> None:

@@ -16,6 +16,9 @@ Terms:
   bonus, as KataGo counts them.
 - komi: the query's, else the rules' default for the game (game.Rules.default_komi): 7.5 under area scoring and
   6.5 under territory scoring, as KataGo, but 0.5 with handicap stones, where KataGo keeps 7.5 or 6.5.
+- human policy: the move distribution of the strength level nearest to overrideSettings' humanSLProfile
+  (responses.py), answered for includeHumanPolicy, and for includePolicy where a profile is set (KaTrain's
+  human-style AIs ask so, as KataGo answers them with a human model loaded).
 - error: QueryError(message, field): the query is refused whole and nothing is analysed. warning: (field,
   message) for a field that is ignored; the query still runs.
 """
@@ -43,13 +46,13 @@ UNSUPPORTED = {
     "includeOwnershipStdev": "the search keeps no spread of ownership",
     "includeMovesOwnershipStdev": "the search keeps no spread of ownership",
     "includeNoResultValue": "the networks have no no-result output",
-    "humanSLProfile": "no human-style network",
 }
 KNOWN = {
     "id", "moves", "initialStones", "initialPlayer", "rules", "komi", "whiteHandicapBonus", "boardXSize",
     "boardYSize", "analyzeTurns", "maxVisits", "rootPolicyTemperature", "rootFpuReductionMax", "analysisPVLen",
-    "includeOwnership", "includeMovesOwnership", "includePolicy", "includePVVisits", "avoidMoves", "allowMoves",
-    "overrideSettings", "reportDuringSearchEvery", "firstReportDuringSearchAfter", "priority", "priorities",
+    "includeOwnership", "includeMovesOwnership", "includePolicy", "includePVVisits", "includeHumanPolicy",
+    "avoidMoves", "allowMoves", "overrideSettings", "reportDuringSearchEvery", "firstReportDuringSearchAfter",
+    "priority", "priorities",
 }
 _XY = re.compile(r"^\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 
@@ -77,6 +80,7 @@ class Query:
     include_moves_ownership: bool = False
     include_policy: bool = False
     include_pv_visits: bool = False
+    include_human_policy: bool = False  # see human policy
     report_every: float | None = None  # seconds between reports during the search; None: final results only
     first_report_after: float | None = None  # seconds to the first report (alone: the only one); None: report_every
 
@@ -140,6 +144,11 @@ def parse_query(fields: dict[str, Any], defaults: AnalysisSettings) -> tuple[Que
         raise QueryError("overrideSettings must be an object", "overrideSettings")
     settings, ignored = _apply_overrides(settings, overrides)
     warnings += [("overrideSettings", f"unknown or unused setting {key!r} ignored") for key in ignored]
+    human_policy = _bool(fields, "includeHumanPolicy")
+    if human_policy and settings.human_profile is None:
+        warnings.append(("includeHumanPolicy", "includeHumanPolicy needs a humanSLProfile in overrideSettings; "
+                                               "no humanPolicy is answered"))
+    include_policy = _bool(fields, "includePolicy")
 
     query = Query(
         id=fields["id"],
@@ -148,8 +157,9 @@ def parse_query(fields: dict[str, Any], defaults: AnalysisSettings) -> tuple[Que
         move_filter=_move_filter(g, fields),
         include_ownership=_bool(fields, "includeOwnership"),
         include_moves_ownership=_bool(fields, "includeMovesOwnership"),
-        include_policy=_bool(fields, "includePolicy"),
+        include_policy=include_policy,
         include_pv_visits=_bool(fields, "includePVVisits"),
+        include_human_policy=settings.human_profile is not None and (human_policy or include_policy),
         report_every=_seconds(fields, "reportDuringSearchEvery", positive=True),
         first_report_after=_seconds(fields, "firstReportDuringSearchAfter", positive=False),
     )

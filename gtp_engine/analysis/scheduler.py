@@ -159,7 +159,7 @@ class Scheduler:
             searcher = Searcher(shared, config)
         searcher.reset()  # a fresh tree for the task
         policy = None
-        if query.include_policy:
+        if query.include_policy or query.include_human_policy:
             policy = legal_policy(evaluator.evaluate([state]).policy[0], state, illegal=-1.0)
 
         def report(snapshot: Snapshot) -> None:

@@ -15,6 +15,9 @@ Terms:
   on values, so results stay reproducible.
 - rules: a config file's default rules for queries that give none (KataGo's GTP configs have the key; a query's
   own `rules` always wins).
+- humanSLProfile: KataGo's human-style profile (rank_10k, preaz_2d, proyear_1990, ...). There is no human-trained
+  network here: the profile picks the nearest strength level (search/strength.py), whose move distribution the
+  query's humanPolicy reports. Kept as given; profile_level reads it.
 - numSearchThreads: KataGo's threads per search collect leaves in parallel under virtual loss; here the same
   number is the search's batch size (leaves per network call), which plays that part.
 """
@@ -28,6 +31,7 @@ from typing import Any, Callable
 
 from gtp_engine.game import Rules
 from gtp_engine.katago_config import SettingError
+from gtp_engine.search import strength
 
 REPORT_SIDES = ("BLACK", "WHITE", "SIDETOMOVE")
 MAX_PV_LENGTH = 30  # the longest principal variation the search gives
@@ -49,6 +53,12 @@ class AnalysisSettings:
     search_threads: int | None = None  # numSearchThreads: the search's batch size; None: the network option's
     analysis_threads: int | None = None  # numAnalysisThreads: searches at once; None: one per CPU core
     rules: str | None = None  # rules: for queries without a rules field; None: such a query is refused
+    human_profile: str | None = None  # humanSLProfile; None: none
+
+    @property
+    def level(self) -> strength.StrengthLevel | None:
+        """The strength level of the human profile (None: full strength, also without a profile)."""
+        return None if self.human_profile is None else strength.profile_level(self.human_profile)
 
     @property
     def policy_temperature(self) -> float:
@@ -90,6 +100,13 @@ def _rules_name(value: Any) -> str:
     return text
 
 
+def _profile(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError
+    strength.profile_level(value)  # ValueError if unknown
+    return value.strip()
+
+
 def _pv_length(value: Any) -> int:
     return min(_positive_int(value), MAX_PV_LENGTH)
 
@@ -111,6 +128,8 @@ _KEYS: dict[str, tuple[str, Callable[[Any], Any], str, bool]] = {
     "numSearchThreadsPerAnalysisThread": ("search_threads", _positive_int, "a positive integer", False),
     "numAnalysisThreads": ("analysis_threads", _positive_int, "a positive integer", False),
     "rules": ("rules", _rules_name, "a rule set name or KataGo's JSON rules", False),
+    "humanSLProfile": ("human_profile", _profile,
+                       "rank_<rank> or preaz_<rank> (20k .. 9d), or proyear_<year>", True),
 }
 
 

@@ -14,6 +14,9 @@ Terms:
 - komi: the controller's (the komi command) once it has sent one; until then the rules' default for the game
   (Rules.default_komi), set anew by clear_board, boardsize, kata-set-rules and the handicap commands: 7.5 under
   area scoring, 6.5 under territory scoring, 0.5 with handicap stones (the rules' white handicap bonus on top).
+- strength: the level genmove plays at (search/strength.py; None: full strength), --strength's until
+  `kata-set-param strength LEVEL` (or humanSLProfile PROFILE, KataGo's name, mapped to the nearest level) or
+  `lz-setoption name strength value LEVEL` sets another; each Player is given it before it is used.
 - pondering: after genmove (with --ponder on) the Player searches on with the opponent to move, in a thread,
   until the next input line; the next command waits for it to stop before it touches the Player.
 """
@@ -65,13 +68,14 @@ from gtp_engine.gtp.values import (
 from gtp_engine.mcts import MoveFilter
 from gtp_engine.network_loader import NetworkUnavailable
 from gtp_engine.player import MoveLimits, white_view
-from gtp_engine.search import StopCondition
+from gtp_engine.search import StopCondition, StrengthLevel, strength
 from gtp_engine.timecontrol import AnswerOverhead, Clock, TimeSettings
 
 log = logging.getLogger(__name__)
 
 MIN_SIZE = 2
 SEARCH_PARAMS = {"maxVisits": "visits", "maxPlayouts": "playouts", "maxTime": "time_per_move"}  # kata-set-param
+LEVEL_PARAMS = ("strength", "humanSLProfile")  # kata-set-param's names for the strength level
 # kata-set-rule's rule names (lower case) -> the field of KataGo's rules object (game.Rules.to_katago)
 KATA_RULE_FIELDS = {"ko": "ko", "scoring": "scoring", "score": "scoring", "tax": "tax", "suicide": "suicide",
                     "multistonesuicidelegal": "suicide", "hasbutton": "hasButton", "button": "hasButton",
@@ -114,7 +118,7 @@ def command_names() -> list[str]:
 class Session:
     def __init__(self, players: PlayerSource, move_limits: MoveLimits, play: PlayOptions, rules: Rules,
                  board_size: int = 19, komi: float | None = None, now: Callable[[], float] = time.monotonic,
-                 name: str = EngineConfig.name):
+                 name: str = EngineConfig.name, strength: StrengthLevel | None = None):
         """komi: as if the controller had sent it; None: the rules' default (see komi in the module docstring)."""
         self.players = players
         self.name_answer = name  # the name command's (--name)
@@ -127,6 +131,7 @@ class Session:
         self.overhead = AnswerOverhead()  # the engine's own work per move after its search
         self._pondering = None  # the Player while it ponders
         self._resign_winrate: float | None = None  # lz-setoption's resign percentage; None: as configured
+        self.strength = strength  # see strength
         players.prepare(board_size, board_size)
 
     def handler(self, name: str) -> Handler | None:
@@ -529,22 +534,29 @@ class Session:
 
     @command("kata-get-param")
     def kata_get_param(self, cmd: Command, stream: Stream) -> str:
-        """A search setting by KataGo's name: maxVisits, maxPlayouts, maxTime (-1: no limit set)."""
+        """A search setting by KataGo's name: maxVisits, maxPlayouts, maxTime (-1: no limit set); strength and
+        humanSLProfile: the strength level (max: full strength)."""
         arity(cmd.args, 1)
+        if cmd.args[0] in LEVEL_PARAMS:
+            return strength.level_name(self.strength)
         field = SEARCH_PARAMS.get(cmd.args[0])
         if field is None:
-            raise GtpError(f"unknown parameter {cmd.args[0]!r}; known: {', '.join(SEARCH_PARAMS)}")
+            raise GtpError(f"unknown parameter {cmd.args[0]!r}; known: {', '.join(self._params())}")
         value = getattr(self.move_limits, field)
         return "-1" if value is None else f"{value:g}"
 
     @command("kata-set-param")
     def kata_set_param(self, cmd: Command, stream: Stream) -> str:
-        """Sets maxVisits, maxPlayouts (positive integers) or maxTime (seconds > 0); -1 removes the limit."""
+        """Sets maxVisits, maxPlayouts (positive integers) or maxTime (seconds > 0), -1 removing the limit; strength
+        (a rank 12k .. 1d, or max) or humanSLProfile (KataGo's profile names, see search/strength.py)."""
         arity(cmd.args, 2)
         name, text = cmd.args
+        if name in LEVEL_PARAMS:
+            self.strength = self._level(text, strength.parse_level if name == "strength" else strength.profile_level)
+            return ""
         field = SEARCH_PARAMS.get(name)
         if field is None:
-            raise GtpError(f"unknown parameter {name!r}; known: {', '.join(SEARCH_PARAMS)}")
+            raise GtpError(f"unknown parameter {name!r}; known: {', '.join(self._params())}")
         value: float | int | None
         if text.strip() == "-1":
             value = None
@@ -560,13 +572,26 @@ class Session:
     @command("kata-list-params")
     def kata_list_params(self, cmd: Command, stream: Stream) -> str:
         """The parameters kata-get-param and kata-set-param take."""
-        return " ".join(SEARCH_PARAMS)
+        return " ".join(self._params())
+
+    @staticmethod
+    def _params() -> list[str]:
+        return [*SEARCH_PARAMS, *LEVEL_PARAMS]
+
+    @staticmethod
+    def _level(text: str, parse: Callable[[str], StrengthLevel | None]) -> StrengthLevel | None:
+        """A strength level read by `parse`; GtpError with its message for a bad one."""
+        try:
+            return parse(text)
+        except ValueError as error:
+            raise GtpError(str(error)) from None
 
     @command("lz-setoption")
     def lz_setoption(self, cmd: Command, stream: Stream) -> str:
         """Leela Zero's `lz-setoption name NAME value VALUE` for the options it shares with this engine (names in
         any case): Visits and Playouts (0: no limit), Lagbuffer (centiseconds), Pondering (true or false), Resign
-        Percentage (-1: as configured). Without arguments, those options in Leela Zero's listing."""
+        Percentage (-1: as configured), and Strength (a rank 12k .. 1d, or max). Without arguments, those options in
+        Leela Zero's listing."""
         if not cmd.args:
             return "\n".join(self._lz_options())
         words = [word.lower() for word in cmd.args]
@@ -587,8 +612,11 @@ class Session:
             if not (percent == -1 or 0 <= percent < 100):
                 raise GtpError(SYNTAX_ERROR)
             self._resign_winrate = None if percent == -1 else percent / 100
+        elif name == "strength":
+            self.strength = self._level(value, strength.parse_level)
         else:
-            raise GtpError(f"unknown option {name!r}; known: visits, playouts, lagbuffer, pondering, resign percentage")
+            raise GtpError(f"unknown option {name!r}; known: visits, playouts, lagbuffer, pondering, "
+                           "resign percentage, strength")
         return ""
 
     def _lz_options(self) -> list[str]:
@@ -599,7 +627,8 @@ class Session:
                 f"option name Playouts type spin default {limits.playouts or 0} min 0 max 1000000000",
                 f"option name Lagbuffer type spin default {0 if lag is None else round(100 * lag)} min 0 max 3000",
                 f"option name Resign Percentage type spin default {resign} min -1 max 99",
-                f"option name Pondering type check default {'true' if options.ponder else 'false'}"]
+                f"option name Pondering type check default {'true' if options.ponder else 'false'}",
+                f"option name Strength type string default {strength.level_name(self.strength)}"]
 
     @command("gogui-analyze_commands")
     def gogui_analyze_commands(self, cmd: Command, stream: Stream) -> str:
@@ -715,6 +744,7 @@ class Session:
         except NetworkUnavailable as error:
             raise GtpError(f"no network loaded: {error}") from None
         player.resign_below(self._resign_winrate)
+        player.set_strength(self.strength)
         return player
 
 

@@ -6,7 +6,10 @@ What lives where:
 - snapshot: MoveInfo, Snapshot, SearchResult: what a search says it found.
 - searcher: Searcher, the one entry point to search a position until a stop condition, reporting on a schedule;
   BackgroundSearch runs it in a thread.
-- choice: the move pickers (choose_edge, draw_edge, pick_edge), the root's noise (add_noise), ResignCounter.
+- choice: the move pickers (choose_edge, draw_edge, pick_edge, level_edge), the root's noise (add_noise), the
+  level's root (restrict_root), ResignCounter.
+- strength: strength levels (StrengthLevel, the LEVELS table, parse_level, profile_level) and a level's move
+  distribution.
 - rounds: many trees grown at once and games played in lanes (play_games: self-play, gating, tuning).
 - threads: evaluations in flight, the threads that compute them, the garbage collector searches run under.
 """
@@ -17,9 +20,11 @@ from gtp_engine.search.rounds import RoundGame, network_threads, play_games
 from gtp_engine.search.searcher import BackgroundSearch, Searcher
 from gtp_engine.search.settings import ChoiceConfig, NoiseConfig, ResignConfig, SearchConfig, StoppingPolicy
 from gtp_engine.search.snapshot import MoveInfo, SearchResult, Snapshot, SnapshotCallback
+from gtp_engine.search.strength import StrengthLevel
 
 __all__ = [
     "BackgroundSearch", "ChoiceConfig", "MoveInfo", "NoiseConfig", "ReportSchedule", "ResignConfig", "ResignCounter",
     "RoundGame", "SearchConfig", "SearchResult", "Searcher", "Snapshot", "SnapshotCallback", "StopCondition",
-    "StoppingPolicy", "add_noise", "choose_edge", "draw_edge", "network_threads", "pick_edge", "play_games",
+    "StoppingPolicy", "StrengthLevel", "add_noise", "choose_edge", "draw_edge", "network_threads", "pick_edge",
+    "play_games",
 ]

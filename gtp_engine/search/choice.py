@@ -8,6 +8,9 @@ Terms:
   moves with at least lcb_min_visits_ratio of the most visited move's visits (Leela Zero 0.17).
 - root policy temperature: the root's priors are raised to 1 / T and renormalised before the search (KataGo's
   rootPolicyTemperature; T > 1 widens the search at the root). Noise, if any, mixes into the result.
+- strength level (strength.py): a weaker player's choice. restrict_root keeps the level's search to its
+  candidates and gives each a first visit before PUCT (forced playouts at a k so small that they force only that
+  visit); level_edge draws the move from the level's distribution over the root's statistics.
 - noise, temperature: self-play exploration. Dirichlet noise mixes into the root priors; with a temperature T,
   the move is drawn with probability proportional to visits ** (1 / T) for the first temperature_moves moves,
   never a pass.
@@ -21,8 +24,10 @@ from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS
 from gtp_engine.mcts import Node, Tree
 from gtp_engine.search.settings import ChoiceConfig, NoiseConfig, ResignConfig
+from gtp_engine.search.strength import StrengthLevel, candidate_edges, distribution
 
 _PRIOR_VARIANCE = 0.25  # of utilities, as if one extra visit had seen it: keeps one-visit moves uncertain
+FIRST_VISIT_K = 1e-9  # forced playouts' k for restrict_root: sqrt(k * P * sum N) < 1 for any search's visits
 
 
 def lower_confidence_bounds(node: Node, z: float) -> np.ndarray:
@@ -79,6 +84,35 @@ def pick_edge(tree: Tree, choice: ChoiceConfig, move_number: int, rng: np.random
     return choose_edge(tree, choice)
 
 
+def restrict_root(tree: Tree, level: StrengthLevel) -> None:
+    """The expanded root searched as the level searches it: its candidates alone (others excluded, as are the
+    edges excluded already), each given a first visit before PUCT chooses."""
+    root = tree.root
+    outside = np.ones(len(root.moves), dtype=bool)
+    outside[candidate_edges(root.prior)] = False
+    excluded = outside if tree.root_excluded is None else outside | tree.root_excluded
+    if not excluded.all():
+        tree.root_excluded = excluded if excluded.any() else None
+        tree.root_forced_k = FIRST_VISIT_K
+
+
+def level_edge(tree: Tree, choice: ChoiceConfig, level: StrengthLevel, rng: np.random.Generator) -> int:
+    """The root edge the level plays: drawn from its distribution (strength.py) over the root's priors
+    and leads, around choose_edge's choice; never an excluded edge."""
+    root = tree.root
+    count = len(root.moves)
+    visits = root.N[:count]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lead = np.where(visits > 0, root.S[:count] / visits, np.nan)
+    best = choose_edge(tree, choice)
+    probability = distribution(level, root.prior, lead, best, np.array(root.moves) == PASS,
+                               tree.root_state.grid.area)
+    if tree.root_excluded is not None:
+        probability[tree.root_excluded] = 0.0
+        probability[best] += 1.0 - probability.sum()  # a share the exclusion took goes to the search's choice
+    return int(rng.choice(count, p=probability / probability.sum()))
+
+
 def add_noise(tree: Tree, noise: NoiseConfig, rng: np.random.Generator) -> None:
     """The expanded root's priors for selection (tree.root_prior): the policy temperature applied, then Dirichlet
     noise mixed in; None (the priors themselves) without either."""
@@ -104,7 +138,7 @@ class ResignCounter:
         """Counts one search of `color` (winrate: its own) at `move_number`; True when it should resign now.
         count=False: the answer counting it would give, with nothing counted (a move asked for and not played)."""
         cfg = self.config
-        after = cfg.after_moves if cfg.after_moves is not None else area // 4
+        after = cfg.after_moves if cfg.after_moves is not None else int(area * cfg.after_moves_share)
         low = bool(cfg.winrate) and winrate < cfg.winrate and move_number >= after
         below = self.below[color] + 1 if low else 0
         if count:

@@ -48,10 +48,18 @@ from gtp_engine.board import opponent
 from gtp_engine.evaluator import Evaluator, search_client
 from gtp_engine.game import GameState
 from gtp_engine.mcts import MoveFilter, Node, PendingBatch, Tree
-from gtp_engine.search.choice import add_noise, choose_edge, lower_confidence_bounds, pick_edge
+from gtp_engine.search.choice import (
+    add_noise,
+    choose_edge,
+    level_edge,
+    lower_confidence_bounds,
+    pick_edge,
+    restrict_root,
+)
 from gtp_engine.search.limits import ReportSchedule, StopCondition
 from gtp_engine.search.settings import ChoiceConfig, SearchConfig
 from gtp_engine.search.snapshot import MoveInfo, SearchResult, Snapshot, SnapshotCallback
+from gtp_engine.search.strength import StrengthLevel
 from gtp_engine.search.threads import EvaluationThreads, InFlight, collector_relaxed, start_evaluation
 
 log = logging.getLogger(__name__)
@@ -97,7 +105,7 @@ class Searcher:
     def search(self, state: GameState, stop: StopCondition, on_snapshot: SnapshotCallback | None = None,
                reports: ReportSchedule | None = None, exclude: Sequence[int] = (),
                ownership_in_snapshots: bool = False, move_filter: MoveFilter = MoveFilter(),
-               config: SearchConfig | None = None) -> SearchResult:
+               config: SearchConfig | None = None, strength: StrengthLevel | None = None) -> SearchResult:
         """Searches `state` (for its to_play) until `stop`; never plays a move.
 
         exclude: root moves not to search or choose unless nothing else is legal (cleanup: PASS).
@@ -105,15 +113,18 @@ class Searcher:
         on_snapshot gets a snapshot at each report of `reports` (checked between batches; marked during_search)
         and a final one, the result's (its ownership only with ownership_in_snapshots).
         config: this search's settings instead of the searcher's (analysis); the kept tree is reused alike.
+        strength: the level whose move is chosen (strength.py, choice.level_edge), its root searched as the level
+        searches it (choice.restrict_root); None: full strength. The caller sets the level's playouts in `stop`.
         """
         client = search_client(self.evaluator)
         with collector_relaxed(), client if client is not None else contextlib.nullcontext():
             return self._search(state, stop, on_snapshot, reports, exclude, ownership_in_snapshots,
-                                move_filter, config, shared=client is not None)
+                                move_filter, config, strength, shared=client is not None)
 
     def _search(self, state: GameState, stop: StopCondition, on_snapshot: SnapshotCallback | None,
                 reports: ReportSchedule | None, exclude: Sequence[int], ownership_in_snapshots: bool,
-                move_filter: MoveFilter, config: SearchConfig | None, shared: bool) -> SearchResult:
+                move_filter: MoveFilter, config: SearchConfig | None, strength: StrengthLevel | None,
+                shared: bool) -> SearchResult:
         clock = self.clock
         start = clock()
         cfg = config or self.config
@@ -121,7 +132,7 @@ class Searcher:
         if not stop.is_bounded and stop.interrupt is None:
             stop = replace(stop, visits=cfg.stop.default_visits)
         playouts = 0 if tree.root.is_expanded else tree.run_batch(1)
-        self._prepare_root(tree, exclude, cfg)
+        self._prepare_root(tree, exclude, cfg, strength)
         next_report = start + reports.first if on_snapshot and reports is not None else math.inf
         batch_size = max(1, cfg.batch_size)
         depth = max(1, cfg.batches_in_flight)
@@ -177,7 +188,8 @@ class Searcher:
         snapshot = self._snapshot(tree, playouts, start, True, cfg.choice)
         if on_snapshot:
             on_snapshot(snapshot if ownership_in_snapshots else replace(snapshot, ownership=None))
-        return SearchResult(self._choose(tree, state, snapshot, cfg.choice), snapshot, list(tree.root.moves))
+        return SearchResult(self._choose(tree, state, snapshot, cfg.choice, strength), snapshot,
+                            list(tree.root.moves))
 
     def _evaluate(self, evaluator: Evaluator, states: list[GameState], workers: int, split: bool = False,
                   deferred: bool = False) -> InFlight:
@@ -231,12 +243,15 @@ class Searcher:
             return None
         return node
 
-    def _prepare_root(self, tree: Tree, exclude: Sequence[int], cfg: SearchConfig) -> None:
+    def _prepare_root(self, tree: Tree, exclude: Sequence[int], cfg: SearchConfig,
+                      strength: StrengthLevel | None) -> None:
         root = tree.root
         tree.root_excluded = None
         if exclude:
             excluded = np.array([p in exclude for p in root.moves])
             tree.root_excluded = excluded if excluded.any() and not excluded.all() else None
+        if strength is not None:
+            restrict_root(tree, strength)
         add_noise(tree, cfg.noise, self.rng)
 
     # ---- stopping -------------------------------------------------------------------------------------
@@ -333,9 +348,12 @@ class Searcher:
             return None
         return tree.edge_ownership(tree.root.moves.index(point))
 
-    def _choose(self, tree: Tree, state: GameState, snapshot: Snapshot, choice: ChoiceConfig) -> MoveInfo:
-        """The snapshot's move for pick_edge's choice (moves[0] is choose_edge's)."""
-        point = tree.root.moves[pick_edge(tree, choice, state.move_number, self.rng)]
+    def _choose(self, tree: Tree, state: GameState, snapshot: Snapshot, choice: ChoiceConfig,
+                strength: StrengthLevel | None) -> MoveInfo:
+        """The snapshot's move for pick_edge's choice, or the level's (moves[0] is choose_edge's)."""
+        edge = (pick_edge(tree, choice, state.move_number, self.rng) if strength is None
+                else level_edge(tree, choice, strength, self.rng))
+        point = tree.root.moves[edge]
         return next((m for m in snapshot.moves if m.point == point), snapshot.moves[0])
 
 

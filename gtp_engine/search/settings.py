@@ -53,7 +53,8 @@ class ResignConfig:
 
     winrate: float | None = 0.05  # resign when the search's winrate is below this; None or 0: never
     consecutive: int = 1  # searches in a row of the same player below it
-    after_moves: int | None = None  # no resignation before this move number; None: a quarter of the area
+    after_moves: int | None = None  # no resignation before this move number; None: after_moves_share of the area
+    after_moves_share: float = 0.25  # the first move number that may resign, a share of the board's points
 
     def __post_init__(self) -> None:
         if self.consecutive < 1:

@@ -171,6 +171,33 @@ def test_override_settings_and_unknown_fields_warn_but_run(analysis):
     assert finals[0]["rootInfo"]["visits"] == 20
 
 
+def test_human_profile_answers_the_levels_move_distribution(analysis):
+    """humanSLProfile picks the nearest strength level; its distribution comes as humanPolicy, in the policy's
+    layout, for includeHumanPolicy and (as KaTrain asks) for includePolicy; stderr says once what it is."""
+    engine = analysis()
+    result = engine.ask(position("h", ["E5", "C3"], maxVisits=40, includeHumanPolicy=True,
+                                 overrideSettings={"humanSLProfile": "rank_12k"}))
+    human = result["humanPolicy"]
+    assert "policy" not in result and len(human) == 82
+    assert human[coords.grid(9).flat(coords.from_gtp(coords.grid(9), "E5"))] == -1  # occupied: illegal
+    assert sum(p for p in human if p > 0) == pytest.approx(1.0, abs=1e-4)
+    visited = {info["move"] for info in result["moveInfos"]}
+    g = coords.grid(9)
+    assert {coords.to_gtp(g, g.from_flat(i)) for i, p in enumerate(human) if p > 0} <= visited
+    assert len([p for p in human if p > 0]) <= 10
+    katrain = engine.ask(position("k", ["E5"], maxVisits=20, includePolicy=True,
+                                  overrideSettings={"humanSLProfile": "proyear_1990"}))
+    best = katrain["moveInfos"][0]["move"]
+    assert [coords.to_gtp(g, g.from_flat(i)) for i, p in enumerate(katrain["humanPolicy"]) if p > 0] == [best]
+    plain = engine.ask(position("p", [], maxVisits=5, includePolicy=True))
+    assert "humanPolicy" not in plain
+    engine.send(position("w", [], maxVisits=5, includeHumanPolicy=True))
+    _, seen = engine.until_final("w")
+    assert [r["field"] for r in seen if "warning" in r] == ["includeHumanPolicy"]
+    assert engine.close() == 0
+    assert engine.stderr_text().count("not a human-trained model") == 1
+
+
 def test_max_time_ends_a_search_that_has_visits_left(analysis):
     engine = analysis()
     result = engine.ask(position("t", [], maxVisits=10_000_000, overrideSettings={"maxTime": 0.5}))
@@ -200,6 +227,10 @@ BAD_QUERIES = [
      '"overrideSettings": {"reportAnalysisWinratesAs": "GREEN"}}', "overrideSettings"),
     ('{"id": "x", "moves": [], "rules": "chinese", "boardXSize": 9, "boardYSize": 9, '
      '"initialStones": [["B", "C3"], ["W", "C3"]]}', "initialStones"),
+    ('{"id": "x", "moves": [], "rules": "chinese", "boardXSize": 9, "boardYSize": 9, '
+     '"overrideSettings": {"humanSLProfile": "rank_42x"}}', "overrideSettings"),
+    ('{"id": "x", "moves": [], "rules": "chinese", "boardXSize": 9, "boardYSize": 9, '
+     '"includeHumanPolicy": 1}', "includeHumanPolicy"),
 ]
 
 

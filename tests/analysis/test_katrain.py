@@ -1,6 +1,7 @@
 """KaTrain's own engine class (PyPI katrain, headless: no window, Kivy without arguments or log files) drives
 `gtp-engine analysis` through its custom engine command, exactly as a user who sets Settings -> Engine ->
-"Override Engine Command" does: analysis of a position, KaTrain's AIs choosing moves from our results, pondering
+"Override Engine Command" does: analysis of a position, KaTrain's AIs choosing moves from our results (its
+human-style AIs from the humanPolicy of a strength level), pondering
 stopped with terminate, a query KaTrain gets an error for, and KaTrain's own defaults (its model file, 19x19,
 Japanese rules) with the engine as its KataGo executable."""
 
@@ -83,7 +84,8 @@ def test_katrain_analyses_a_position(katrain_engine):
     assert node.points_lost is not None
 
 
-@pytest.mark.parametrize("mode", ["ai:default", "ai:scoreloss", "ai:p:weighted", "ai:p:rank", "ai:simple"])
+@pytest.mark.parametrize("mode", ["ai:default", "ai:scoreloss", "ai:p:weighted", "ai:p:rank", "ai:simple",
+                                  "ai:human", "ai:pro"])
 def test_katrain_ais_choose_moves_from_our_results(katrain_engine, mode):
     katrain, engine, Game = katrain_engine
     from katrain.core.ai import generate_ai_move
@@ -95,6 +97,9 @@ def test_katrain_ais_choose_moves_from_our_results(katrain_engine, mode):
         assert move is not None and played is not None and played.parent is before
         if mode == "ai:default":  # KaTrain's strongest AI plays the engine's best move
             assert move.gtp() == before.candidate_moves[0]["move"]
+        if mode in ("ai:human", "ai:pro"):  # humanSLProfile: a move of our level's humanPolicy, not a fallback
+            assert "humanPolicy" not in played.ai_thoughts and "Falling back" not in played.ai_thoughts
+            assert "as the #" in played.ai_thoughts
     assert len(game.current_node.nodes_from_root) == 3
 
 

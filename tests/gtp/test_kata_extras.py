@@ -65,8 +65,27 @@ def test_kata_get_and_set_param(engine, net_args):
     gtp.ok("boardsize 7")
     assert re.fullmatch(r"[A-G][1-7]|pass", gtp.ok("genmove b"))  # a 3-visit search
     assert gtp("kata-set-param maxVisits 0").text == "syntax error"
-    assert "unknown parameter" in gtp("kata-set-param humanSLProfile rank_1d").text
+    assert "unknown parameter" in gtp("kata-set-param humanSLModel x").text
     assert all(name in gtp.ok("list_commands").split() for name in ("kata-raw-nn", "kata-get-param", "kata-set-param"))
+
+
+def test_strength_from_the_command_line_kata_set_param_and_lz_setoption(engine, net_args):
+    gtp = engine(*net_args, "--strength", "12k")
+    assert gtp.ok("kata-get-param strength") == "12k"
+    gtp.ok("boardsize 9")
+    assert re.fullmatch(r"[A-HJ][1-9]", gtp.ok("genmove b"))  # at the level: never a pass on an empty board
+    gtp.ok("kata-set-param strength 3k")
+    assert gtp.ok("kata-get-param strength") == "3k"
+    gtp.ok("kata-set-param humanSLProfile rank_20k")  # KataGo's profile name: the nearest level
+    assert gtp.ok("kata-get-param humanSLProfile") == "12k"
+    gtp.ok("kata-set-param humanSLProfile proyear_1990")
+    assert gtp.ok("kata-get-param strength") == "max"
+    assert gtp("kata-set-param strength 25k").text == "expected a rank from 12k to 1d or max, got '25k'"
+    assert "unknown humanSLProfile" in gtp("kata-set-param humanSLProfile pro").text
+    gtp.ok("lz-setoption name strength value 10k")
+    assert "option name Strength type string default 10k" in gtp.ok("lz-setoption").split("\n")
+    assert re.fullmatch(r"[A-HJ][1-9]", gtp.ok("genmove w"))
+    assert {"strength", "humanSLProfile"} <= set(gtp.ok("kata-list-params").split())
 
 
 def test_lizzie_reads_our_version(engine, net_args):

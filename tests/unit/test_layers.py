@@ -22,6 +22,7 @@ LAYERS = {
     "evaluator": 4, "rollout": 4, "match": 4, "tree_core": 4, "position": 4,
     "network_evaluator": 5, "mcts": 5, "mixed_evaluator": 5,
     "onnx_evaluator": 6, "search.settings": 6, "search.limits": 6, "search.snapshot": 6, "search.threads": 6,
+    "search.strength": 6,
     "search.choice": 7, "search.rounds": 7, "batching": 7,
     "search.searcher": 8,
     "search": 9,

@@ -1,0 +1,178 @@
+"""Strength levels (gtp_engine/search/strength.py): the level table, KataGo's human profiles, the level's move
+distribution, and, with the shipped 9x9 network on positions of its own games, the properties a level guarantees:
+its moves are among the policy's top 10, none loses more than half the board by a fuller search's judgement, and
+its agreement with the full-strength move falls as the level drops."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from search_support import ScriptedEvaluator
+
+from gtp_engine import config
+from gtp_engine.board import BLACK
+from gtp_engine.coords import PASS
+from gtp_engine.game import GameState, fixed_handicap_points
+from gtp_engine.onnx_evaluator import OnnxEvaluator
+from gtp_engine.player import Player, PlayerConfig
+from gtp_engine.search import ResignConfig, ResignCounter, SearchConfig, Searcher, StopCondition, strength
+from gtp_engine.search.choice import level_edge
+
+NETWORK_9X9 = Path(__file__).resolve().parents[2] / "weights" / "9x9.onnx"
+RANKS = [strength.rank_name(kyu) for kyu in range(strength.WEAKEST, strength.STRONGEST - 1, -1)]
+FULL_VISITS = 200  # the fuller search that judges the levels' moves
+
+
+def test_every_rank_of_the_scale_has_a_level_and_the_levels_are_ordered():
+    levels = [strength.parse_level(rank) for rank in RANKS]
+    assert [level.name for level in levels] == RANKS
+    for weak, strong in zip(levels, levels[1:]):
+        assert strong.playouts >= weak.playouts >= strength.CANDIDATES
+        assert strong.temperature <= weak.temperature and strong.search_share >= weak.search_share
+        assert strong.max_loss <= weak.max_loss
+    assert strength.CANDIDATES == 10 and all(level.max_loss <= 0.25 for level in levels)
+    assert strength.parse_level("max") is None and strength.parse_level(" 12K ").name == "12k"
+    for bad in ("13k", "2d", "0k", "strong", "", "12"):
+        with pytest.raises(ValueError, match="expected a rank from 12k to 1d or max"):
+            strength.parse_level(bad)
+
+
+def test_max_is_the_engine_without_the_option():
+    assert config.build({"strength": "max"}) == config.build({})
+    levelled = config.build({"strength": "8k"}).player
+    assert levelled.strength == strength.parse_level("8k") == strength.LEVELS[1]
+    with pytest.raises(config.ConfigError, match="--strength"):
+        config.build({"strength": "30k"})
+
+
+def test_human_profiles_map_to_the_nearest_level():
+    assert strength.profile_level("rank_12k").name == "12k"
+    assert strength.profile_level("preaz_3k").name == "3k"
+    assert strength.profile_level("rank_1d").name == "1d"
+    assert strength.profile_level("rank_20k").name == "12k"  # below the scale: its weakest level
+    assert strength.profile_level("rank_9d") is None and strength.profile_level("proyear_1990") is None
+    for bad in ("rank_0k", "rank_12x", "human", "proyear_19", "rank12k"):
+        with pytest.raises(ValueError, match="unknown humanSLProfile"):
+            strength.profile_level(bad)
+
+
+def test_a_level_resigns_late_and_only_after_searches_in_a_row():
+    level = strength.parse_level("10k")
+    counter = ResignCounter(PlayerConfig(resign=ResignConfig(winrate=0.05), strength=level).resign_rule)
+    area = 81
+    assert not any(counter.update(BLACK, 0.01, move, area) for move in range(2, 40, 2))  # before half the board
+    assert [counter.update(BLACK, 0.01, move, area) for move in (40, 42, 44)] == [False, False, True]
+    assert not ResignCounter(PlayerConfig(resign=ResignConfig(winrate=None), strength=level).resign_rule).update(
+        BLACK, 0.0, 80, area)
+    assert PlayerConfig(resign=ResignConfig(winrate=0.05)).resign_rule == ResignConfig(winrate=0.05)  # at max
+
+
+def test_the_distribution_keeps_to_candidates_bounds_and_the_search_share():
+    rng = np.random.default_rng(3)
+    for rank in RANKS:
+        level = strength.parse_level(rank)
+        for _ in range(20):
+            edges = 30
+            prior = rng.dirichlet(np.ones(edges))
+            lead = np.where(rng.random(edges) < 0.7, rng.normal(0, 15, edges), np.nan)
+            is_pass = np.zeros(edges, dtype=bool)
+            is_pass[rng.integers(edges)] = True
+            best = int(rng.choice(np.flatnonzero(np.isfinite(lead))))
+            p = strength.distribution(level, prior, lead, best, is_pass, 81)
+            assert p.sum() == pytest.approx(1.0) and (p >= 0).all()
+            top = set(np.argsort(-prior)[:10].tolist()) | {best}
+            played = set(np.flatnonzero(p > 0).tolist())
+            assert played <= top
+            assert all(np.isfinite(lead[i]) and lead[i] >= lead[best] - level.max_loss * 81 for i in played)
+            assert p[best] >= level.search_share - 1e-12
+            assert not any(is_pass[i] for i in played - {best})
+            if is_pass[best]:
+                assert played == {best}
+
+
+@pytest.fixture(scope="module")
+def network():
+    """The shipped 9x9 network in one symmetry, so that the policy a test reads is the one the searches saw."""
+    return OnnxEvaluator(NETWORK_9X9, device="cpu", threads=1, symmetry_mode=0)
+
+
+@pytest.fixture(scope="module")
+def positions(network):
+    """Positions of a game the network plays with itself, drawing among its top moves (seeded), every 5 moves."""
+    rng = np.random.default_rng(11)
+    game, found = GameState(9, komi=7.0), []
+    while len(game.moves) < 45 and not game.is_over:
+        policy = Player(network).policy(game, game.to_play)[:-1]
+        top = np.argsort(-policy)[:4]
+        point = game.grid.from_flat(int(rng.choice(top, p=policy[top] / policy[top].sum())))
+        game.play(point, game.to_play)
+        if len(game.moves) % 5 == 0:
+            found.append(game.copy())
+    return found
+
+
+def full_search(network, state: GameState):
+    return Searcher(network, SearchConfig(seed=0)).search(state, StopCondition(visits=FULL_VISITS)).snapshot
+
+
+def test_level_moves_are_plausible_and_never_lose_half_the_board(network, positions):
+    checked = 0
+    for rank in ("12k", "8k", "4k"):
+        player = Player(network, PlayerConfig(SearchConfig(seed=1), strength=strength.parse_level(rank)))
+        for state in positions[::2]:
+            move = player.genmove(state, state.to_play, StopCondition()).point
+            policy = player.policy(state, state.to_play)
+            top10 = {state.grid.from_flat(int(i)) for i in np.argsort(-policy)[:10]}
+            assert move in top10 or move == PASS, (rank, state.moves)
+            full = full_search(network, state)
+            after = state.copy()
+            after.play(move, state.to_play)
+            lead_after = -full_search(network, after).score_lead
+            area = state.grid.area
+            if full.score_lead > -area / 2:  # the game is not already lost
+                assert full.score_lead - lead_after <= area / 2, (rank, state.moves, move)
+            checked += 1
+    assert checked == 3 * len(positions[::2])
+
+
+def test_agreement_with_full_strength_falls_as_the_level_drops(network, positions):
+    """The level's chance of playing the full-strength move (its choice from FULL_VISITS visits), by sampling the
+    level's choice 200 times from each of its searches."""
+    best = [full_search(network, state).moves[0].point for state in positions]
+    agreement = {}
+    for rank in ("12k", "8k", "4k"):
+        level = strength.parse_level(rank)
+        searcher = Searcher(network, SearchConfig(seed=2))
+        rng = np.random.default_rng(5)
+        hits = 0.0
+        for state, point in zip(positions, best):
+            searcher.reset()
+            searcher.search(state, StopCondition(playouts=level.playouts), strength=level)
+            tree = searcher.tree
+            draws = [tree.root.moves[level_edge(tree, searcher.config.choice, level, rng)] for _ in range(200)]
+            hits += draws.count(point) / len(draws)
+        agreement[rank] = hits / len(positions)
+    assert agreement["12k"] < agreement["8k"] < agreement["4k"] < 1.0, agreement
+
+
+def test_a_level_plays_a_handicap_game_out_where_full_strength_resigns():
+    """White gives 4 stones on 9x9 to a network sure Black wins: at full strength White resigns from move 20 (a
+    quarter of the board), at a level it plays on to half the board."""
+    def white_losing(state):
+        return 0.99 if state.to_play == BLACK else -0.99
+
+    resign = ResignConfig(winrate=0.05)
+    for level, resigns in ((None, True), (strength.parse_level("5k"), False)):
+        player = Player(ScriptedEvaluator(value=white_losing), PlayerConfig(SearchConfig(seed=0), resign=resign,
+                                                                            strength=level))
+        game = GameState(9, komi=0.5)
+        game.place_handicap(fixed_handicap_points(game.grid, 4))
+        resigned = False
+        while game.move_number < 30 and not resigned:
+            choice = player.genmove(game, game.to_play, StopCondition(visits=20))
+            resigned = choice.resign
+            if not resigned:
+                game.play(choice.point, game.to_play)
+        assert resigned == resigns and (not resigned or game.move_number >= 20)

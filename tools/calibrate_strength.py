@@ -1,0 +1,204 @@
+"""Calibrates strength levels: each level plays an anchor of known strength over GTP, and the table says how it did;
+and measures the levels' moves on positions of game records against the full-strength engine's.
+
+Terms:
+- pair LEVEL:ANCHOR: the engine at --strength LEVEL (gtp_engine/search/strength.py) against an anchor: a number N
+  is GNU Go 3.8 at --level N, a rank is the engine itself at that level (the levels' order: each beats the one
+  below it). Levels play by playouts, not time, so the machine's load does not change their strength.
+- games, colours, openings, referee, score and its 95% interval: as in tools/match.py (gtp_engine/match.py,
+  gtp_engine/match_stats.py); the score is the level's.
+- moves (the `moves` command): on positions of game records (a random move number of each record, seeded), each
+  level's genmove against a full-strength search of FULL_VISITS visits: the share of its moves within the
+  network's policy top 10, its agreement with the full-strength move, and the loss the full-strength search
+  judges each move to cost (the search's lead minus the lead a search of the position after the move finds),
+  the largest and how many lost more than half the board where the game was not already lost.
+
+Usage (from the repository root):
+  python -m tools.calibrate_strength match --pairs 12k:1,8k:10,8k:12k --games 40 --size 9 --komi 7 \\
+      [--openings ../shared/data/go9_curated.tar.xz] [--sgf-dir runs/strength] [--max-minutes 30] [--first-game N]
+  python -m tools.calibrate_strength moves --records ../shared/data/go9_curated.tar.xz --levels 12k,8k,4k,1d \\
+      [--positions 40] [--size 9]
+The match command prints a line per game, then one row per pair: level, anchor, wins/games, score, interval,
+games; the moves command a row per level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from gtp_engine import match_stats, network_loader, sgf_io
+from gtp_engine.coords import PASS
+from gtp_engine.evaluator import legal_policy
+from gtp_engine.game import KOMI, GameState
+from gtp_engine.match import GameResult, GtpError, Program, load_openings, play_match
+from gtp_engine.onnx_evaluator import OnnxEvaluator
+from gtp_engine.player import Player, PlayerConfig
+from gtp_engine.search import SearchConfig, Searcher, StopCondition, strength
+
+ENGINE = f"{shlex.quote(sys.executable)} -m gtp_engine --log-level error"
+GNUGO = "gnugo --mode gtp --chinese-rules --level {}"
+FULL_VISITS = 800  # the full-strength search the moves command judges by (the engine's default visits)
+
+
+def engine_command(level: str) -> str:
+    return f"{ENGINE} --strength {level}"
+
+
+def anchor_command(anchor: str) -> tuple[str, str]:
+    """(its name in the table, its command) for an anchor (see pair); ValueError for neither."""
+    if anchor.isdigit() and 1 <= int(anchor) <= 10:
+        return f"GNU Go 3.8 level {anchor}", GNUGO.format(anchor)
+    strength.parse_level(anchor)
+    return f"level {anchor}", engine_command(anchor)
+
+
+def parse_pairs(text: str) -> list[tuple[str, str]]:
+    pairs = []
+    for item in text.split(","):
+        level, _, anchor = item.strip().partition(":")
+        if strength.parse_level(level) is None:
+            raise ValueError(f"{item!r}: the level must be a rank, not max")
+        anchor_command(anchor)
+        pairs.append((level, anchor))
+    return pairs
+
+
+def row(level: str, anchor: str, results: list[GameResult]) -> str:
+    """A table row: level, anchor, wins/games, score, 95% interval, games."""
+    scores = [g.score_for_a for g in results]
+    if not scores:
+        return f"| {level} | {anchor_command(anchor)[0]} | - | - | - | 0 |"
+    mean, low, high = match_stats.score_interval(scores)
+    wins = scores.count(1.0)
+    return (f"| {level} | {anchor_command(anchor)[0]} | {wins}/{len(scores)} | {mean:.2f} | "
+            f"{low:.2f} .. {high:.2f} | {len(scores)} |")
+
+
+def record_positions(path: Path, size: int, count: int, seed: int = 0) -> list[GameState]:
+    """A position of each of the first `count` size x size records without setup stones: after a random number of
+    its moves (seeded), at least 4 and before its last 4."""
+    rng = np.random.default_rng(seed)
+    positions = []
+    for name, data in sgf_io.read_sgf_files(path):
+        try:
+            record = sgf_io.load_sgf(data, source=name)
+            if (record.width, record.height) != (size, size) or record.setup or len(record.moves) < 12:
+                continue
+            positions.append(record.to_game(max_moves=int(rng.integers(4, len(record.moves) - 4))))
+        except sgf_io.SgfError:
+            continue
+        if len(positions) == count:
+            break
+    return positions
+
+
+def measure_moves(levels: list[str], positions: list[GameState]) -> list[str]:
+    """A row per level (see moves): level, positions, top-10 share, agreement, largest loss, half-board losses."""
+    size = positions[0].width
+    evaluator = OnnxEvaluator(network_loader.shipped_weights(size, size), device="cpu")
+
+    def judge(state: GameState):
+        return Searcher(evaluator, SearchConfig()).search(state, StopCondition(visits=FULL_VISITS))
+
+    full = [judge(state) for state in positions]
+    rows = []
+    for name in levels:
+        player = Player(evaluator, PlayerConfig(strength=strength.parse_level(name)))
+        within = agree = half = 0
+        largest = 0.0
+        for state, judged in zip(positions, full):
+            move = player.genmove(state, state.to_play, StopCondition()).point
+            policy = legal_policy(evaluator.evaluate([state]).policy[0], state)
+            top10 = {state.grid.from_flat(int(i)) for i in np.argsort(-policy)[:10]}
+            within += move in top10
+            agree += move == judged.choice.point
+            after = state.copy()
+            after.play(move, state.to_play)
+            lead = judged.snapshot.score_lead
+            loss = lead + judge(after).snapshot.score_lead if move != PASS or not after.is_over else 0.0
+            largest = max(largest, loss)
+            half += lead > -state.grid.area / 2 and loss > state.grid.area / 2
+        count = len(positions)
+        rows.append(f"| {name} | {count} | {within / count:.2f} | {agree / count:.2f} | {largest:.1f} | {half} |")
+        print(rows[-1], flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    top = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = top.add_subparsers(dest="command", required=True)
+    moves = commands.add_parser("moves", help="measure the levels' moves against the full-strength engine's")
+    moves.add_argument("--records", type=Path, required=True, help="SGF file, folder or archive")
+    moves.add_argument("--levels", required=True, help="LEVEL,... (ranks)")
+    moves.add_argument("--positions", type=int, default=40, help="positions, one per record (default: 40)")
+    moves.add_argument("--size", type=int, default=9)
+    parser = commands.add_parser("match", help="play levels against anchors")
+    parser.add_argument("--pairs", required=True, help="LEVEL:ANCHOR,... (ANCHOR: a GNU Go level 1-10, or a rank)")
+    parser.add_argument("--games", type=int, default=40, help="games per pair (default: 40)")
+    parser.add_argument("--size", type=int, default=9)
+    parser.add_argument("--komi", type=float, default=KOMI, help=f"(default: {KOMI:g})")
+    parser.add_argument("--openings", type=Path,
+                        help="SGF file, folder or archive: each pair of games starts from the next record's first "
+                             "moves (colours swapped within the pair)")
+    parser.add_argument("--opening-moves", type=int, default=4, help="moves of each opening (default: 4)")
+    parser.add_argument("--sgf-dir", type=Path, help="write LEVEL-vs-ANCHOR/game-N.sgf here")
+    parser.add_argument("--max-minutes", type=float, help="start no new game after this many minutes, in all")
+    parser.add_argument("--first-game", type=int, default=1,
+                        help="go on with pairs whose games before this one were played (colours and openings as if "
+                             "they had not stopped; default: 1)")
+    args = top.parse_args(argv)
+    if args.command == "moves":
+        return moves_command(moves, args)
+    try:
+        pairs = parse_pairs(args.pairs)
+        openings = load_openings(args.openings, args.size, args.opening_moves) if args.openings else []
+    except (OSError, ValueError) as error:
+        parser.error(str(error))
+    deadline = time.monotonic() + 60 * args.max_minutes if args.max_minutes else None
+
+    rows = []
+    for level, anchor in pairs:
+        def report(number: int, black: Program, white: Program, result: GameResult) -> None:
+            print(f"{level} vs {anchor}, game {number}: {black.name} (B) vs {white.name} (W): {result.result} in "
+                  f"{result.moves} moves", flush=True)
+
+        sgf_dir = args.sgf_dir / f"{level}-vs-{anchor}" if args.sgf_dir else None
+        try:
+            _, _, results = play_match(engine_command(level), anchor_command(anchor)[1], args.games, args.size,
+                                       args.komi, sgf_dir=sgf_dir, deadline=deadline, on_game=report,
+                                       openings=openings, first_game=args.first_game)
+        except GtpError as error:
+            print(f"{level} vs {anchor}: match stopped: {error}", file=sys.stderr)
+            return 1
+        rows.append(row(level, anchor, results))
+        print(rows[-1], flush=True)
+    print("| level | anchor | wins/games | score | 95% interval | games |")
+    print("|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    return 0
+
+
+def moves_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    try:
+        levels = [level for level in args.levels.split(",") if strength.parse_level(level) is not None]
+        positions = record_positions(args.records, args.size, args.positions)
+    except (OSError, ValueError) as error:
+        parser.error(str(error))
+    if not positions:
+        parser.error(f"{args.records}: no {args.size}x{args.size} record without setup stones")
+    rows = measure_moves(levels, positions)
+    print("| level | positions | within the policy's top 10 | agreement with full strength | largest loss "
+          "(points) | losses above half the board |")
+    print("|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
