@@ -153,11 +153,10 @@ def test_katrain_runs_us_as_its_katago_executable(katrain_modules, tiny_onnx_mod
         engine.shutdown(finish=False)
 
 
-def test_katrain_with_its_own_defaults_gets_sane_moves_on_19x19(katrain_modules, tmp_path):
-    """The README's recipe with everything else as KaTrain ships it: its own KataGo model file (which this engine
-    cannot read, so it plays its shipped 19x19 network), its 19x19 board, Japanese rules and komi 6.5. Before, a
-    9x9 network on that board gave top moves of one visit each and a lead that contradicted the winrate."""
-    KaTrainBase, KataGoEngine, Game, generate_ai_move = katrain_modules
+def katrain_with_its_defaults(katrain_modules, tmp_path, visits: int):
+    """KaTrain as it ships (its own KataGo model file, which this engine cannot read, so that it plays its shipped
+    network for each board size) with the engine as its KataGo executable, at `visits` a position."""
+    KaTrainBase, KataGoEngine, _, _ = katrain_modules
     katrain = KaTrainBase(force_package_config=True, debug_level=0)
     executable = tmp_path / "gtp-engine"
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
@@ -166,8 +165,32 @@ def test_katrain_with_its_own_defaults_gets_sane_moves_on_19x19(katrain_modules,
     executable.chmod(0o755)
     defaults = katrain.config("engine")
     assert defaults["model"].endswith(".bin.gz")  # KaTrain's own network, left as it is
-    engine = KataGoEngine(katrain, {**defaults, "katago": str(executable), "max_visits": 48, "fast_visits": 16,
+    engine = KataGoEngine(katrain, {**defaults, "katago": str(executable), "max_visits": visits, "fast_visits": 16,
                                     "allow_recovery": False})
+    return katrain, engine
+
+
+def self_play(game, katrain, generate_ai_move, moves: int) -> list[float]:
+    """KaTrain's default AI plays both sides for up to `moves` moves or to two passes; Black's winrate at each
+    position, as KaTrain shows it, once its analysis is complete."""
+    winrates = []
+    for _ in range(moves):
+        node = game.current_node
+        wait_for(lambda: node.analysis_complete)
+        winrates.append(node.winrate)
+        generate_ai_move(game, "ai:default", katrain.config("ai/ai:default"))
+        node = game.current_node
+        if node.is_pass and node.parent is not None and node.parent.is_pass:
+            break
+    return winrates
+
+
+def test_katrain_with_its_own_defaults_gets_sane_moves_on_19x19(katrain_modules, tmp_path):
+    """The README's recipe with everything else as KaTrain ships it: its shipped 19x19 network, its 19x19 board,
+    Japanese rules and komi 6.5. Before, a 9x9 network on that board gave top moves of one visit each and a lead
+    that contradicted the winrate. Its AI then plays the opening, the evaluations moving smoothly."""
+    _, _, Game, generate_ai_move = katrain_modules
+    katrain, engine = katrain_with_its_defaults(katrain_modules, tmp_path, visits=48)
     try:
         game_settings = katrain.config("game")
         game = Game(katrain, engine, game_properties={"SZ": game_settings["size"], "KM": game_settings["komi"],
@@ -184,5 +207,25 @@ def test_katrain_with_its_own_defaults_gets_sane_moves_on_19x19(katrain_modules,
             move, _ = generate_ai_move(game, "ai:default", katrain.config("ai/ai:default"))
             column, row = move.coords
             assert 2 <= column <= 16 and 2 <= row <= 16  # an opening move, off the first two lines
+        winrates = self_play(game, katrain, generate_ai_move, 28)
+        assert len(winrates) == 28 and max(abs(b - a) for a, b in zip(winrates, winrates[1:])) < 0.15
+    finally:
+        engine.shutdown(finish=False)
+
+
+def test_katrain_plays_a_9x9_game_to_its_end_under_its_default_japanese_rules(katrain_modules, tmp_path):
+    """KaTrain's defaults on a 9x9 board (Japanese rules, komi 6.5, the shipped 9x9 network, which learnt under
+    Chinese rules and is given them with the komi moved a point): its AI plays both sides to two passes, the
+    evaluations moving smoothly from move to move and the last one agreeing with the count."""
+    _, _, Game, generate_ai_move = katrain_modules
+    katrain, engine = katrain_with_its_defaults(katrain_modules, tmp_path, visits=300)
+    try:
+        game = Game(katrain, engine, game_properties={"SZ": 9, "KM": 6.5, "RU": "japanese"})
+        winrates = self_play(game, katrain, generate_ai_move, 150)
+        end = game.current_node
+        assert end.is_pass and end.parent.is_pass and len(winrates) < 150  # two passes ended it
+        assert max(abs(b - a) for a, b in zip(winrates, winrates[1:])) < 0.3
+        wait_for(lambda: end.analysis_complete)
+        assert (end.winrate > 0.5) == (end.score > 0)  # the winner by the evaluation is the winner by the lead
     finally:
         engine.shutdown(finish=False)
