@@ -142,3 +142,14 @@ def test_a_missing_pachi_is_built_with_the_build_script(fakes, tmp_path, monkeyp
     script.write_text("exit 1\n")
     with pytest.raises(RuntimeError, match="could not build"):
         pachi_match.ensure_pachi(tmp_path / "built" / "other")
+
+
+def test_a_sitting_whose_engine_answers_another_name_ends_with_an_error(fakes, tmp_path, capsys):
+    out = tmp_path / "match"
+    assert run(fakes, out, "--games", "1") == 0
+    other = tmp_path / "other.py"
+    other.write_text(FAKE.format(name="renamed", log=str(tmp_path / "logs" / "other")))
+    _, pachi, referee, _ = fakes
+    assert pachi_match.main(["--engine", f"{sys.executable} {other}", "--pachi", str(pachi), "--referee", referee,
+                             "--out", str(out), "--games", "2"]) == 1
+    assert "our engine should be White, 'fake ours' as in game-1.sgf, but is 'renamed'" in capsys.readouterr().err

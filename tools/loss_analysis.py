@@ -35,7 +35,7 @@ from pathlib import Path
 from gtp_engine import config as config_lib
 from gtp_engine import coords, review, sgf_io
 from gtp_engine.board import BLACK, WHITE
-from gtp_engine.network_loader import NetworkLoader, NetworkUnavailable
+from gtp_engine.network_loader import NetworkLoader
 
 PHASES = ("opening", "middle game", "endgame")
 OPENING_SHARE, ENDGAME_SHARE = 0.2, 0.6  # of the board's points, in moves: where the opening and the endgame end
@@ -121,7 +121,8 @@ def game_text(loss: GameLoss) -> str:
     for name, sums in loss.by_phase().items():
         lines.append(f"  {name} ({ranges[name]}): lead dropped {sums['drop']:.1f}, "
                      f"our moves lost {sums['points_lost']:.1f} points")
-    swings = ", ".join(f"move {m.number} {m.vertex} {_signed(-m.drop)} (the move lost {m.points_lost:.1f})"
+    swings = ", ".join(f"move {m.number} {m.vertex} {_signed(-m.drop)} (the move "
+                       + (f"lost {m.points_lost:.1f})" if m.points_lost >= 0 else f"gained {-m.points_lost:.1f})")
                        for m in loss.swings())
     lines.append(f"  biggest swings: {swings or 'none'}")
     return "\n".join(lines)
@@ -183,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             result = review.analyse(record, lambda w, h: loader.get(w, h).evaluator,
                                     engine_config.player.analysis_search, args.visits,
                                     args.threads or os.cpu_count() or 1)
-        except (review.ReviewError, NetworkUnavailable) as error:
+        except review.ReviewError as error:
             print(f"{record.source}: cannot be reviewed: {error}", file=sys.stderr)
             return 1
         losses.append(game_loss(result, color, args.opening_moves))

@@ -164,7 +164,11 @@ def main(argv: list[str] | None = None) -> int:
         except (GtpError, RuntimeError) as error:
             print(f"match stopped: {error}", file=sys.stderr)
             status = 1
-    games, names = earlier_games(args.out, args.size) if args.out.is_dir() else ([], ("our engine", "Pachi"))
+    try:
+        games, names = earlier_games(args.out, args.size) if args.out.is_dir() else ([], ("our engine", "Pachi"))
+    except ValueError as error:  # this sitting's games differ from the earlier ones (another --engine --name)
+        print(f"--out: {error}", file=sys.stderr)
+        return 1
     print(summary(*names, games))
     if games:
         print(score_line(games))
