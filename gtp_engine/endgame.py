@@ -121,7 +121,10 @@ def dead_stones_of(state: GameState, color: int, ownership: np.ndarray) -> list[
 
 
 def dead_stones(state: GameState, ownership: np.ndarray) -> list[int]:
-    """The dead stones of both colours, Black's first."""
+    """The dead stones of both colours, Black's first; none where the rules count the board as it stands
+    (Tromp-Taylor: no friendly pass), so that the count is the raw count and the pass rules capture first."""
+    if state.rules.counts_the_board_as_it_stands:
+        return []
     return dead_stones_of(state, BLACK, ownership) + dead_stones_of(state, WHITE, ownership)
 
 

@@ -10,7 +10,9 @@ Terms:
   compensation White gets per handicap stone under area scoring ("0", "N" or "N-1"); tax is KataGo's: "none",
   "seki" (the points of a region whose stones are in seki count for nobody: Japanese counting) or "all" (that,
   and every counted region costs its owner two points, the two eyes a group needs: ancient stone scoring); by
-  default "seki" under territory scoring and "none" under area scoring.
+  default "seki" under territory scoring and "none" under area scoring. friendly_pass is KataGo's friendlyPassOk:
+  after two passes the dead stones come off the board before the count; without it, under area scoring
+  (Tromp-Taylor), the board is counted as it stands, so a player captures dead stones before passing.
 - seki stones: the living chains beside a seki point, an empty point next to living stones of both colours where
   either colour's stone would leave its chain a single liberty without capturing (so neither plays there);
   dead stones are off the board for this. Unfilled dame next to chains with liberties to spare is no seki.
@@ -64,6 +66,7 @@ class Rules:
     white_handicap_bonus: str = "N"
     name: str = "chinese"
     tax: str | None = None  # None: the scoring's default (see the module docstring)
+    friendly_pass: bool = True  # KataGo's friendlyPassOk; False: the board is counted as it stands
 
     def __post_init__(self) -> None:
         if self.scoring not in SCORINGS:
@@ -74,8 +77,15 @@ class Rules:
             raise ValueError(f"unknown handicap bonus {self.white_handicap_bonus!r}")
         if self.tax is None:
             object.__setattr__(self, "tax", "seki" if self.scoring == "territory" else "none")
+        if self.scoring == "territory":  # dead stones always come off under territory scoring
+            object.__setattr__(self, "friendly_pass", True)
         if self.tax not in TAXES:
             raise ValueError(f"unknown tax {self.tax!r}; expected one of {TAXES}")
+
+    @property
+    def counts_the_board_as_it_stands(self) -> bool:
+        """Whether the count takes no dead stones off: area scoring without a friendly pass (Tromp-Taylor)."""
+        return self.scoring == "area" and not self.friendly_pass
 
     def default_komi(self, handicap_stones: int = 0) -> float:
         """The komi of a game under these rules where none is given: 0.5 with handicap stones (under area scoring
@@ -98,7 +108,8 @@ class Rules:
     def to_katago(self) -> dict:
         """The rules as KataGo writes them: {"ko": "POSITIONAL", "scoring": "AREA", ...}."""
         return {"ko": self.ko.upper(), "scoring": self.scoring.upper(), "suicide": self.suicide_allowed,
-                "tax": self.tax.upper(), "hasButton": False, "whiteHandicapBonus": self.white_handicap_bonus}
+                "tax": self.tax.upper(), "hasButton": False, "whiteHandicapBonus": self.white_handicap_bonus,
+                "friendlyPassOk": self.friendly_pass}
 
     @staticmethod
     def from_katago(value: str | dict) -> "Rules":
@@ -128,7 +139,8 @@ class Rules:
                 raise ValueError(f"not JSON: {error}") from None
         if not isinstance(value, dict):
             raise ValueError("expected a JSON object")
-        fields = {"scoring": "area", "ko": "positional", "suicide_allowed": True, "white_handicap_bonus": "0"}
+        fields = {"scoring": "area", "ko": "positional", "suicide_allowed": True, "white_handicap_bonus": "0",
+                  "friendly_pass": False}
         tax, approximations = None, []  # KataGo's defaults for an object: Tromp-Taylor's, the scoring's tax
         for key, item in value.items():
             if key == "ko" and isinstance(item, str) and item.upper() == "SPIGHT":
@@ -148,7 +160,7 @@ class Rules:
                 if item:
                     approximations.append("hasButton: the button is not played; scored without it")
             elif key == "friendlyPassOk" and isinstance(item, bool):
-                continue  # how KataGo's own games end; no position or score changes with it
+                fields["friendly_pass"] = item
             else:
                 raise ValueError(f"unsupported rule {key}={item!r}")
         try:
@@ -160,13 +172,14 @@ class Rules:
 
     def same_play(self, other: "Rules") -> bool:
         """Whether the two rules are the same rules, whatever their names."""
-        return (self.scoring, self.ko, self.suicide_allowed, self.white_handicap_bonus, self.tax) == (
-            other.scoring, other.ko, other.suicide_allowed, other.white_handicap_bonus, other.tax)
+        return (self.scoring, self.ko, self.suicide_allowed, self.white_handicap_bonus, self.tax,
+                self.friendly_pass) == (other.scoring, other.ko, other.suicide_allowed, other.white_handicap_bonus,
+                                        other.tax, other.friendly_pass)
 
 
 RULE_SETS = {
     "chinese": Rules(),
-    "tromp-taylor": Rules("area", "positional", True, "0", "tromp-taylor"),
+    "tromp-taylor": Rules("area", "positional", True, "0", "tromp-taylor", friendly_pass=False),
     "aga": Rules("area", "situational", False, "N-1", "aga"),
     "new-zealand": Rules("area", "situational", True, "0", "new-zealand"),
     "japanese": Rules("territory", "simple", False, "0", "japanese"),
@@ -479,6 +492,9 @@ class GameState:
         return float(black - white) - self.komi
 
     def score(self, dead: Iterable[int] = ()) -> float:
+        """The count per the rules, without the `dead` stones where the rules take dead stones off (friendly
+        pass); Tromp-Taylor counts every stone as it stands."""
+        dead = () if self.rules.counts_the_board_as_it_stands else dead
         return self.area_score(dead) if self.rules.scoring == "area" else self.territory_score(dead)
 
     def seki_stones(self, dead: Iterable[int] = ()) -> set[int]:

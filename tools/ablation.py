@@ -308,7 +308,7 @@ def play_cell_game(programs: Programs, referee: Program, engine: str, settings: 
     for program in metered:
         program.visits = []
     started = time.monotonic()
-    result, game = play_game(black, white, referee, settings.size, settings.komi, settings.max_moves)
+    result, game, _ = play_game(black, white, referee, settings.size, settings.komi, settings.max_moves)
     seconds = time.monotonic() - started
     sgf_path = out / "sgf" / f"{config}_vs_{opponent}_{number}.sgf"
     temporary = sgf_path.with_suffix(".tmp")

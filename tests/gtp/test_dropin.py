@@ -55,7 +55,7 @@ def test_katago_command_line_with_a_katago_network_and_our_options(engine, tmp_p
                  "rules=aga-button,maxTime=2", "--name", "KataGo", "--visits", "7")
     assert gtp.ok("name") == "KataGo"  # our options follow KataGo's and win over its config
     assert gtp.ok("kata-get-param maxTime") == "2" and gtp.ok("kata-get-param maxVisits") == "7"
-    assert gtp.ok("kata-get-rules").endswith('"hasButton":false,"whiteHandicapBonus":"N-1"}')  # aga, the nearest
+    assert gtp.ok("kata-get-rules").endswith('"hasButton":false,"whiteHandicapBonus":"N-1","friendlyPassOk":true}')  # aga, the nearest
     gtp.ok("quit")
     stderr = gtp.stderr_text()
     assert "kata1-b18c384.bin.gz is a KataGo network, which gtp_engine cannot read; using the shipped network" in stderr
@@ -136,7 +136,7 @@ def test_kata_set_rule_changes_one_field(engine):
     gtp = engine()
     gtp.ok("kata-set-rule ko SIMPLE")
     assert gtp.ok("kata-get-rules") == ('{"ko":"SIMPLE","scoring":"AREA","suicide":false,"tax":"NONE",'
-                                        '"hasButton":false,"whiteHandicapBonus":"N"}')
+                                        '"hasButton":false,"whiteHandicapBonus":"N","friendlyPassOk":true}')
     gtp.ok("kata-set-rule scoring territory")  # the tax becomes the scoring's own
     assert '"scoring":"TERRITORY","suicide":false,"tax":"SEKI"' in gtp.ok("kata-get-rules")
     gtp.ok("kata-set-rule tax ALL")
@@ -144,7 +144,7 @@ def test_kata_set_rule_changes_one_field(engine):
     gtp.ok("kata-set-rule tax SEKI")
     gtp.ok("kata-set-rule whiteHandicapBonus 0")
     gtp.ok("kata-set-rule friendlyPassOk true")  # changes nothing that is played
-    assert gtp.ok("kata-get-rules").endswith('"whiteHandicapBonus":"0"}')
+    assert gtp.ok("kata-get-rules").endswith('"whiteHandicapBonus":"0","friendlyPassOk":true}')
     for text, error in [("kata-set-rule hasButton true", "cannot use these rules: hasButton: the button is not played"),
                         ("kata-set-rule ko SPIGHT", "cannot use these rules: ko SPIGHT"),
                         ("kata-set-rule suicide perhaps", "syntax error"),
@@ -171,9 +171,10 @@ def test_kgs_rules(engine):
 def test_kata_list_params_names_what_kata_get_param_takes(engine):
     gtp = engine()
     params = gtp.ok("kata-list-params").split(" ")
-    assert params == ["maxVisits", "maxPlayouts", "maxTime"]
-    for param in params:
+    assert params == ["maxVisits", "maxPlayouts", "maxTime", "strength", "humanSLProfile"]
+    for param in params[:3]:
         assert gtp.ok(f"kata-get-param {param}") == "-1"
+    assert gtp.ok("kata-get-param strength") == "max"
     commands = gtp.ok("list_commands").split("\n")
     assert {"kata-set-rule", "kgs-rules", "kata-list-params", "lz-setoption"} <= set(commands)
 

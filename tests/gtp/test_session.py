@@ -225,7 +225,7 @@ def test_rules_can_be_read_and_set(engine):
     assert '"scoring":"AREA"' in rules and '"suicide":true' in rules
     gtp.ok("play b a2")
     assert board_rows(gtp.ok("showboard"))[6:] == ["O........", ".O.......", "..O......"]
-    aga = '{"scoring":"AREA","ko":"SITUATIONAL","suicide":false,"whiteHandicapBonus":"N-1"}'
+    aga = '{"scoring":"AREA","ko":"SITUATIONAL","suicide":false,"whiteHandicapBonus":"N-1","friendlyPassOk":true}'
     refused = gtp(f"kata-set-rules {aga}")  # the game so far has a suicide: these rules cannot replay it
     assert not refused.ok and "suicide" in refused.text
     gtp.ok("clear_board")

@@ -17,7 +17,7 @@ from search_support import (
 
 from gtp_engine import endgame
 from gtp_engine.board import BLACK, WHITE
-from gtp_engine.coords import PASS, grid
+from gtp_engine.coords import PASS, from_gtp, grid, to_gtp
 from gtp_engine.game import GameState, Rules
 from gtp_engine.search import MoveInfo, SearchResult, Snapshot
 
@@ -412,3 +412,14 @@ def test_count_after_passing_is_ours_from_the_search_of_the_position_our_pass_le
     lead, winrate = endgame.count_after_passing(game, search)
     assert (lead, winrate) == (pytest.approx(4.5), pytest.approx(0.7))
     assert seen == [(WHITE, [(BLACK, PASS)])] and game.moves == []  # the position handed in stays as it was
+
+
+@pytest.mark.parametrize("rules, dead", [("chinese", ["A3", "E3"]), ("tromp-taylor", [])])
+def test_no_stone_is_dead_where_the_board_is_counted_as_it_stands(rules, dead):
+    # Black's wall on column C, White's on D; E3 (Black's) and A3 (White's) are dead in the other's area.
+    state = GameState(5, rules=Rules.named(rules), komi=0)
+    for vertex in ("C1", "D1", "C2", "D2", "C3", "D3", "C4", "D4", "C5", "D5", "E3", "A3"):
+        state.play(from_gtp(state.grid, vertex))
+    ownership = np.array([1.0 if to_gtp(state.grid, p)[0] in "ABC" else -1.0 for p in state.grid.points])
+    assert sorted(to_gtp(state.grid, p) for p in endgame.dead_stones(state, ownership)) == dead
+    assert endgame.lead_by_the_count(state, ownership) == (5 if rules == "chinese" else 0)

@@ -329,6 +329,21 @@ def test_a_lone_stones_suicide_is_illegal_under_every_rule_set():
         assert game.illegal_reason(a1) == "suicide" and not game.legal_mask()[game.grid.flat_of[a1]]
 
 
+def test_tromp_taylor_counts_the_board_as_it_stands_and_friendly_rules_take_dead_stones_off():
+    game = GameState(5, rules=Rules.named("tromp-taylor"), komi=0)
+    for vertex in ("C1", "D1", "C2", "D2", "C3", "D3", "C4", "D4", "C5", "D5", "E3", "A3"):  # E3, A3: dead
+        game.play(from_gtp(game.grid, vertex))
+    dead = [from_gtp(game.grid, "A3"), from_gtp(game.grid, "E3")]
+    assert game.rules.counts_the_board_as_it_stands and not game.rules.friendly_pass
+    assert game.score(dead) == game.score() == 0  # 10 points each: the dead stones split both areas
+    chinese = GameState(5, komi=0)
+    for color, point in game.moves:
+        chinese.play(point, color)
+    assert chinese.score(dead) == 15 - 10 and chinese.score() == 0  # Black's 15 points against White's 10
+    assert Rules.from_katago({"friendlyPassOk": True}) != Rules.named("tromp-taylor")
+    assert Rules.from_katago({"scoring": "TERRITORY", "ko": "SIMPLE", "friendlyPassOk": False}).friendly_pass
+
+
 def test_format_result():
     assert format_result(3.5) == "B+3.5"
     assert format_result(-0.5) == "W+0.5"
