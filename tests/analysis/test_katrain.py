@@ -216,7 +216,7 @@ def test_katrain_with_its_own_defaults_gets_sane_moves_on_19x19(katrain_modules,
 def test_katrain_plays_a_9x9_game_to_its_end_under_its_default_japanese_rules(katrain_modules, tmp_path):
     """KaTrain's defaults on a 9x9 board (Japanese rules, komi 6.5, the shipped 9x9 network, which learnt under
     Chinese rules and is given them with the komi moved a point): its AI plays both sides to two passes, the
-    evaluations moving smoothly from move to move and the last one agreeing with the count."""
+    evaluations moving smoothly from move to move and the last one agreeing with the lead."""
     _, _, Game, generate_ai_move = katrain_modules
     katrain, engine = katrain_with_its_defaults(katrain_modules, tmp_path, visits=300)
     try:
@@ -224,7 +224,10 @@ def test_katrain_plays_a_9x9_game_to_its_end_under_its_default_japanese_rules(ka
         winrates = self_play(game, katrain, generate_ai_move, 150)
         end = game.current_node
         assert end.is_pass and end.parent.is_pass and len(winrates) < 150  # two passes ended it
-        assert max(abs(b - a) for a, b in zip(winrates, winrates[1:])) < 0.3
+        changes = [abs(b - a) for a, b in zip(winrates, winrates[1:])]
+        # Smooth: 0.02-0.03 a move on average at 300 visits (0.08 at 48, with six changes above 0.2), and a late
+        # tactical surprise at most now and then.
+        assert sum(changes) / len(changes) < 0.06 and sum(change > 0.25 for change in changes) <= 2
         wait_for(lambda: end.analysis_complete)
         assert (end.winrate > 0.5) == (end.score > 0)  # the winner by the evaluation is the winner by the lead
     finally:
