@@ -47,6 +47,12 @@ CHINESE = RULE_SETS["chinese"]
 REFEREES = {"chinese": "gnugo --mode gtp --chinese-rules", "japanese": "gnugo --mode gtp --japanese-rules",
             "korean": "gnugo --mode gtp --japanese-rules"}
 REFEREE = REFEREES["chinese"]
+
+
+def referee_for(rules: Rules) -> str:
+    """GNU Go with the rules it counts by: its own for the rule sets it knows, else Japanese rules under
+    territory scoring and Chinese rules under area scoring (its dead stones serve the rules core's count)."""
+    return REFEREES.get(rules.name, REFEREES["japanese" if rules.scoring == "territory" else "chinese"])
 MAX_VOID_GAMES = 3  # games in a row voided by a program's death before the match gives up
 
 

@@ -33,7 +33,8 @@ from pathlib import Path
 from gtp_engine import match_stats
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.game import RULE_SETS, Rules
-from gtp_engine.match import REFEREES, GameResult, GtpError, Program, Sprt, load_openings, play_match, summary
+from gtp_engine.match import (GameResult, GtpError, Opening, Program, Sprt, load_openings, play_match,
+                               referee_for, summary)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,16 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         parser.error(f"--rules: {error}")
     komi = rules.default_komi() if args.komi is None else args.komi
-    referee = args.referee or REFEREES.get(rules.name, REFEREES["japanese" if rules.scoring == "territory" else
-                                                                 "chinese"])
-    openings = []
-    if args.openings is not None:
-        if args.opening_moves < 1:
-            parser.error("--opening-moves must be positive")
-        try:
-            openings = load_openings(args.openings, args.size, args.opening_moves)
-        except (OSError, ValueError) as error:
-            parser.error(f"--openings: {error}")
+    referee = args.referee or referee_for(rules)
+    openings = openings_of(parser, args.openings, args.size, args.opening_moves)
     sprt = None
     if args.sprt:
         try:
@@ -121,6 +114,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"match stopped: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def openings_of(parser: argparse.ArgumentParser, path: Path | None, size: int, moves: int) -> list[Opening]:
+    """The --openings of a match command line (none without a path); a bad path or --opening-moves is a usage
+    error."""
+    if path is None:
+        return []
+    if moves < 1:
+        parser.error("--opening-moves must be positive")
+    try:
+        return load_openings(path, size, moves)
+    except (OSError, ValueError) as error:
+        parser.error(f"--openings: {error}")
 
 
 def endgame_summary(a: str, b: str, games: list[GameResult], rules: Rules) -> str:

@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 
 from gtp_engine import match_stats, sgf_io
-from gtp_engine.match import GameResult, GtpError, Program, a_plays_black, load_openings, play_match, summary
+from gtp_engine.match import GameResult, GtpError, Program, a_plays_black, play_match, summary
+from tools.match import openings_of
 
 BUILD_SCRIPT = Path(__file__).with_name("build_pachi.sh")
 DEFAULT_PACHI = Path("build/pachi")
@@ -131,14 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out.exists() and not args.out.is_dir():
         p.error(f"--out {args.out} is a file, not a folder")
     seconds = args.seconds or (1 if args.size == 9 else 2)
-    openings = []
-    if args.openings is not None:
-        if args.opening_moves < 1:
-            p.error("--opening-moves must be positive")
-        try:
-            openings = load_openings(args.openings, args.size, args.opening_moves)
-        except (OSError, ValueError) as error:
-            p.error(f"--openings: {error}")
+    openings = openings_of(p, args.openings, args.size, args.opening_moves)
     try:
         earlier, _ = earlier_games(args.out, args.size) if args.out.is_dir() else ([], None)
     except ValueError as error:

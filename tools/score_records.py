@@ -5,7 +5,7 @@ Terms:
 - scored record: a record whose result is a score (B+3.5, W+0.5, 0), not a resignation, time or forfeit, without
   handicap or setup stones, legal under its rules (RU; chinese where it has none).
 - referee: GNU Go, with Japanese rules for territory rule sets and Chinese rules for area ones (gtp_engine/match.py's
-  REFEREES); it replays the record and names the dead stones (final_status_list dead).
+  referee_for); it replays the record and names the dead stones (final_status_list dead).
 - count: the rules core's score of the final position under the record's rules without the referee's dead stones
   (GameState.score); the referee's score: its own final_score.
 - agreement: a count equal to the recorded result; reported for the count and for the referee's score, by rule
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from gtp_engine import coords, sgf_io
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.game import GameState, Rules, format_result
-from gtp_engine.match import REFEREES, Program, normalized_result, own_territory_moves
+from gtp_engine.match import Program, normalized_result, own_territory_moves, referee_for
 
 
 @dataclass
@@ -62,7 +62,7 @@ def scored_records(source: str, rules_filter: set[str] | None, limit: int) -> li
 
 
 def score(name: str, game: GameState, recorded: str, referees: dict[str, Program]) -> Scored:
-    command = REFEREES.get(game.rules.name, REFEREES["japanese" if game.rules.scoring == "territory" else "chinese"])
+    command = referee_for(game.rules)
     if command not in referees:
         referees[command] = Program(command)
     referee = referees[command]

@@ -17,6 +17,14 @@ from gtp_engine.game import GameState, Rules, format_result
 from tools import match as match_command
 
 
+def gnugo_or_skip() -> str:
+    """GNU Go's path; the test skips where it is not installed."""
+    gnugo = gnugo_path()
+    if gnugo is None:
+        pytest.skip("GNU Go is not installed (apt-get install gnugo)")
+    return gnugo
+
+
 def test_the_summary_line_reports_score_and_elo_interval():
     games = [match.GameResult(i % 2 == 0, result, 50)
              for i, result in enumerate(["B+3", "W+R", "0", "B+F", "W+2.5", "B+R", "W+1", "B+0.5"])]
@@ -33,9 +41,7 @@ def test_results_are_normalized():
 
 
 def test_a_short_match_writes_sgf_and_an_elo_line(tiny_onnx_model, tmp_path):
-    gnugo = gnugo_path()
-    if gnugo is None:
-        pytest.skip("GNU Go is not installed (apt-get install gnugo)")
+    gnugo = gnugo_or_skip()
     engine = f"{sys.executable} -m gtp_engine --weights {tiny_onnx_model} --device cpu --visits 4 --seed 1"
     result = subprocess.run(
         [sys.executable, "-m", "tools.match", "--a", engine, "--b", f"{gnugo} --mode gtp --level 0",
@@ -174,9 +180,7 @@ def test_an_area_with_dead_stones_in_it_is_territory_for_own_territory_moves():
 
 
 def test_a_match_under_territory_rules_tells_the_engine_and_writes_the_rules(tiny_onnx_model, tmp_path):
-    gnugo = gnugo_path()
-    if gnugo is None:
-        pytest.skip("GNU Go is not installed (apt-get install gnugo)")
+    gnugo = gnugo_or_skip()
     engine = f"{sys.executable} -m gtp_engine --weights {tiny_onnx_model} --device cpu --visits 4 --seed 1"
     result = subprocess.run(
         [sys.executable, "-m", "tools.match", "--a", engine, "--b", f"{gnugo} --mode gtp --level 0 --japanese-rules",
@@ -215,9 +219,7 @@ def scripted(tmp_path, moves: str) -> str:
 def test_a_rule_set_the_referee_cannot_count_is_counted_from_its_dead_stones(tmp_path):
     """Stone scoring: GNU Go calls the dead stones, the rules core counts: each counted region costs its owner two
     points. Black's A-B columns are two regions, White's E column one: B+5 by GNU Go's Chinese count, B+3 so."""
-    gnugo = gnugo_path()
-    if gnugo is None:
-        pytest.skip("GNU Go is not installed (apt-get install gnugo)")
+    gnugo = gnugo_or_skip()
     black = scripted(tmp_path, "C1 C2 C3 C4 C5 A3 B3")
     white = scripted(tmp_path, "D1 D2 D3 D4 D5")
     _, _, games = match.play_match(black, white, games=1, size=5, komi=0, referee=f"{gnugo} --mode gtp --chinese-rules",
@@ -229,9 +231,7 @@ def test_a_rule_set_the_referee_cannot_count_is_counted_from_its_dead_stones(tmp
 def test_a_suicide_the_rules_allow_and_gnu_go_refuses_is_played_on(tmp_path, caplog):
     """New Zealand rules: Black's two-stone suicide at A1 is legal; GNU Go, the referee, refuses it and gets the
     position as setup stones, and the game goes on to its end instead of a forfeit."""
-    gnugo = gnugo_path()
-    if gnugo is None:
-        pytest.skip("GNU Go is not installed (apt-get install gnugo)")
+    gnugo = gnugo_or_skip()
     black = scripted(tmp_path, "C3 pass pass A2 A1")
     white = scripted(tmp_path, "B2 A3 B1 D4")
     with caplog.at_level(logging.INFO, logger="gtp_engine.match"):
