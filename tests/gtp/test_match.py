@@ -13,7 +13,7 @@ from engine_process import ROOT, gnugo_path
 
 from gtp_engine import coords, match, sgf_io
 from gtp_engine.board import BLACK, WHITE
-from gtp_engine.game import GameState, Rules, format_result
+from gtp_engine.game import GameState, Rules
 from tools import match as match_command
 
 
