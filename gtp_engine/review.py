@@ -4,10 +4,14 @@ Terms:
 - position t: the position after the first t moves of the main line (0: the start, with setup stones), the
   opponent of the last mover to move (at 0: the first mover, else PL, else White after handicap stones; setup
   stones of Black alone, two or more, count as handicap), as the JSON analysis engine (analysis/) sets up a game.
-  Each position is searched to the visits asked for, with the analysis search settings
-  (search.SearchConfig.for_analysis) and a fresh tree. `workers` threads search positions at once, each with
-  its own Searcher, sharing the network evaluator (and its cache) through a batching evaluator (batching.py) that
-  gathers their batches into shared network calls; a progress bar on stderr counts the finished ones. Rules and
+  Each position is searched until its root has the visits asked for, with the analysis search settings
+  (search.SearchConfig.for_analysis).
+- stretch: a run of consecutive positions that one thread searches in order, each search starting from the
+  subtree of the move played in the one before (the searcher's tree reuse), so the visits that search gave the
+  played move count towards the next position's; a stretch starts from a fresh tree. `workers` threads take
+  stretches in the game's order, each with its own Searcher, sharing the network evaluator (and its cache)
+  through a batching evaluator (batching.py) that gathers their batches into shared network calls; a progress
+  bar on stderr counts the finished positions. Rules and
   komi are the game's (RU, KM), else Chinese rules and komi 0; the root comment says which.
 - views: winrates and score leads are Black's (Black's winrate, Black's lead in points), as Sabaki and KaTrain
   show them; a lead is written B+x or W+x and counted in tenths of a point, as written.
@@ -70,6 +74,7 @@ MISTAKE = 3.0  # points lost for BM[1]
 BLUNDER = 8.0  # points lost for BM[2]
 VARIATION = 1.0  # points lost for the best move's line as a variation
 WORST_LISTED = 10
+STRETCHES_PER_WORKER = 4  # a game is cut into this many stretches a thread (module docstring)
 # The first line of each own text (module docstring): the root comment, a move's, a variation's.
 OWN_FIRST_LINE = re.compile(r"Reviewed by gtp_engine |Move \d+ \((?:Black|White) \w+\): Black's winrate "
                             r"|Best at move \d+ \((?:Black|White) \w+\), by gtp_engine's search")
@@ -185,7 +190,8 @@ def _search_positions(positions: list[GameState], evaluator: Evaluator, config: 
     total = len(positions)
     results: dict[int, PositionReview] = {}
     errors: list[Exception] = []
-    waiting = iter(range(total))
+    length = -(-total // (max(1, workers) * STRETCHES_PER_WORKER))  # of a stretch (module docstring)
+    waiting = iter(range(0, total, length))
     lock = threading.Lock()
     failed = threading.Event()  # interrupts the other searches
 
@@ -200,20 +206,22 @@ def _search_positions(positions: list[GameState], evaluator: Evaluator, config: 
         searcher = Searcher(shared, config)
         while not failed.is_set():
             with lock:
-                t = next(waiting, None)
-            if t is None:
+                first = next(waiting, None)
+            if first is None:
                 return
-            searcher.reset()  # a fresh tree for each position
-            stop = StopCondition.for_limits(searcher.clock(), visits=visits, interrupt=failed)
-            try:
-                snapshot = searcher.search(positions[t], stop).snapshot
-            except Exception as error:  # noqa: BLE001 - raised in the calling thread once every thread has stopped
+            searcher.reset()  # a fresh tree for each stretch, kept from one position to the next within it
+            for t in range(first, min(first + length, total)):
+                stop = StopCondition.for_limits(searcher.clock(), visits=visits, interrupt=failed)
+                try:
+                    snapshot = searcher.search(positions[t], stop).snapshot
+                except Exception as error:  # noqa: BLE001 - raised in the calling thread once every thread stopped
+                    with lock:
+                        errors.append(error)
+                    failed.set()
+                    return
                 with lock:
-                    errors.append(error)
-                failed.set()
-                return
-            with lock:
-                if not failed.is_set():
+                    if failed.is_set():
+                        return
                     results[t] = _position_review(positions[t], snapshot)
                     progress(len(results), total)
 

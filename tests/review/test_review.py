@@ -100,6 +100,42 @@ def test_a_game_without_km_is_reviewed_with_the_rules_komi():
     assert {p.komi for p in review_lib._positions(even)} == {6.5}
 
 
+def test_each_search_of_a_stretch_starts_from_the_played_moves_subtree(monkeypatch):
+    """Every position's root ends with the visits asked for; within a stretch its search adds only what the played
+    move lacked of them in the search before, and a stretch starts from a fresh tree."""
+    from gtp_engine import review as review_lib
+    from gtp_engine.search import SearchConfig
+    from gtp_engine.sgf_io import load_sgf_file
+
+    snapshots = {}  # position's move number -> its search's final snapshot
+
+    class RecordingSearcher(review_lib.Searcher):
+        def search(self, state, stop, *args, **kwargs):
+            result = super().search(state, stop, *args, **kwargs)
+            snapshots[state.move_number] = result.snapshot
+            return result
+
+    monkeypatch.setattr(review_lib, "Searcher", RecordingSearcher)
+    record, visits, workers = load_sgf_file(GAME), 24, 2
+    review_lib.analyse(record, lambda width, height: CountingEvaluator(), SearchConfig(seed=0, batch_size=4), visits,
+                       workers)
+    total = len(record.moves) + 1
+    length = -(-total // (workers * review_lib.STRETCHES_PER_WORKER))
+    assert sorted(snapshots) == list(range(total)) and length > 1
+    carried = 0
+    for t in range(total):
+        snapshot = snapshots[t]
+        assert snapshot.visits == visits
+        if t % length == 0:
+            assert snapshot.playouts == visits  # a fresh tree
+        else:
+            point = record.moves[t - 1][1]
+            kept = sum(m.visits for m in snapshots[t - 1].moves if m.point == point)
+            assert snapshot.playouts == visits - kept
+            carried += kept
+    assert carried > 0  # the stretches saved visits (few here: the counting network has no policy to follow)
+
+
 @pytest.mark.parametrize("game", [
     b"(;GM[1]SZ[5]KM[0.5];B[cc];W[bd];B[db];W[dc];B[cd])",
     b"(;GM[1]SZ[5]KM[0.5]RU[Chinese]AB[bb][dd])",  # Black's stones alone: handicap, White to move and its bonus
@@ -117,6 +153,7 @@ def test_the_review_finds_what_the_json_analysis_engine_finds_for_its_positions(
 
     record = load_sgf(game)
     evaluator, config, visits = CountingEvaluator(), SearchConfig(seed=0, batch_size=4), 30
+    assert len(record.moves) + 1 <= 2 * review_lib.STRETCHES_PER_WORKER  # each position a stretch: a fresh tree
     progress = []
     review = review_lib.analyse(record, lambda width, height: evaluator, config, visits, workers=2,
                                 progress=lambda done, total: progress.append((done, total)))
