@@ -3,8 +3,10 @@ and measures the levels' moves on positions of game records against the full-str
 
 Terms:
 - pair LEVEL:ANCHOR: the engine at --strength LEVEL (gtp_engine/search/strength.py) against an anchor: a number N
-  is GNU Go 3.8 at --level N, a rank is the engine itself at that level (the levels' order: each beats the one
-  below it). Levels play by playouts, not time, so the machine's load does not change their strength.
+  is GNU Go 3.8 at --level N, pachiN is Pachi (tools/build_pachi.sh, no network) at N playouts a move on one
+  thread without pondering (N at least 500), a rank is the engine itself at that level (the levels' order: each beats the one
+  below it). Levels and anchors play by playouts, not time, so the machine's load does not change their
+  strength.
 - games, colours, openings, referee, score and its 95% interval: as in tools/match.py (gtp_engine/match.py,
   gtp_engine/match_stats.py); the score is the level's.
 - moves (the `moves` command): on positions of game records (a random move number of each record, seeded), each
@@ -14,7 +16,7 @@ Terms:
   the largest and how many lost more than half the board where the game was not already lost.
 
 Usage (from the repository root):
-  python -m tools.calibrate_strength match --pairs 12k:1,8k:10,8k:12k --games 40 --size 9 --komi 7 \\
+  python -m tools.calibrate_strength match --pairs 12k:1,8k:10,4k:pachi1000,8k:12k --games 40 --size 9 --komi 7 \\
       [--openings ../shared/data/go9_curated.tar.xz] [--sgf-dir runs/strength] [--max-minutes 30] [--first-game N]
   python -m tools.calibrate_strength moves --records ../shared/data/go9_curated.tar.xz --levels 12k,8k,4k,1d \\
       [--positions 40] [--size 9]
@@ -25,6 +27,7 @@ games; the moves command a row per level.
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import sys
 import time
@@ -40,9 +43,13 @@ from gtp_engine.match import GameResult, GtpError, Program, load_openings, play_
 from gtp_engine.onnx_evaluator import OnnxEvaluator
 from gtp_engine.player import Player, PlayerConfig
 from gtp_engine.search import SearchConfig, Searcher, StopCondition, strength
+from tools.pachi_match import DEFAULT_PACHI, ensure_pachi
 
 ENGINE = f"{shlex.quote(sys.executable)} -m gtp_engine --log-level error"
 GNUGO = "gnugo --mode gtp --chinese-rules --level {}"
+PACHI = "{binary} -t ={playouts} threads=1,pondering=0"
+PACHI_MIN_PLAYOUTS = 500  # its fixed-playouts mode's least (GJ_MINGAMES)
+_PACHI_ANCHOR = re.compile(r"^pachi(\d+)$")
 FULL_VISITS = 800  # the full-strength search the moves command judges by (the engine's default visits)
 
 
@@ -50,10 +57,17 @@ def engine_command(level: str) -> str:
     return f"{ENGINE} --strength {level}"
 
 
-def anchor_command(anchor: str) -> tuple[str, str]:
-    """(its name in the table, its command) for an anchor (see pair); ValueError for neither."""
+def anchor_command(anchor: str, pachi: Path = DEFAULT_PACHI) -> tuple[str, str]:
+    """(its name in the table, its command) for an anchor (see pair), Pachi's binary at `pachi`; ValueError for
+    none."""
     if anchor.isdigit() and 1 <= int(anchor) <= 10:
         return f"GNU Go 3.8 level {anchor}", GNUGO.format(anchor)
+    pachi_anchor = _PACHI_ANCHOR.match(anchor)
+    if pachi_anchor:
+        playouts = int(pachi_anchor.group(1))
+        if playouts < PACHI_MIN_PLAYOUTS:  # fewer stop Pachi with a failed assertion
+            raise ValueError(f"{anchor!r}: Pachi plays at least {PACHI_MIN_PLAYOUTS} playouts a move")
+        return f"Pachi {playouts} playouts", PACHI.format(binary=shlex.quote(str(pachi)), playouts=playouts)
     strength.parse_level(anchor)
     return f"level {anchor}", engine_command(anchor)
 
@@ -139,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     moves.add_argument("--positions", type=int, default=40, help="positions, one per record (default: 40)")
     moves.add_argument("--size", type=int, default=9)
     parser = commands.add_parser("match", help="play levels against anchors")
-    parser.add_argument("--pairs", required=True, help="LEVEL:ANCHOR,... (ANCHOR: a GNU Go level 1-10, or a rank)")
+    parser.add_argument("--pairs", required=True,
+                        help="LEVEL:ANCHOR,... (ANCHOR: a GNU Go level 1-10, pachiN for Pachi at N playouts, or a rank)")
     parser.add_argument("--games", type=int, default=40, help="games per pair (default: 40)")
     parser.add_argument("--size", type=int, default=9)
     parser.add_argument("--komi", type=float, default=KOMI, help=f"(default: {KOMI:g})")
@@ -148,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
                              "moves (colours swapped within the pair)")
     parser.add_argument("--opening-moves", type=int, default=4, help="moves of each opening (default: 4)")
     parser.add_argument("--sgf-dir", type=Path, help="write LEVEL-vs-ANCHOR/game-N.sgf here")
+    parser.add_argument("--pachi", type=Path, default=DEFAULT_PACHI,
+                        help=f"Pachi's binary for pachiN anchors, built there when missing (default: {DEFAULT_PACHI})")
     parser.add_argument("--max-minutes", type=float, help="start no new game after this many minutes, in all")
     parser.add_argument("--first-game", type=int, default=1,
                         help="go on with pairs whose games before this one were played (colours and openings as if "
@@ -160,6 +177,11 @@ def main(argv: list[str] | None = None) -> int:
         openings = load_openings(args.openings, args.size, args.opening_moves) if args.openings else []
     except (OSError, ValueError) as error:
         parser.error(str(error))
+    if any(_PACHI_ANCHOR.match(anchor) for _, anchor in pairs):
+        try:
+            ensure_pachi(args.pachi)
+        except RuntimeError as error:
+            parser.error(str(error))
     deadline = time.monotonic() + 60 * args.max_minutes if args.max_minutes else None
 
     rows = []
@@ -170,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
 
         sgf_dir = args.sgf_dir / f"{level}-vs-{anchor}" if args.sgf_dir else None
         try:
-            _, _, results = play_match(engine_command(level), anchor_command(anchor)[1], args.games, args.size,
+            _, _, results = play_match(engine_command(level), anchor_command(anchor, args.pachi)[1], args.games, args.size,
                                        args.komi, sgf_dir=sgf_dir, deadline=deadline, on_game=report,
                                        openings=openings, first_game=args.first_game)
         except GtpError as error:

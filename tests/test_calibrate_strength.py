@@ -1,0 +1,36 @@
+"""tools/calibrate_strength.py's anchors and pairs: GNU Go's levels, Pachi at a fixed number of playouts, the engine's
+own levels, and what it refuses. Nothing here starts a program."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from tools import calibrate_strength as calibrate
+
+
+def test_each_kind_of_anchor_has_its_name_and_command():
+    assert calibrate.anchor_command("10") == ("GNU Go 3.8 level 10", "gnugo --mode gtp --chinese-rules --level 10")
+    name, command = calibrate.anchor_command("pachi8000", Path("/opt/pachi dir/pachi"))
+    assert name == "Pachi 8000 playouts"
+    assert shlex.split(command) == ["/opt/pachi dir/pachi", "-t", "=8000", "threads=1,pondering=0"]
+    name, command = calibrate.anchor_command("4k")
+    assert name == "level 4k" and shlex.split(command)[-2:] == ["--strength", "4k"]
+
+
+@pytest.mark.parametrize("anchor, problem", [
+    ("0", "rank"), ("11", "rank"), ("pachi499", "at least 500 playouts"), ("pachi", "rank"), ("gnugo", "rank"),
+])
+def test_what_is_no_anchor_is_refused(anchor, problem):
+    with pytest.raises(ValueError, match=problem):
+        calibrate.anchor_command(anchor)
+
+
+def test_pairs_name_a_level_and_an_anchor():
+    assert calibrate.parse_pairs("4k:pachi8000, 8k:10,1d:4k") == [("4k", "pachi8000"), ("8k", "10"), ("1d", "4k")]
+    with pytest.raises(ValueError):
+        calibrate.parse_pairs("max:10")
+    with pytest.raises(ValueError, match="500"):
+        calibrate.parse_pairs("4k:pachi100")
