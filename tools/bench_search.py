@@ -40,6 +40,7 @@ default), so that two runs on one machine show what the graphs gain.
     python -m tools.bench_search --sizes 9 --seconds 3 --rounds 2 --leela off
     python -m tools.bench_search --preset b6c64            # random networks of a preset instead
     python -m tools.bench_search --backend torch --device cuda --batch 64 --batches-in-flight 4 --leela off
+    python -m tools.bench_search --device cuda --batch 64 --batches-in-flight 4 --leela off   # onnxruntime-gpu
 """
 
 from __future__ import annotations
@@ -251,13 +252,13 @@ def graphs_state(evaluators) -> str:
 
 
 def open_network(args, path: Path, threads: int = 0):
-    """The network at path on the chosen backend: onnxruntime on the CPU (threads: 0 for its own choice), or
-    torch on --device."""
+    """The network at path on the chosen backend and --device: onnxruntime (threads on the CPU: 0 for its own
+    choice), or torch."""
     if args.backend == "torch":
         from gtp_engine.training.torch_evaluator import TorchEvaluator
 
         return TorchEvaluator.from_onnx(path, device=args.device, cuda_graphs=args.cuda_graphs == "on")
-    return OnnxEvaluator(path, device="cpu", threads=threads)
+    return OnnxEvaluator(path, device=args.device, threads=threads)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -283,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--leela-threads", type=int, default=2)
     parser.add_argument("--backend", choices=["onnx", "torch"], default="onnx",
                         help="what runs the network: onnxruntime on the CPU, or torch (fp32 files only; see above)")
-    parser.add_argument("--device", default="auto", help="torch backend: auto (CUDA when torch has it), cpu, cuda")
+    parser.add_argument("--device", default="auto",
+                        help="auto (the GPU when the backend has one), cpu, cuda, or for onnxruntime tensorrt")
     parser.add_argument("--cuda-graphs", choices=["on", "off"], default="on",
                         help="torch backend on CUDA: replay the forward from CUDA graphs (the default) or run it eager")
     args = parser.parse_args(argv)
