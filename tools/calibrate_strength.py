@@ -4,9 +4,9 @@ and measures the levels' moves on positions of game records against the full-str
 Terms:
 - pair LEVEL:ANCHOR: the engine at --strength LEVEL (gtp_engine/search/strength.py) against an anchor: a number N
   is GNU Go 3.8 at --level N, pachiN is Pachi (tools/build_pachi.sh, no network) at N playouts a move on one
-  thread without pondering (N at least 500), a rank is the engine itself at that level (the levels' order: each beats the one
-  below it). Levels and anchors play by playouts, not time, so the machine's load does not change their
-  strength.
+  thread without pondering (N at least 500), a rank is the engine itself at that level (the levels' order: each
+  beats the one below it). Levels and anchors play by playouts, not time, so the machine's load does not change
+  their strength.
 - games, colours, openings, referee, score and its 95% interval: as in tools/match.py (gtp_engine/match.py,
   gtp_engine/match_stats.py); the score is the level's.
 - moves (the `moves` command): on positions of game records (a random move number of each record, seeded), each
@@ -16,7 +16,7 @@ Terms:
   the largest and how many lost more than half the board where the game was not already lost.
 
 Usage (from the repository root):
-  python -m tools.calibrate_strength match --pairs 12k:1,8k:10,4k:pachi1000,8k:12k --games 40 --size 9 --komi 7 \\
+  python -m tools.calibrate_strength match --pairs 12k:1,8k:10,4k:pachi8000,8k:12k --games 40 --size 9 --komi 7 \\
       [--openings ../shared/data/go9_curated.tar.xz] [--sgf-dir runs/strength] [--max-minutes 30] [--first-game N]
   python -m tools.calibrate_strength moves --records ../shared/data/go9_curated.tar.xz --levels 12k,8k,4k,1d \\
       [--positions 40] [--size 9]
@@ -39,10 +39,11 @@ from gtp_engine import match_stats, network_loader, sgf_io
 from gtp_engine.coords import PASS
 from gtp_engine.evaluator import legal_policy
 from gtp_engine.game import KOMI, GameState
-from gtp_engine.match import GameResult, GtpError, Program, load_openings, play_match
+from gtp_engine.match import GameResult, GtpError, Program, play_match
 from gtp_engine.onnx_evaluator import OnnxEvaluator
 from gtp_engine.player import Player, PlayerConfig
 from gtp_engine.search import SearchConfig, Searcher, StopCondition, strength
+from tools.match import openings_of
 from tools.pachi_match import DEFAULT_PACHI, ensure_pachi
 
 ENGINE = f"{shlex.quote(sys.executable)} -m gtp_engine --log-level error"
@@ -154,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     moves.add_argument("--size", type=int, default=9)
     parser = commands.add_parser("match", help="play levels against anchors")
     parser.add_argument("--pairs", required=True,
-                        help="LEVEL:ANCHOR,... (ANCHOR: a GNU Go level 1-10, pachiN for Pachi at N playouts, or a rank)")
+                        help="LEVEL:ANCHOR,... (ANCHOR: a GNU Go level 1-10, pachiN for Pachi at N playouts, or a "
+                             "rank)")
     parser.add_argument("--games", type=int, default=40, help="games per pair (default: 40)")
     parser.add_argument("--size", type=int, default=9)
     parser.add_argument("--komi", type=float, default=KOMI, help=f"(default: {KOMI:g})")
@@ -174,9 +176,9 @@ def main(argv: list[str] | None = None) -> int:
         return moves_command(moves, args)
     try:
         pairs = parse_pairs(args.pairs)
-        openings = load_openings(args.openings, args.size, args.opening_moves) if args.openings else []
-    except (OSError, ValueError) as error:
+    except ValueError as error:
         parser.error(str(error))
+    openings = openings_of(parser, args.openings, args.size, args.opening_moves)
     if any(_PACHI_ANCHOR.match(anchor) for _, anchor in pairs):
         try:
             ensure_pachi(args.pachi)
@@ -192,8 +194,8 @@ def main(argv: list[str] | None = None) -> int:
 
         sgf_dir = args.sgf_dir / f"{level}-vs-{anchor}" if args.sgf_dir else None
         try:
-            _, _, results = play_match(engine_command(level), anchor_command(anchor, args.pachi)[1], args.games, args.size,
-                                       args.komi, sgf_dir=sgf_dir, deadline=deadline, on_game=report,
+            _, _, results = play_match(engine_command(level), anchor_command(anchor, args.pachi)[1], args.games,
+                                       args.size, args.komi, sgf_dir=sgf_dir, deadline=deadline, on_game=report,
                                        openings=openings, first_game=args.first_game)
         except GtpError as error:
             print(f"{level} vs {anchor}: match stopped: {error}", file=sys.stderr)
