@@ -97,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
             manifest = split(args.file, args.out, int(args.part_mib * (1 << 20)))
             print(f"{manifest['file']}: {len(manifest['parts'])} parts in {args.out}")
             return 0
-        manifest = json.loads((args.folder / MANIFEST).read_text())
         if args.check:
+            manifest = json.loads((args.folder / MANIFEST).read_text())
             missing = missing_parts(args.folder, manifest)
             print(f"{manifest['file']}: {len(manifest['parts']) - len(missing)} of {len(manifest['parts'])} parts"
                   + (f"; missing: {' '.join(missing)}" if missing else ""))
