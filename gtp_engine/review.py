@@ -11,8 +11,9 @@ Terms:
   played move count towards the next position's; a stretch starts from a fresh tree. `workers` threads take
   stretches in the game's order, each with its own Searcher, sharing the network evaluator (and its cache)
   through a batching evaluator (batching.py) that gathers their batches into shared network calls; a progress
-  bar on stderr counts the finished positions. Rules and
-  komi are the game's (RU, KM), else Chinese rules and komi 0; the root comment says which.
+  bar on stderr counts the finished positions.
+- rules and komi: the game's (RU, KM); without RU Chinese rules, without KM the rules' komi for the game's
+  handicap (Rules.default_komi); the root comment says which.
 - views: winrates and score leads are Black's (Black's winrate, Black's lead in points), as Sabaki and KaTrain
   show them; a lead is written B+x or W+x and counted in tenths of a point, as written.
 - best move: the search's choice in the position before a move (its first visited move), its lead that move's
