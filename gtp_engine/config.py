@@ -175,8 +175,8 @@ def _precision(value: Any) -> str:
     return text
 
 
-def _strength(value: Any) -> strength.StrengthLevel | None:
-    return strength.parse_level(_text(str(value)))
+def _strength(value: Any) -> strength.Rank | None:
+    return strength.parse_rank(_text(str(value)))
 
 
 def _log_level(value: Any) -> str:

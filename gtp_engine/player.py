@@ -19,8 +19,8 @@ Terms:
 - resignation: when the chosen move's winrate (the network's for the root when the move has no visits, as in a
   1-visit search) has been below config.resign.winrate for resign.consecutive genmoves in a row of that colour,
   from move resign.after_moves on (search.ResignCounter); never in cleanup (kgs-genmove_cleanup).
-- strength level (search/strength.py; config.strength, None at full strength): genmove's searches (the move's and
-  the pass rules' search without pass) play at the level: its playouts per move at most, whatever else limits the
+- strength level (search/strength.py; config.strength, a rank, None at full strength): genmove's searches (the
+  move's and the pass rules' search without pass) play at the rank's level on the game's board: its playouts per move at most, whatever else limits the
   move, and its move choice; the resignation rule is the level's (PlayerConfig.resign_rule, see strength.py).
   Pondering, analysis and the searches that judge a position (ownership, dead stones, the count after a pass) are
   at full strength.
@@ -61,7 +61,7 @@ from gtp_engine.search import (
     SearchResult,
     SnapshotCallback,
     StopCondition,
-    StrengthLevel,
+    Rank,
     strength,
 )
 from gtp_engine.timecontrol import Budget
@@ -88,7 +88,7 @@ class PlayerConfig:
     analysis: SearchConfig | None = None  # lz-/kata-analyze and gogui analysis; None: the same as search
     resign: ResignConfig = ResignConfig()
     ownership_playouts: int = 100  # playouts for an ownership estimate when no search has covered the position
-    strength: StrengthLevel | None = None  # genmove's level (see strength level); None: full strength
+    strength: Rank | None = None  # genmove's rank (see strength level); None: full strength
 
     @property
     def resign_rule(self) -> ResignConfig:
@@ -178,10 +178,10 @@ class Player:
             self.config = replace(self.config, resign=resign)
             self._resign = ResignCounter(self.config.resign_rule)
 
-    def set_strength(self, level: StrengthLevel | None) -> None:
-        """Plays genmove at this level from now on (None: full strength); a change restarts the resign count."""
-        if level != self.config.strength:
-            self.config = replace(self.config, strength=level)
+    def set_strength(self, rank: Rank | None) -> None:
+        """Plays genmove at this rank from now on (None: full strength); a change restarts the resign count."""
+        if rank != self.config.strength:
+            self.config = replace(self.config, strength=rank)
             self._resign = ResignCounter(self.config.resign_rule)
 
     # ---- searching ------------------------------------------------------------------------------------
@@ -198,7 +198,7 @@ class Player:
         """
         self.stop_background()
         state = game.with_to_play(color)
-        level = self.config.strength
+        level = None if self.config.strength is None else self.config.strength.level(state.grid.area)
         if level is not None:
             stop = replace(stop, playouts=min(stop.playouts or level.playouts, level.playouts))
 

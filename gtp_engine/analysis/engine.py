@@ -114,7 +114,7 @@ class Engine:
             self._warned_human = True
             log.warning("humanSLProfile %s: humanPolicy is the move distribution of the engine's strength level %s, a "
                         "calibration of its own play against GNU Go, not a human-trained model",
-                        query.settings.human_profile, strength.level_name(query.settings.level))
+                        query.settings.human_profile, strength.rank_label(query.settings.rank))
         self.scheduler.submit(query)
 
     def _action(self, fields: dict[str, Any]) -> None:

@@ -13,9 +13,9 @@ Terms:
 - ownership: row-major from the top-left point (flat order, coords.py), length width * height.
 - policy: the network's policy for the position over its legal moves (evaluator.legal_policy: renormalised, as
   KataGo's network masks illegal moves), flat order with pass last, -1 on illegal moves.
-- humanPolicy: the move distribution of the query's strength level (search/strength.py, from humanSLProfile) over
-  the moves, in the policy's layout: from the network's policy and the leads this search found (a move it did not
-  visit has 0), around the move it chooses; at max, that move alone. A calibration of the engine's own play, not
+- humanPolicy: the move distribution of the query's strength rank on its board (search/strength.py, the rank of
+  humanSLProfile) over the moves, in the policy's layout: from the network's policy and the leads this search found
+  (a move it did not visit has 0), around the move it chooses; at max, that move alone. A calibration of the engine's own play, not
   a human-trained model's policy.
 - thisHash: the position's Zobrist hash of stones and side to move, in hexadecimal (KataGo's also covers a simple
   ko ban). Fields KataGo sends that this engine cannot compute honestly (scoreSelfplay, utilityLcb, symHash,
@@ -31,7 +31,7 @@ import numpy as np
 from gtp_engine import coords
 from gtp_engine.board import BLACK
 from gtp_engine.game import GameState
-from gtp_engine.search import MoveInfo, Snapshot, StrengthLevel, strength
+from gtp_engine.search import MoveInfo, Rank, Snapshot, strength
 
 MoveOwnership = Callable[[int], "np.ndarray | None"]  # root move -> mean ownership after it, Black's view
 
@@ -98,12 +98,13 @@ def result(query, turn, snapshot: Snapshot, move_ownership: MoveOwnership | None
     if query.include_policy and policy is not None:
         response["policy"] = _floats(policy)
     if query.include_human_policy and policy is not None:
-        response["humanPolicy"] = _floats(human_policy(query.settings.level, policy, snapshot, g))
+        response["humanPolicy"] = _floats(human_policy(query.settings.rank, policy, snapshot, g))
     return response
 
 
-def human_policy(level: StrengthLevel | None, policy: np.ndarray, snapshot: Snapshot, g: coords.Grid) -> np.ndarray:
-    """The level's move distribution (see humanPolicy) in the layout of `policy` (flat, pass last, -1 illegal)."""
+def human_policy(rank: Rank | None, policy: np.ndarray, snapshot: Snapshot, g: coords.Grid) -> np.ndarray:
+    """The move distribution of the rank's level on this board (see humanPolicy) in the layout of `policy` (flat,
+    pass last, -1 illegal)."""
     legal = np.flatnonzero(policy >= 0)
     edge = {int(flat): i for i, flat in enumerate(legal)}
     lead = np.full(len(legal), np.nan)
@@ -112,11 +113,12 @@ def human_policy(level: StrengthLevel | None, policy: np.ndarray, snapshot: Snap
             lead[edge[g.flat(move.point)]] = move.score_lead
     chosen = [edge[g.flat(m.point)] for m in snapshot.moves[:1] if g.flat(m.point) in edge]
     best = chosen[0] if chosen else int(np.argmax(policy[legal]))
-    if level is None:
+    if rank is None:
         probability = np.zeros(len(legal))
         probability[best] = 1.0
     else:
-        probability = strength.distribution(level, policy[legal], lead, best, legal == g.pass_index, g.area)
+        probability = strength.distribution(rank.level(g.area), policy[legal], lead, best, legal == g.pass_index,
+                                            g.area)
     result = np.where(policy >= 0, 0.0, -1.0)
     result[legal] = probability
     return result

@@ -16,8 +16,8 @@ Terms:
 - rules: a config file's default rules for queries that give none (KataGo's GTP configs have the key; a query's
   own `rules` always wins).
 - humanSLProfile: KataGo's human-style profile (rank_10k, preaz_2d, proyear_1990, ...). There is no human-trained
-  network here: the profile picks the nearest strength level (search/strength.py), whose move distribution the
-  query's humanPolicy reports. Kept as given; profile_level reads it.
+  network here: the profile picks the nearest strength rank (search/strength.py), whose level's move distribution
+  the query's humanPolicy reports. Kept as given; profile_rank reads it.
 - numSearchThreads: KataGo's threads per search collect leaves in parallel under virtual loss; here the same
   number is the search's batch size (leaves per network call), which plays that part.
 """
@@ -56,9 +56,9 @@ class AnalysisSettings:
     human_profile: str | None = None  # humanSLProfile; None: none
 
     @property
-    def level(self) -> strength.StrengthLevel | None:
-        """The strength level of the human profile (None: full strength, also without a profile)."""
-        return None if self.human_profile is None else strength.profile_level(self.human_profile)
+    def rank(self) -> strength.Rank | None:
+        """The strength rank of the human profile (None: full strength, also without a profile)."""
+        return None if self.human_profile is None else strength.profile_rank(self.human_profile)
 
     @property
     def policy_temperature(self) -> float:
@@ -103,7 +103,7 @@ def _rules_name(value: Any) -> str:
 def _profile(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError
-    strength.profile_level(value)  # ValueError if unknown
+    strength.profile_rank(value)  # ValueError if unknown
     return value.strip()
 
 

@@ -14,9 +14,9 @@ Terms:
 - komi: the controller's (the komi command) once it has sent one; until then the rules' default for the game
   (Rules.default_komi), set anew by clear_board, boardsize, kata-set-rules and the handicap commands: 7.5 under
   area scoring, 6.5 under territory scoring, 0.5 with handicap stones (the rules' white handicap bonus on top).
-- strength: the level genmove plays at (search/strength.py; None: full strength), --strength's until
-  `kata-set-param strength LEVEL` (or humanSLProfile PROFILE, KataGo's name, mapped to the nearest level) or
-  `lz-setoption name strength value LEVEL` sets another; each Player is given it before it is used.
+- strength: the rank genmove plays at (search/strength.py; None: full strength), --strength's until
+  `kata-set-param strength RANK` (or humanSLProfile PROFILE, KataGo's name, mapped to the nearest rank) or
+  `lz-setoption name strength value RANK` sets another; each Player is given it before it is used.
 - pondering: after genmove (with --ponder on) the Player searches on with the opponent to move, in a thread,
   until the next input line; the next command waits for it to stop before it touches the Player.
 """
@@ -68,7 +68,7 @@ from gtp_engine.gtp.values import (
 from gtp_engine.mcts import MoveFilter
 from gtp_engine.network_loader import NetworkUnavailable
 from gtp_engine.player import MoveLimits, white_view
-from gtp_engine.search import StopCondition, StrengthLevel, strength
+from gtp_engine.search import Rank, StopCondition, strength
 from gtp_engine.timecontrol import AnswerOverhead, Clock, TimeSettings
 
 log = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ def command_names() -> list[str]:
 class Session:
     def __init__(self, players: PlayerSource, move_limits: MoveLimits, play: PlayOptions, rules: Rules,
                  board_size: int = 19, komi: float | None = None, now: Callable[[], float] = time.monotonic,
-                 name: str = EngineConfig.name, strength: StrengthLevel | None = None):
+                 name: str = EngineConfig.name, strength: Rank | None = None):
         """komi: as if the controller had sent it; None: the rules' default (see komi in the module docstring)."""
         self.players = players
         self.name_answer = name  # the name command's (--name)
@@ -538,7 +538,7 @@ class Session:
         humanSLProfile: the strength level (max: full strength)."""
         arity(cmd.args, 1)
         if cmd.args[0] in LEVEL_PARAMS:
-            return strength.level_name(self.strength)
+            return strength.rank_label(self.strength)
         field = SEARCH_PARAMS.get(cmd.args[0])
         if field is None:
             raise GtpError(f"unknown parameter {cmd.args[0]!r}; known: {', '.join(self._params())}")
@@ -552,7 +552,7 @@ class Session:
         arity(cmd.args, 2)
         name, text = cmd.args
         if name in LEVEL_PARAMS:
-            self.strength = self._level(text, strength.parse_level if name == "strength" else strength.profile_level)
+            self.strength = self._rank(text, strength.parse_rank if name == "strength" else strength.profile_rank)
             return ""
         field = SEARCH_PARAMS.get(name)
         if field is None:
@@ -579,8 +579,8 @@ class Session:
         return [*SEARCH_PARAMS, *LEVEL_PARAMS]
 
     @staticmethod
-    def _level(text: str, parse: Callable[[str], StrengthLevel | None]) -> StrengthLevel | None:
-        """A strength level read by `parse`; GtpError with its message for a bad one."""
+    def _rank(text: str, parse: Callable[[str], Rank | None]) -> Rank | None:
+        """A strength rank read by `parse`; GtpError with its message for a bad one."""
         try:
             return parse(text)
         except ValueError as error:
@@ -613,7 +613,7 @@ class Session:
                 raise GtpError(SYNTAX_ERROR)
             self._resign_winrate = None if percent == -1 else percent / 100
         elif name == "strength":
-            self.strength = self._level(value, strength.parse_level)
+            self.strength = self._rank(value, strength.parse_rank)
         else:
             raise GtpError(f"unknown option {name!r}; known: visits, playouts, lagbuffer, pondering, "
                            "resign percentage, strength")
@@ -628,7 +628,7 @@ class Session:
                 f"option name Lagbuffer type spin default {0 if lag is None else round(100 * lag)} min 0 max 3000",
                 f"option name Resign Percentage type spin default {resign} min -1 max 99",
                 f"option name Pondering type check default {'true' if options.ponder else 'false'}",
-                f"option name Strength type string default {strength.level_name(self.strength)}"]
+                f"option name Strength type string default {strength.rank_label(self.strength)}"]
 
     @command("gogui-analyze_commands")
     def gogui_analyze_commands(self, cmd: Command, stream: Stream) -> str:

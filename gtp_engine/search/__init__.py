@@ -8,8 +8,8 @@ What lives where:
   BackgroundSearch runs it in a thread.
 - choice: the move pickers (choose_edge, draw_edge, pick_edge, level_edge), the root's noise (add_noise), the
   level's root (restrict_root), ResignCounter.
-- strength: strength levels (StrengthLevel, the LEVELS table, parse_level, profile_level) and a level's move
-  distribution.
+- strength: ranks and strength levels (Rank, StrengthLevel, the TABLES by board size, parse_rank, profile_rank)
+  and a level's move distribution.
 - rounds: many trees grown at once and games played in lanes (play_games: self-play, gating, tuning).
 - threads: evaluations in flight, the threads that compute them, the garbage collector searches run under.
 """
@@ -20,10 +20,10 @@ from gtp_engine.search.rounds import RoundGame, network_threads, play_games
 from gtp_engine.search.searcher import BackgroundSearch, Searcher
 from gtp_engine.search.settings import ChoiceConfig, NoiseConfig, ResignConfig, SearchConfig, StoppingPolicy
 from gtp_engine.search.snapshot import MoveInfo, SearchResult, Snapshot, SnapshotCallback
-from gtp_engine.search.strength import StrengthLevel
+from gtp_engine.search.strength import Rank, StrengthLevel
 
 __all__ = [
-    "BackgroundSearch", "ChoiceConfig", "MoveInfo", "NoiseConfig", "ReportSchedule", "ResignConfig", "ResignCounter",
+    "BackgroundSearch", "ChoiceConfig", "MoveInfo", "NoiseConfig", "Rank", "ReportSchedule", "ResignConfig", "ResignCounter",
     "RoundGame", "SearchConfig", "SearchResult", "Searcher", "Snapshot", "SnapshotCallback", "StopCondition",
     "StoppingPolicy", "StrengthLevel", "add_noise", "choose_edge", "draw_edge", "network_threads", "pick_edge",
     "play_games",

@@ -1,15 +1,18 @@
 """Strength levels: the engine playing weaker in calibrated steps, and what a level's move distribution is.
 
 Terms:
-- rank: a kyu/dan rank, "12k" .. "1k", "1d"; its kyu number counts down to 0 at 1d (12k is 12, 1k is 1), as
-  KaTrain counts. The scale: GNU Go 3.8 at level 10 is 8k, and a rank is 100 Elo (a rank above scores 64%). The
-  ranks are where 9x9 calibration matches put each level (docs/measurements.md, "Strength levels"), not ranks
-  of any server. The scale ends at 12k because a level never leaves the policy's plausible moves (candidates),
-  and playing among them at random is already about that strong on 9x9.
-- level: the settings a rank plays with (StrengthLevel): its reading (playouts of the move's search), the
-  temperature of its draw among the candidates, the search share (how often it plays the search's own choice
-  outright) and the largest loss it accepts. LEVELS holds the table's rows; a rank between two rows takes the
-  settings between them (level_for). `max`, no level, plays at full strength, exactly as without the option.
+- rank (Rank): a kyu/dan rank, "12k" .. "1k", "1d", what --strength sets; its kyu number counts down to 0 at 1d
+  (12k is 12, 1k is 1), as KaTrain counts. The scale: GNU Go 3.8 at level 10 is 8k, and a rank is 100 Elo (a rank
+  above scores 64%). The ranks are where calibration matches put each level (docs/measurements.md, "Strength
+  levels"), not ranks of any server. The scale ends at 12k because a level never leaves the policy's plausible
+  moves (candidates), and playing among them at random is already about that strong.
+- level: the settings a rank plays with on a board (StrengthLevel): its reading (playouts of the move's search),
+  the temperature of its draw among the candidates, the search share (how often it plays the search's own choice
+  outright) and the largest loss it accepts. `max`, no rank, plays at full strength, exactly as without the option.
+- table: the levels of the calibrated ranks on one board size (TABLES, by size). The same settings play stronger
+  on 19x19 than on 9x9 against the same anchor, so each calibrated size has its own; a board takes the table of
+  the calibrated size nearest in points (13x13: 9x9's), and a rank between two rows the settings between them
+  (level_for).
 - candidates: the first CANDIDATES root moves by the network's policy, so that a level only ever plays among the
   policy's top 10. The level's search looks at no other root move and gives each candidate a visit before PUCT
   chooses, so that the search has judged every move it may play.
@@ -25,7 +28,7 @@ Terms:
   RESIGN_CONSECUTIVE searches in a row below the threshold (player.PlayerConfig.resign_rule), so that a handicap
   game against a weaker player is played out.
 - human profile: KataGo's humanSLProfile names (rank_20k .. rank_9d, preaz_20k .. preaz_9d, proyear_1800 ..
-  proyear_2023): rank_ and preaz_ ranks map to the nearest level (below the scale its weakest), ranks above it
+  proyear_2023): rank_ and preaz_ ranks map to the nearest rank of the scale (below it its weakest), ranks above it
   and professionals to max. This is a calibration of the engine's own play, not a model of human moves.
 """
 
@@ -66,13 +69,46 @@ class StrengthLevel:
         return kyu_number(self.name)
 
 
-# The table's rows, weakest first (tuned by tools/calibrate_strength.py; docs/measurements.md has the matches).
-LEVELS: tuple[StrengthLevel, ...] = (
-    StrengthLevel("12k", playouts=10, temperature=10.0, search_share=0.0, max_loss=0.25),
-    StrengthLevel("8k", playouts=14, temperature=0.8, search_share=0.25, max_loss=0.15),
-    StrengthLevel("4k", playouts=100, temperature=0.4, search_share=0.7, max_loss=0.08),
-    StrengthLevel("1d", playouts=800, temperature=0.2, search_share=0.95, max_loss=0.05),
-)
+@dataclass(frozen=True)
+class Rank:
+    """A rank of the scale (see rank)."""
+
+    kyu: int  # WEAKEST .. STRONGEST
+
+    def __post_init__(self) -> None:
+        if not STRONGEST <= self.kyu <= WEAKEST:
+            raise ValueError(f"ranks go from {rank_name(WEAKEST)} to {rank_name(STRONGEST)}")
+
+    @property
+    def name(self) -> str:
+        return rank_name(self.kyu)
+
+    def level(self, area: int) -> StrengthLevel:
+        """How this rank plays on a board of `area` points."""
+        return level_for(self.kyu, area)
+
+
+# Each calibrated size's rows, weakest first (tuned by tools/calibrate_strength.py; docs/measurements.md has the
+# matches behind each row).
+TABLES: dict[int, tuple[StrengthLevel, ...]] = {
+    9: (
+        StrengthLevel("12k", playouts=10, temperature=10.0, search_share=0.0, max_loss=0.25),
+        StrengthLevel("8k", playouts=14, temperature=0.8, search_share=0.25, max_loss=0.15),
+        StrengthLevel("4k", playouts=100, temperature=0.4, search_share=0.7, max_loss=0.08),
+        StrengthLevel("1d", playouts=800, temperature=0.2, search_share=0.95, max_loss=0.05),
+    ),
+    19: (
+        StrengthLevel("12k", playouts=10, temperature=10.0, search_share=0.0, max_loss=0.25),
+        StrengthLevel("8k", playouts=12, temperature=2.0, search_share=0.15, max_loss=0.19),
+        StrengthLevel("4k", playouts=14, temperature=0.8, search_share=0.25, max_loss=0.15),
+        StrengthLevel("1d", playouts=100, temperature=0.4, search_share=0.7, max_loss=0.08),
+    ),
+}
+
+
+def table_for(area: int) -> tuple[StrengthLevel, ...]:
+    """The table of the calibrated size nearest to a board of `area` points (see table)."""
+    return TABLES[min(TABLES, key=lambda size: (abs(size * size - area), size))]
 
 
 def kyu_number(rank: str) -> int:
@@ -88,12 +124,13 @@ def rank_name(kyu: int) -> str:
     return f"{kyu}k" if kyu > 0 else f"{1 - kyu}d"
 
 
-def level_for(kyu: int) -> StrengthLevel:
-    """The level of a kyu number on the scale (WEAKEST .. STRONGEST): a row of LEVELS, or the settings between
-    the two rows around it (geometric in playouts and temperature, linear in the shares)."""
+def level_for(kyu: int, area: int) -> StrengthLevel:
+    """The level of a kyu number on the scale (WEAKEST .. STRONGEST) on a board of `area` points: a row of its
+    table, or the settings between the two rows around it (geometric in playouts and temperature, linear in the
+    shares)."""
     if not STRONGEST <= kyu <= WEAKEST:
         raise ValueError(f"ranks go from {rank_name(WEAKEST)} to {rank_name(STRONGEST)}")
-    rows = sorted(LEVELS, key=lambda level: -level.kyu)
+    rows = sorted(table_for(area), key=lambda level: -level.kyu)
     for weak, strong in zip(rows, rows[1:]):
         if strong.kyu <= kyu <= weak.kyu:
             t = (weak.kyu - kyu) / (weak.kyu - strong.kyu)
@@ -102,28 +139,29 @@ def level_for(kyu: int) -> StrengthLevel:
                 temperature=weak.temperature * (strong.temperature / weak.temperature) ** t,
                 search_share=weak.search_share + t * (strong.search_share - weak.search_share),
                 max_loss=weak.max_loss + t * (strong.max_loss - weak.max_loss))
-    raise AssertionError("LEVELS covers the scale")
+    raise AssertionError("every table covers the scale")
 
 
-def parse_level(text: str) -> StrengthLevel | None:
+def parse_rank(text: str) -> Rank | None:
     """A --strength value: a rank on the scale, or "max" (None: full strength). ValueError saying what is
     accepted."""
     text = str(text).strip()
     if text.lower() == "max":
         return None
     try:
-        return level_for(kyu_number(text))
+        return Rank(kyu_number(text))
     except ValueError:
         raise ValueError(f"expected a rank from {rank_name(WEAKEST)} to {rank_name(STRONGEST)} or max, "
                          f"got {text!r}") from None
 
 
-def level_name(level: StrengthLevel | None) -> str:
-    return "max" if level is None else level.name
+def rank_label(rank: Rank | None) -> str:
+    """A --strength value's name: the rank's, or max."""
+    return "max" if rank is None else rank.name
 
 
-def profile_level(profile: str) -> StrengthLevel | None:
-    """The level nearest to a KataGo humanSLProfile (see human profile); ValueError for an unknown profile."""
+def profile_rank(profile: str) -> Rank | None:
+    """The rank nearest to a KataGo humanSLProfile (see human profile); ValueError for an unknown profile."""
     match = _PROFILE.match(str(profile).strip())
     if not match or (match.group(2) is not None and int(match.group(2)) < 1):
         raise ValueError(f"unknown humanSLProfile {profile!r}; expected rank_<rank>, preaz_<rank> "
@@ -133,7 +171,7 @@ def profile_level(profile: str) -> StrengthLevel | None:
     kyu = kyu_number(match.group(2) + match.group(3))
     if kyu < STRONGEST:
         return None
-    return level_for(min(kyu, WEAKEST))
+    return Rank(min(kyu, WEAKEST))
 
 
 def candidate_edges(prior: np.ndarray) -> np.ndarray:

@@ -25,41 +25,56 @@ RANKS = [strength.rank_name(kyu) for kyu in range(strength.WEAKEST, strength.STR
 FULL_VISITS = 200  # the fuller search that judges the levels' moves
 
 
-def test_every_rank_of_the_scale_has_a_level_and_the_levels_are_ordered():
-    levels = [strength.parse_level(rank) for rank in RANKS]
+@pytest.mark.parametrize("size", sorted(strength.TABLES))
+def test_every_rank_of_the_scale_has_a_level_on_each_calibrated_size_and_the_levels_are_ordered(size):
+    area = size * size
+    levels = [strength.parse_rank(rank).level(area) for rank in RANKS]
     assert [level.name for level in levels] == RANKS
+    assert [row.name for row in strength.TABLES[size]] == ["12k", "8k", "4k", "1d"]
+    assert all(strength.level_for(row.kyu, area) == row for row in strength.TABLES[size])  # the rows themselves
     for weak, strong in zip(levels, levels[1:]):
         assert strong.playouts >= weak.playouts >= strength.CANDIDATES
         assert strong.temperature <= weak.temperature and strong.search_share >= weak.search_share
         assert strong.max_loss <= weak.max_loss
     assert strength.CANDIDATES == 10 and all(level.max_loss <= 0.25 for level in levels)
-    assert strength.parse_level("max") is None and strength.parse_level(" 12K ").name == "12k"
+
+
+def test_ranks_parse_and_each_board_takes_the_table_of_the_nearest_calibrated_size():
+    assert strength.parse_rank("max") is None and strength.parse_rank(" 12K ") == strength.Rank(12)
+    assert strength.parse_rank("1d").name == "1d" and strength.rank_label(None) == "max"
     for bad in ("13k", "2d", "0k", "strong", "", "12"):
         with pytest.raises(ValueError, match="expected a rank from 12k to 1d or max"):
-            strength.parse_level(bad)
+            strength.parse_rank(bad)
+    with pytest.raises(ValueError, match="ranks go from 12k to 1d"):
+        strength.Rank(13)
+    assert strength.table_for(7 * 7) == strength.table_for(13 * 13) == strength.TABLES[9]
+    assert strength.table_for(17 * 17) == strength.table_for(19 * 19) == strength.table_for(25 * 25) == \
+        strength.TABLES[19]
+    # the same rank reads less on 19x19: the same settings play stronger there against the same anchor
+    eight = strength.Rank(8)
+    assert eight.level(361).temperature > eight.level(81).temperature
 
 
 def test_max_is_the_engine_without_the_option():
     assert config.build({"strength": "max"}) == config.build({})
-    levelled = config.build({"strength": "8k"}).player
-    assert levelled.strength == strength.parse_level("8k") == strength.LEVELS[1]
+    assert config.build({"strength": "8k"}).player.strength == strength.Rank(8)
     with pytest.raises(config.ConfigError, match="--strength"):
         config.build({"strength": "30k"})
 
 
-def test_human_profiles_map_to_the_nearest_level():
-    assert strength.profile_level("rank_12k").name == "12k"
-    assert strength.profile_level("preaz_3k").name == "3k"
-    assert strength.profile_level("rank_1d").name == "1d"
-    assert strength.profile_level("rank_20k").name == "12k"  # below the scale: its weakest level
-    assert strength.profile_level("rank_9d") is None and strength.profile_level("proyear_1990") is None
+def test_human_profiles_map_to_the_nearest_rank():
+    assert strength.profile_rank("rank_12k").name == "12k"
+    assert strength.profile_rank("preaz_3k").name == "3k"
+    assert strength.profile_rank("rank_1d").name == "1d"
+    assert strength.profile_rank("rank_20k").name == "12k"  # below the scale: its weakest level
+    assert strength.profile_rank("rank_9d") is None and strength.profile_rank("proyear_1990") is None
     for bad in ("rank_0k", "rank_12x", "human", "proyear_19", "rank12k"):
         with pytest.raises(ValueError, match="unknown humanSLProfile"):
-            strength.profile_level(bad)
+            strength.profile_rank(bad)
 
 
 def test_a_level_resigns_late_and_only_after_searches_in_a_row():
-    level = strength.parse_level("10k")
+    level = strength.parse_rank("10k")
     counter = ResignCounter(PlayerConfig(resign=ResignConfig(winrate=0.05), strength=level).resign_rule)
     area = 81
     assert not any(counter.update(BLACK, 0.01, move, area) for move in range(2, 40, 2))  # before half the board
@@ -72,7 +87,7 @@ def test_a_level_resigns_late_and_only_after_searches_in_a_row():
 def test_the_distribution_keeps_to_candidates_bounds_and_the_search_share():
     rng = np.random.default_rng(3)
     for rank in RANKS:
-        level = strength.parse_level(rank)
+        level = strength.parse_rank(rank).level(81)
         for _ in range(20):
             edges = 30
             prior = rng.dirichlet(np.ones(edges))
@@ -120,7 +135,7 @@ def full_search(network, state: GameState):
 def test_level_moves_are_plausible_and_never_lose_half_the_board(network, positions):
     checked = 0
     for rank in ("12k", "8k", "4k"):
-        player = Player(network, PlayerConfig(SearchConfig(seed=1), strength=strength.parse_level(rank)))
+        player = Player(network, PlayerConfig(SearchConfig(seed=1), strength=strength.parse_rank(rank)))
         for state in positions[::2]:
             move = player.genmove(state, state.to_play, StopCondition()).point
             policy = player.policy(state, state.to_play)
@@ -143,7 +158,7 @@ def test_agreement_with_full_strength_falls_as_the_level_drops(network, position
     best = [full_search(network, state).moves[0].point for state in positions]
     agreement = {}
     for rank in ("12k", "8k", "4k"):
-        level = strength.parse_level(rank)
+        level = strength.parse_rank(rank).level(81)
         searcher = Searcher(network, SearchConfig(seed=2))
         rng = np.random.default_rng(5)
         hits = 0.0
@@ -164,7 +179,7 @@ def test_a_level_plays_a_handicap_game_out_where_full_strength_resigns():
         return 0.99 if state.to_play == BLACK else -0.99
 
     resign = ResignConfig(winrate=0.05)
-    for level, resigns in ((None, True), (strength.parse_level("5k"), False)):
+    for level, resigns in ((None, True), (strength.parse_rank("5k"), False)):
         player = Player(ScriptedEvaluator(value=white_losing), PlayerConfig(SearchConfig(seed=0), resign=resign,
                                                                             strength=level))
         game = GameState(9, komi=0.5)
