@@ -3,7 +3,9 @@ scores. tools/match.py is the command line; the training loop plays its GNU Go m
 
 Terms:
 - the two engines: any GTP commands; A is the first, B the second. Colours alternate: A has Black in games 1, 3,
-  5, ...
+  5, ..., except in a handicap match.
+- handicap match: A takes Black with N stones (GTP's fixed_handicap layout) in every game, so that a weaker A is
+  measured against a stronger B at the handicap that should even them; no openings.
 - rules: the rule set of the match (game.Rules): the engines that know kata-set-rules are told it before each
   game, the match's own record refuses moves it forbids (the mover then loses), and the game is counted by it.
 - referee: a third GTP program that sees every move, refuses illegal ones (the mover then loses: result B+F or
@@ -38,7 +40,7 @@ from typing import Callable, Sequence
 
 from gtp_engine import coords, match_stats, sgf_io
 from gtp_engine.board import BLACK, EMPTY, PASS, WHITE
-from gtp_engine.game import KOMI, RULE_SETS, GameState, Rules, format_result
+from gtp_engine.game import KOMI, RULE_SETS, GameState, Rules, fixed_handicap_points, format_result
 
 log = logging.getLogger(__name__)
 
@@ -176,9 +178,9 @@ def load_openings(path: str | Path, size: int, moves: int) -> list[Opening]:
 
 def play_game(black: Program, white: Program, referee: Program, size: int, komi: float = KOMI,
               max_moves: int = 0, time_settings: str | None = None, opening: Opening = (),
-              rules: Rules = CHINESE) -> tuple[str, GameState, list[int]]:
-    """Plays one game from `opening` under `rules` (max_moves: scored after this many moves; 0: three times the
-    area); returns the SGF result, the game record and the stones the referee called dead at the end (none after a
+              rules: Rules = CHINESE, handicap: int = 0) -> tuple[str, GameState, list[int]]:
+    """Plays one game from `opening` under `rules`, Black with `handicap` stones where not 0 (max_moves: scored
+    after this many moves; 0: three times the area); returns the SGF result, the game record and the stones the referee called dead at the end (none after a
     resignation or a forfeit).
 
     time_settings ("main byoyomi stones", GTP's time_settings arguments) goes to both players before the game, as
@@ -195,6 +197,15 @@ def play_game(black: Program, white: Program, referee: Program, size: int, komi:
     game = GameState(size, komi=komi, rules=rules)
     players = {BLACK: black, WHITE: white}
     letters = {BLACK: "B", WHITE: "W"}
+    if handicap:
+        stones = fixed_handicap_points(game.grid, handicap)
+        game.place_handicap(stones)
+        expected = {coords.to_gtp(game.grid, point) for point in stones}
+        for program in (black, white, referee):
+            placed = {vertex.upper() for vertex in program.send(f"fixed_handicap {handicap}").split()}
+            if placed != expected:
+                raise GtpError(f"{program.name} placed {handicap} handicap stones on {' '.join(sorted(placed))}, "
+                               f"not on {' '.join(sorted(expected))}")
     for color, point in opening:
         game.play(point, color)
         for program in (black, white, referee):
@@ -305,9 +316,10 @@ def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, ref
                sprt: Sprt | None = None, deadline: float | None = None, verbose: bool = False,
                on_game: Callable[[int, Program, Program, GameResult], None] | None = None,
                openings: Sequence[Opening] = (), first_game: int = 1,
-               rules: Rules = CHINESE) -> tuple[str, str, list[GameResult]]:
+               rules: Rules = CHINESE, handicap: int = 0) -> tuple[str, str, list[GameResult]]:
     """Plays games number first_game to `games` of the commands a and b under `rules` (A Black in odd games; each
-    pair from the next of `openings` when given), game-N.sgf into sgf_dir when given; on_game(number, black, white, result) after
+    pair from the next of `openings` when given; with a handicap, A Black with that many stones in every game and
+    no openings), game-N.sgf into sgf_dir when given; on_game(number, black, white, result) after
     each. A first_game above 1 goes on with a match whose earlier games were played before (its colours and
     openings as if it had not stopped).
     No game starts once time.monotonic() has passed deadline. Returns the names of A and B and the results. A game
@@ -326,12 +338,12 @@ def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, ref
                 log.warning("deadline: %d of %d games played", number - 1, games)
                 break
             first, second, judge = programs
-            a_is_black = a_plays_black(number)
+            a_is_black = bool(handicap) or a_plays_black(number)
             black, white = (first, second) if a_is_black else (second, first)
-            opening = openings[(number - 1) // 2 % len(openings)] if openings else ()
+            opening = openings[(number - 1) // 2 % len(openings)] if openings and not handicap else ()
             try:
                 result, game, dead = play_game(black, white, judge, size, komi, max_moves, time_settings, opening,
-                                               rules)
+                                               rules, handicap)
                 scores = {program: _own_score(program) if game.is_over else None for program in (first, second)}
             except GtpError as error:
                 ended = [i for i, program in enumerate(programs) if program.ended]

@@ -34,3 +34,17 @@ def test_pairs_name_a_level_and_an_anchor():
         calibrate.parse_pairs("max:10")
     with pytest.raises(ValueError, match="500"):
         calibrate.parse_pairs("4k:pachi100")
+
+
+def test_a_handicap_is_refused_with_openings_or_where_the_board_has_no_such_layout(tmp_path, capsys):
+    records = Path(__file__).resolve().parent / "training" / "fixtures"
+    for arguments, problem in ((["--handicap", "4", "--openings", str(records)], "without --openings"),
+                               (["--handicap", "9", "--size", "7"], "no fixed handicap of 9 stones on 7x7")):
+        with pytest.raises(SystemExit) as stopped:
+            calibrate.main(["match", "--pairs", "12k:10", "--games", "2", *arguments])
+        assert stopped.value.code == 2 and problem in capsys.readouterr().err
+
+
+def test_a_row_names_the_levels_handicap():
+    assert calibrate.row("12k", "10", [], handicap=4) == \
+        "| 12k | GNU Go 3.8 level 10, the level taking 4 stones | - | - | - | 0 |"

@@ -9,6 +9,9 @@ Terms:
   their strength.
 - games, colours, openings, referee, score and its 95% interval: as in tools/match.py (gtp_engine/match.py,
   gtp_engine/match_stats.py); the score is the level's.
+- handicap (--handicap N): the level takes Black with N stones in every game (match.py's handicap match), the
+  amateur ranks' own measure on 19x19, where a stone is about a rank: a level N ranks below its anchor should
+  score about half its games. Give the komi with it (--komi 0.5 is usual).
 - moves (the `moves` command): on positions of game records (a random move number of each record, seeded), each
   level's genmove against a full-strength search of FULL_VISITS visits: the share of its moves within the
   network's policy top 10, its agreement with the full-strength move, and the loss the full-strength search
@@ -18,6 +21,7 @@ Terms:
 Usage (from the repository root):
   python -m tools.calibrate_strength match --pairs 12k:1,8k:10,4k:pachi8000,8k:12k --games 40 --size 9 --komi 7 \\
       [--openings ../shared/data/go9_curated.tar.xz] [--sgf-dir runs/strength] [--max-minutes 30] [--first-game N]
+  python -m tools.calibrate_strength match --pairs 12k:10 --handicap 4 --komi 0.5 --size 19 --games 40
   python -m tools.calibrate_strength moves --records ../shared/data/go9_curated.tar.xz --levels 12k,8k,4k,1d \\
       [--positions 40] [--size 9]
 The match command prints a line per game, then one row per pair: level, anchor, wins/games, score, interval,
@@ -36,9 +40,9 @@ from pathlib import Path
 import numpy as np
 
 from gtp_engine import match_stats, network_loader, sgf_io
-from gtp_engine.coords import PASS
+from gtp_engine.coords import PASS, grid
 from gtp_engine.evaluator import legal_policy
-from gtp_engine.game import KOMI, GameState
+from gtp_engine.game import KOMI, GameState, fixed_handicap_points
 from gtp_engine.match import GameResult, GtpError, Program, play_match
 from gtp_engine.onnx_evaluator import OnnxEvaluator
 from gtp_engine.player import Player, PlayerConfig
@@ -69,7 +73,7 @@ def anchor_command(anchor: str, pachi: Path = DEFAULT_PACHI) -> tuple[str, str]:
         if playouts < PACHI_MIN_PLAYOUTS:  # fewer stop Pachi with a failed assertion
             raise ValueError(f"{anchor!r}: Pachi plays at least {PACHI_MIN_PLAYOUTS} playouts a move")
         return f"Pachi {playouts} playouts", PACHI.format(binary=shlex.quote(str(pachi)), playouts=playouts)
-    strength.parse_level(anchor)
+    strength.parse_rank(anchor)
     return f"level {anchor}", engine_command(anchor)
 
 
@@ -77,21 +81,22 @@ def parse_pairs(text: str) -> list[tuple[str, str]]:
     pairs = []
     for item in text.split(","):
         level, _, anchor = item.strip().partition(":")
-        if strength.parse_level(level) is None:
+        if strength.parse_rank(level) is None:
             raise ValueError(f"{item!r}: the level must be a rank, not max")
         anchor_command(anchor)
         pairs.append((level, anchor))
     return pairs
 
 
-def row(level: str, anchor: str, results: list[GameResult]) -> str:
-    """A table row: level, anchor, wins/games, score, 95% interval, games."""
+def row(level: str, anchor: str, results: list[GameResult], handicap: int = 0) -> str:
+    """A table row: level, anchor (and the level's handicap), wins/games, score, 95% interval, games."""
     scores = [g.score_for_a for g in results]
+    name = anchor_command(anchor)[0] + (f", the level taking {handicap} stones" if handicap else "")
     if not scores:
-        return f"| {level} | {anchor_command(anchor)[0]} | - | - | - | 0 |"
+        return f"| {level} | {name} | - | - | - | 0 |"
     mean, low, high = match_stats.score_interval(scores)
     wins = scores.count(1.0)
-    return (f"| {level} | {anchor_command(anchor)[0]} | {wins}/{len(scores)} | {mean:.2f} | "
+    return (f"| {level} | {name} | {wins}/{len(scores)} | {mean:.2f} | "
             f"{low:.2f} .. {high:.2f} | {len(scores)} |")
 
 
@@ -124,7 +129,7 @@ def measure_moves(levels: list[str], positions: list[GameState]) -> list[str]:
     full = [judge(state) for state in positions]
     rows = []
     for name in levels:
-        player = Player(evaluator, PlayerConfig(strength=strength.parse_level(name)))
+        player = Player(evaluator, PlayerConfig(strength=strength.parse_rank(name)))
         within = agree = half = 0
         largest = 0.0
         for state, judged in zip(positions, full):
@@ -167,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sgf-dir", type=Path, help="write LEVEL-vs-ANCHOR/game-N.sgf here")
     parser.add_argument("--pachi", type=Path, default=DEFAULT_PACHI,
                         help=f"Pachi's binary for pachiN anchors, built there when missing (default: {DEFAULT_PACHI})")
+    parser.add_argument("--handicap", type=int, default=0,
+                        help="the level takes Black with this many stones in every game (no openings; see handicap)")
     parser.add_argument("--max-minutes", type=float, help="start no new game after this many minutes, in all")
     parser.add_argument("--first-game", type=int, default=1,
                         help="go on with pairs whose games before this one were played (colours and openings as if "
@@ -179,6 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         parser.error(str(error))
     openings = openings_of(parser, args.openings, args.size, args.opening_moves)
+    if args.handicap:
+        if openings:
+            parser.error("--handicap: handicap games start from the stones, without --openings")
+        try:
+            fixed_handicap_points(grid(args.size), args.handicap)
+        except ValueError:
+            parser.error(f"--handicap: no fixed handicap of {args.handicap} stones on {args.size}x{args.size}")
     if any(_PACHI_ANCHOR.match(anchor) for _, anchor in pairs):
         try:
             ensure_pachi(args.pachi)
@@ -196,11 +210,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             _, _, results = play_match(engine_command(level), anchor_command(anchor, args.pachi)[1], args.games,
                                        args.size, args.komi, sgf_dir=sgf_dir, deadline=deadline, on_game=report,
-                                       openings=openings, first_game=args.first_game)
+                                       openings=openings, first_game=args.first_game, handicap=args.handicap)
         except GtpError as error:
             print(f"{level} vs {anchor}: match stopped: {error}", file=sys.stderr)
             return 1
-        rows.append(row(level, anchor, results))
+        rows.append(row(level, anchor, results, args.handicap))
         print(rows[-1], flush=True)
     print("| level | anchor | wins/games | score | 95% interval | games |")
     print("|---|---|---|---|---|---|")
@@ -210,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def moves_command(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
-        levels = [level for level in args.levels.split(",") if strength.parse_level(level) is not None]
+        levels = [level for level in args.levels.split(",") if strength.parse_rank(level) is not None]
         positions = record_positions(args.records, args.size, args.positions)
     except (OSError, ValueError) as error:
         parser.error(str(error))

@@ -107,6 +107,22 @@ def test_a_match_goes_on_from_a_later_game_with_its_colours_and_openings(tiny_on
     assert [moves[:4] for moves in played] == [openings[0], openings[1], openings[1]]
 
 
+def test_a_handicap_match_gives_a_black_and_its_stones_in_every_game(tiny_onnx_model, tmp_path):
+    """The engine takes 4 stones against GNU Go, which places them too (and referees): A is Black in every game,
+    White moves first, and the record holds the stones."""
+    gnugo = f"{gnugo_or_skip()} --mode gtp --chinese-rules --level 1"
+    engine = f"{sys.executable} -m gtp_engine --weights {tiny_onnx_model} --device cpu --visits 1 --seed 1"
+    openings = match.load_openings(OPENING_RECORDS, 9, 4)[:1]
+    _, _, games = match.play_match(engine, gnugo, games=2, size=9, komi=0.5, referee=gnugo, max_moves=6,
+                                   sgf_dir=tmp_path, openings=openings, handicap=4)
+    assert [g.a_is_black for g in games] == [True, True]
+    stones = {coords.from_gtp(coords.grid(9), v) for v in ("C3", "G3", "C7", "G7")}
+    for n in (1, 2):
+        record = sgf_io.load_sgf_file(tmp_path / f"game-{n}.sgf")
+        assert record.handicap == 4 and {p for c, p in record.setup if c == BLACK} == stones
+        assert record.moves[0][0] == WHITE and len(record.moves) == 6  # no opening: White's first move
+
+
 def test_openings_that_cannot_be_used_are_a_usage_error(tmp_path, capsys):
     with pytest.raises(SystemExit):
         match_command.main(["--a", "x", "--b", "y", "--size", "13", "--openings", str(OPENING_RECORDS)])
