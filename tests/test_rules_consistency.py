@@ -26,3 +26,28 @@ def test_the_report_compares_every_rule_set_with_chinese_at_the_same_and_the_adj
             assert 0 <= row["adjusted_mean_abs"] <= row["adjusted_max_abs"] <= 1
         # Area rule sets have no point to adjust: both columns are the same comparison.
         assert rows["aga"]["adjusted_max_abs"] == rows["aga"]["max_abs"]
+
+
+def test_outcomes_score_both_inputs_on_the_games_played_under_the_rules(tiny_onnx_model, capsys):
+    assert rules_consistency.main([str(tiny_onnx_model), str(RECORDS), "--size", "9", "--outcomes", "japanese",
+                                   "--per-game", "3", "--val-fraction", "1", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["games"], report["positions"]) == (3, 9)  # the three Japanese records, none of the Chinese
+    whole = report["parts"]["0-1"]
+    assert whole["positions"] == 9 == sum(row["positions"] for name, row in report["parts"].items() if name != "0-1")
+    for row in report["parts"].values():
+        if row["positions"]:
+            assert row["log_loss_given"] > 0 and row["log_loss_chinese"] > 0
+            assert abs(row["difference"] - (row["log_loss_given"] - row["log_loss_chinese"])) <= 2e-4
+            assert row["interval"][0] <= row["difference"] + 1e-4 and row["difference"] - 1e-4 <= row["interval"][1]
+
+
+def test_outcomes_without_such_games_is_a_usage_error(tiny_onnx_model, capsys):
+    try:
+        rules_consistency.main([str(tiny_onnx_model), str(RECORDS), "--size", "9", "--outcomes", "korean",
+                                "--val-fraction", "1"])
+    except SystemExit as exit:
+        assert exit.code == 2
+    else:
+        raise AssertionError("no error")
+    assert "no held-out 9x9 game under korean rules" in capsys.readouterr().err

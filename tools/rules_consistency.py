@@ -16,9 +16,16 @@ Terms:
   komi against chinese rules at a point more. A large adjusted mean or maximum says the network reads an input
   it never learnt.
 - positions: up to --per-game positions of each held-out game, at distinct move numbers drawn uniformly.
+- outcomes (--outcomes RULES): which of the two ways of evaluating a rule set's games predicts their results
+  better: positions of held-out games played under those rules (their RU), without handicap and with a winner,
+  their winrate as given and as chinese rules (at a point more komi for a territory rule set, as fed rules
+  map them), each scored by its log loss against the recorded winner. The difference (as given minus as chinese;
+  below 0: the network's own input for the rules predicts better) has a 95% interval from resampling whole games;
+  it is also given by the part of the game (the move number over the game's length).
 
     python -m tools.rules_consistency weights/9x9.onnx ../shared/data/go9_curated.tar.xz --size 9
     python -m tools.rules_consistency weights/default.onnx ../shared/data/go19_curated.tar.xz --size 19
+    python -m tools.rules_consistency weights/default.onnx ../shared/data/go19_curated.tar.xz --outcomes japanese
 """
 
 from __future__ import annotations
@@ -58,6 +65,71 @@ def held_out_positions(source: str, size: int, count: int, val_fraction: float, 
             if len(chosen) == count:
                 break
     return chosen
+
+
+def held_out_results(source: str, size: int, rules_name: str, val_fraction: float, per_game: int,
+                     seed: int) -> list[tuple[sgf_io.GameRecord, int, bool]]:
+    """(record, move number, Black won) for up to per_game distinct move numbers of each held-out game of the board
+    size played under the named rules (its RU), without handicap, with KM and a winner in RE."""
+    rng = np.random.default_rng(seed)
+    chosen = []
+    for name, data in sgf_io.read_sgf_files(source):
+        try:
+            record = sgf_io.load_sgf(data, source=name)
+            rules = record.game_rules()
+        except (sgf_io.SgfError, ValueError):
+            continue
+        winner = (record.result or "").upper()[:2]
+        if ((record.width, record.height) != (size, size) or record.handicap or record.komi is None
+                or len(record.moves) < 10 or winner not in ("B+", "W+") or rules.name != rules_name):
+            continue
+        if splits.split_of(splits.record_key(record), val_fraction) == "val":
+            moves = rng.choice(len(record.moves), size=min(per_game, len(record.moves)), replace=False)
+            chosen += [(record, int(m), winner == "B+") for m in sorted(moves)]
+    return chosen
+
+
+PARTS = ((0.0, 0.5), (0.5, 0.8), (0.8, 1.0))  # of a game's length, for the outcomes by part of the game
+
+
+def outcomes(network: OnnxEvaluator, positions: list[tuple[sgf_io.GameRecord, int, bool]], rules_name: str,
+             seed: int = 0) -> dict:
+    """The log loss of Black's winrate against the recorded winner, as given and as chinese (see outcomes)."""
+    rules = RULES[rules_name]
+    records = [(record, moves) for record, moves, _ in positions]
+    given = states_under(records, rules)
+    chinese = states_under(records, RULES["chinese"], komi_shift=1.0 if rules.scoring == "territory" else 0.0)
+    usable = [i for i in range(len(records)) if given[i] is not None and chinese[i] is not None]
+    black_won = np.array([positions[i][2] for i in usable], dtype=np.float64)
+    part = np.array([positions[i][1] / len(positions[i][0].moves) for i in usable])
+    game = np.array([id(positions[i][0]) for i in usable])
+
+    def log_loss(states: list) -> np.ndarray:
+        winrate = np.concatenate([black_winrates(network, [states[i] for i in usable[k:k + 64]], fed=False)
+                                  for k in range(0, len(usable), 64)])
+        winrate = np.clip(winrate, 1e-4, 1 - 1e-4)
+        return -(black_won * np.log(winrate) + (1 - black_won) * np.log(1 - winrate))
+
+    loss_given, loss_chinese = log_loss(given), log_loss(chinese)
+    rng = np.random.default_rng(seed)
+    report = {"positions": len(usable), "games": len(set(game.tolist())), "parts": {}}
+    for low, high in ((0.0, 1.0), *PARTS):
+        rows = np.flatnonzero((part >= low) & (part < high if high < 1 else part <= high))
+        if not len(rows):
+            continue
+        difference = loss_given[rows] - loss_chinese[rows]
+        by_game: dict[int, list[int]] = {}
+        for j, g in enumerate(game[rows].tolist()):
+            by_game.setdefault(g, []).append(j)
+        groups = list(by_game.values())
+        means = [difference[np.concatenate([groups[k] for k in rng.integers(len(groups), size=len(groups))])].mean()
+                 for _ in range(1000)]
+        report["parts"][f"{low:g}-{high:g}"] = {
+            "positions": len(rows), "log_loss_given": round(float(loss_given[rows].mean()), 4),
+            "log_loss_chinese": round(float(loss_chinese[rows].mean()), 4),
+            "difference": round(float(difference.mean()), 4),
+            "interval": [round(float(np.percentile(means, 2.5)), 4), round(float(np.percentile(means, 97.5)), 4)]}
+    return report
 
 
 def states_under(records: list[tuple[sgf_io.GameRecord, int]], rules: Rules,
@@ -124,9 +196,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-game", type=int, default=5, help="most positions of one game (default: 5)")
     parser.add_argument("--val-fraction", type=float, default=0.02)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--outcomes", choices=[name for name in RULES if name != "chinese"],
+                        help="instead: how well the rule set's own input predicts its held-out games' results, "
+                             "against chinese inputs (see outcomes)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
     network = OnnxEvaluator(args.network, device="cpu", symmetry_mode="none")
+    if args.outcomes:
+        positions = held_out_results(args.games, args.size, args.outcomes, args.val_fraction, args.per_game,
+                                     args.seed)
+        if not positions:
+            parser.error(f"{args.games}: no held-out {args.size}x{args.size} game under {args.outcomes} rules")
+        report = outcomes(network, positions, args.outcomes, args.seed)
+        if args.json:
+            print(json.dumps(report, indent=1))
+            return 0
+        print(f"{args.network}: {report['positions']} positions of {report['games']} held-out {args.outcomes} "
+              f"games; log loss of Black's winrate against the result, as given and as chinese")
+        print(f"  {'part of game':<14}{'positions':>10}{'as given':>10}{'as chinese':>12}{'difference':>12}"
+              f"  95% interval")
+        for name, row in report["parts"].items():
+            print(f"  {name:<14}{row['positions']:>10}{row['log_loss_given']:>10.4f}{row['log_loss_chinese']:>12.4f}"
+                  f"{row['difference']:>+12.4f}  {row['interval'][0]:+.4f} .. {row['interval'][1]:+.4f}")
+        return 0
     records = held_out_positions(args.games, args.size, args.positions, args.val_fraction, args.per_game,
                                  args.seed)
     report = measure(network, records)
