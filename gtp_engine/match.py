@@ -4,8 +4,9 @@ scores. tools/match.py is the command line; the training loop plays its GNU Go m
 Terms:
 - the two engines: any GTP commands; A is the first, B the second. Colours alternate: A has Black in games 1, 3,
   5, ..., except in a handicap match.
-- handicap match: A takes Black with N stones (GTP's fixed_handicap layout) in every game, so that a weaker A is
-  measured against a stronger B at the handicap that should even them; no openings.
+- handicap match: one engine, A unless B is named, takes Black with N stones (GTP's fixed_handicap layout) in
+  every game, so that the weaker is measured against the stronger at the handicap that should even them; no
+  openings.
 - rules: the rule set of the match (game.Rules): the engines that know kata-set-rules are told it before each
   game, the match's own record refuses moves it forbids (the mover then loses), and the game is counted by it.
 - referee: a third GTP program that sees every move, refuses illegal ones (the mover then loses: result B+F or
@@ -316,10 +317,11 @@ def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, ref
                sprt: Sprt | None = None, deadline: float | None = None, verbose: bool = False,
                on_game: Callable[[int, Program, Program, GameResult], None] | None = None,
                openings: Sequence[Opening] = (), first_game: int = 1,
-               rules: Rules = CHINESE, handicap: int = 0) -> tuple[str, str, list[GameResult]]:
+               rules: Rules = CHINESE, handicap: int = 0, handicap_to_b: bool = False
+               ) -> tuple[str, str, list[GameResult]]:
     """Plays games number first_game to `games` of the commands a and b under `rules` (A Black in odd games; each
-    pair from the next of `openings` when given; with a handicap, A Black with that many stones in every game and
-    no openings), game-N.sgf into sgf_dir when given; on_game(number, black, white, result) after
+    pair from the next of `openings` when given; with a handicap, A (B with handicap_to_b) Black with that many
+    stones in every game and no openings), game-N.sgf into sgf_dir when given; on_game(number, black, white, result) after
     each. A first_game above 1 goes on with a match whose earlier games were played before (its colours and
     openings as if it had not stopped).
     No game starts once time.monotonic() has passed deadline. Returns the names of A and B and the results. A game
@@ -338,7 +340,7 @@ def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, ref
                 log.warning("deadline: %d of %d games played", number - 1, games)
                 break
             first, second, judge = programs
-            a_is_black = bool(handicap) or a_plays_black(number)
+            a_is_black = not handicap_to_b if handicap else a_plays_black(number)
             black, white = (first, second) if a_is_black else (second, first)
             opening = openings[(number - 1) // 2 % len(openings)] if openings and not handicap else ()
             try:

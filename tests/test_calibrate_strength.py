@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from gtp_engine.game import Rules
 from tools import calibrate_strength as calibrate
 
 
@@ -16,6 +17,8 @@ def test_each_kind_of_anchor_has_its_name_and_command():
     name, command = calibrate.anchor_command("pachi8000", Path("/opt/pachi dir/pachi"))
     assert name == "Pachi 8000 playouts"
     assert shlex.split(command) == ["/opt/pachi dir/pachi", "-t", "=8000", "threads=1,pondering=0"]
+    assert calibrate.anchor_command("10", rules=Rules.named("japanese"))[1] == \
+        "gnugo --mode gtp --japanese-rules --level 10"  # counts as the rules count
     name, command = calibrate.anchor_command("4k")
     assert name == "level 4k" and shlex.split(command)[-2:] == ["--strength", "4k"]
 
@@ -39,7 +42,9 @@ def test_pairs_name_a_level_and_an_anchor():
 def test_a_handicap_is_refused_with_openings_or_where_the_board_has_no_such_layout(tmp_path, capsys):
     records = Path(__file__).resolve().parent / "training" / "fixtures"
     for arguments, problem in ((["--handicap", "4", "--openings", str(records)], "without --openings"),
-                               (["--handicap", "9", "--size", "7"], "no fixed handicap of 9 stones on 7x7")):
+                               (["--handicap", "9", "--size", "7"], "no fixed handicap of 9 stones on 7x7"),
+                               (["--gives", "1", "--size", "19"], "no fixed handicap of 1 stones on 19x19"),
+                               (["--gives", "2", "--handicap", "2"], "not allowed with argument")):
         with pytest.raises(SystemExit) as stopped:
             calibrate.main(["match", "--pairs", "12k:10", "--games", "2", *arguments])
         assert stopped.value.code == 2 and problem in capsys.readouterr().err
@@ -48,3 +53,5 @@ def test_a_handicap_is_refused_with_openings_or_where_the_board_has_no_such_layo
 def test_a_row_names_the_levels_handicap():
     assert calibrate.row("12k", "10", [], handicap=4) == \
         "| 12k | GNU Go 3.8 level 10, the level taking 4 stones | - | - | - | 0 |"
+    assert calibrate.row("4k", "10", [], handicap=-4) == \
+        "| 4k | GNU Go 3.8 level 10, the level giving 4 stones | - | - | - | 0 |"

@@ -9,9 +9,10 @@ Terms:
   their strength.
 - games, colours, openings, referee, score and its 95% interval: as in tools/match.py (gtp_engine/match.py,
   gtp_engine/match_stats.py); the score is the level's.
-- handicap (--handicap N): the level takes Black with N stones in every game (match.py's handicap match), the
-  amateur ranks' own measure on 19x19, where a stone is about a rank: a level N ranks below its anchor should
-  score about half its games. Give the komi with it (--komi 0.5 is usual).
+- handicap (--handicap N, or --gives N): the level takes Black with N stones in every game, or gives them to the
+  anchor (match.py's handicap match), the amateur ranks' own measure on 19x19, where a stone is about a rank: a
+  level N ranks below (or above) its anchor should score about half its games. Territory rules (--rules japanese) count the stones as the ranks assume,
+  and the komi is then 0.5.
 - moves (the `moves` command): on positions of game records (a random move number of each record, seeded), each
   level's genmove against a full-strength search of FULL_VISITS visits: the share of its moves within the
   network's policy top 10, its agreement with the full-strength move, and the loss the full-strength search
@@ -21,7 +22,8 @@ Terms:
 Usage (from the repository root):
   python -m tools.calibrate_strength match --pairs 12k:1,8k:10,4k:pachi8000,8k:12k --games 40 --size 9 --komi 7 \\
       [--openings ../shared/data/go9_curated.tar.xz] [--sgf-dir runs/strength] [--max-minutes 30] [--first-game N]
-  python -m tools.calibrate_strength match --pairs 12k:10 --handicap 4 --komi 0.5 --size 19 --games 40
+  python -m tools.calibrate_strength match --pairs 12k:10 --handicap 4 --rules japanese --size 19 --games 40
+  python -m tools.calibrate_strength match --pairs 4k:10 --gives 4 --rules japanese --size 19 --games 40
   python -m tools.calibrate_strength moves --records ../shared/data/go9_curated.tar.xz --levels 12k,8k,4k,1d \\
       [--positions 40] [--size 9]
 The match command prints a line per game, then one row per pair: level, anchor, wins/games, score, interval,
@@ -42,8 +44,8 @@ import numpy as np
 from gtp_engine import match_stats, network_loader, sgf_io
 from gtp_engine.coords import PASS, grid
 from gtp_engine.evaluator import legal_policy
-from gtp_engine.game import KOMI, GameState, fixed_handicap_points
-from gtp_engine.match import GameResult, GtpError, Program, play_match
+from gtp_engine.game import GameState, Rules, fixed_handicap_points
+from gtp_engine.match import CHINESE, GameResult, GtpError, Program, play_match, referee_for
 from gtp_engine.onnx_evaluator import OnnxEvaluator
 from gtp_engine.player import Player, PlayerConfig
 from gtp_engine.search import SearchConfig, Searcher, StopCondition, strength
@@ -51,7 +53,7 @@ from tools.match import openings_of
 from tools.pachi_match import DEFAULT_PACHI, ensure_pachi
 
 ENGINE = f"{shlex.quote(sys.executable)} -m gtp_engine --log-level error"
-GNUGO = "gnugo --mode gtp --chinese-rules --level {}"
+GNUGO = "gnugo --mode gtp --{scoring}-rules --level {level}"  # scoring: chinese or japanese
 PACHI = "{binary} -t ={playouts} threads=1,pondering=0"
 PACHI_MIN_PLAYOUTS = 500  # its fixed-playouts mode's least (GJ_MINGAMES)
 _PACHI_ANCHOR = re.compile(r"^pachi(\d+)$")
@@ -62,11 +64,12 @@ def engine_command(level: str) -> str:
     return f"{ENGINE} --strength {level}"
 
 
-def anchor_command(anchor: str, pachi: Path = DEFAULT_PACHI) -> tuple[str, str]:
-    """(its name in the table, its command) for an anchor (see pair), Pachi's binary at `pachi`; ValueError for
-    none."""
+def anchor_command(anchor: str, pachi: Path = DEFAULT_PACHI, rules: Rules = CHINESE) -> tuple[str, str]:
+    """(its name in the table, its command) for an anchor (see pair), Pachi's binary at `pachi`, GNU Go counting
+    as the rules score (area or territory); ValueError for none."""
     if anchor.isdigit() and 1 <= int(anchor) <= 10:
-        return f"GNU Go 3.8 level {anchor}", GNUGO.format(anchor)
+        scoring = "japanese" if rules.scoring == "territory" else "chinese"
+        return f"GNU Go 3.8 level {anchor}", GNUGO.format(scoring=scoring, level=anchor)
     pachi_anchor = _PACHI_ANCHOR.match(anchor)
     if pachi_anchor:
         playouts = int(pachi_anchor.group(1))
@@ -89,9 +92,11 @@ def parse_pairs(text: str) -> list[tuple[str, str]]:
 
 
 def row(level: str, anchor: str, results: list[GameResult], handicap: int = 0) -> str:
-    """A table row: level, anchor (and the level's handicap), wins/games, score, 95% interval, games."""
+    """A table row: level, anchor (and the stones the level takes, or gives where handicap < 0), wins/games, score,
+    95% interval, games."""
     scores = [g.score_for_a for g in results]
-    name = anchor_command(anchor)[0] + (f", the level taking {handicap} stones" if handicap else "")
+    name = anchor_command(anchor)[0] + (f", the level {'taking' if handicap > 0 else 'giving'} {abs(handicap)} "
+                                        f"stones" if handicap else "")
     if not scores:
         return f"| {level} | {name} | - | - | - | 0 |"
     mean, low, high = match_stats.score_interval(scores)
@@ -164,7 +169,11 @@ def main(argv: list[str] | None = None) -> int:
                              "rank)")
     parser.add_argument("--games", type=int, default=40, help="games per pair (default: 40)")
     parser.add_argument("--size", type=int, default=9)
-    parser.add_argument("--komi", type=float, default=KOMI, help=f"(default: {KOMI:g})")
+    parser.add_argument("--komi", type=float, help="(default: the rules' komi for the handicap: 7.5 under area and "
+                                                   "6.5 under territory scoring, 0.5 with a handicap)")
+    parser.add_argument("--rules", default="chinese",
+                        help="rule set of the games (default: chinese); the engine is told it, GNU Go anchors and "
+                             "the referee count by its scoring")
     parser.add_argument("--openings", type=Path,
                         help="SGF file, folder or archive: each pair of games starts from the next record's first "
                              "moves (colours swapped within the pair)")
@@ -172,8 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sgf-dir", type=Path, help="write LEVEL-vs-ANCHOR/game-N.sgf here")
     parser.add_argument("--pachi", type=Path, default=DEFAULT_PACHI,
                         help=f"Pachi's binary for pachiN anchors, built there when missing (default: {DEFAULT_PACHI})")
-    parser.add_argument("--handicap", type=int, default=0,
-                        help="the level takes Black with this many stones in every game (no openings; see handicap)")
+    handicaps = parser.add_mutually_exclusive_group()
+    handicaps.add_argument("--handicap", type=int, default=0,
+                           help="the level takes Black with this many stones in every game (no openings; see "
+                                "handicap)")
+    handicaps.add_argument("--gives", type=int, default=0,
+                           help="the level gives the anchor this many stones in every game (see handicap)")
     parser.add_argument("--max-minutes", type=float, help="start no new game after this many minutes, in all")
     parser.add_argument("--first-game", type=int, default=1,
                         help="go on with pairs whose games before this one were played (colours and openings as if "
@@ -185,14 +198,20 @@ def main(argv: list[str] | None = None) -> int:
         pairs = parse_pairs(args.pairs)
     except ValueError as error:
         parser.error(str(error))
+    try:
+        rules = Rules.named(args.rules)
+    except ValueError as error:
+        parser.error(f"--rules: {error}")
+    stones = args.handicap or args.gives
+    komi = rules.default_komi(stones) if args.komi is None else args.komi
     openings = openings_of(parser, args.openings, args.size, args.opening_moves)
-    if args.handicap:
+    if stones:
         if openings:
-            parser.error("--handicap: handicap games start from the stones, without --openings")
+            parser.error("--handicap, --gives: handicap games start from the stones, without --openings")
         try:
-            fixed_handicap_points(grid(args.size), args.handicap)
+            fixed_handicap_points(grid(args.size), stones)
         except ValueError:
-            parser.error(f"--handicap: no fixed handicap of {args.handicap} stones on {args.size}x{args.size}")
+            parser.error(f"--handicap, --gives: no fixed handicap of {stones} stones on {args.size}x{args.size}")
     if any(_PACHI_ANCHOR.match(anchor) for _, anchor in pairs):
         try:
             ensure_pachi(args.pachi)
@@ -208,13 +227,15 @@ def main(argv: list[str] | None = None) -> int:
 
         sgf_dir = args.sgf_dir / f"{level}-vs-{anchor}" if args.sgf_dir else None
         try:
-            _, _, results = play_match(engine_command(level), anchor_command(anchor, args.pachi)[1], args.games,
-                                       args.size, args.komi, sgf_dir=sgf_dir, deadline=deadline, on_game=report,
-                                       openings=openings, first_game=args.first_game, handicap=args.handicap)
+            _, _, results = play_match(engine_command(level), anchor_command(anchor, args.pachi, rules)[1],
+                                       args.games, args.size, komi, referee=referee_for(rules), rules=rules,
+                                       sgf_dir=sgf_dir, deadline=deadline, on_game=report,
+                                       openings=openings, first_game=args.first_game, handicap=stones,
+                                       handicap_to_b=bool(args.gives))
         except GtpError as error:
             print(f"{level} vs {anchor}: match stopped: {error}", file=sys.stderr)
             return 1
-        rows.append(row(level, anchor, results, args.handicap))
+        rows.append(row(level, anchor, results, args.handicap or -args.gives))
         print(rows[-1], flush=True)
     print("| level | anchor | wins/games | score | 95% interval | games |")
     print("|---|---|---|---|---|---|")

@@ -121,6 +121,10 @@ def test_a_handicap_match_gives_a_black_and_its_stones_in_every_game(tiny_onnx_m
         record = sgf_io.load_sgf_file(tmp_path / f"game-{n}.sgf")
         assert record.handicap == 4 and {p for c, p in record.setup if c == BLACK} == stones
         assert record.moves[0][0] == WHITE and len(record.moves) == 6  # no opening: White's first move
+    _, _, games = match.play_match(engine, gnugo, games=1, size=9, komi=0.5, referee=gnugo, max_moves=2,
+                                   sgf_dir=tmp_path, handicap=2, handicap_to_b=True)  # GNU Go takes them
+    record = sgf_io.load_sgf_file(tmp_path / "game-1.sgf")
+    assert not games[0].a_is_black and record.handicap == 2 and record.black.startswith("GNU Go")
 
 
 def test_openings_that_cannot_be_used_are_a_usage_error(tmp_path, capsys):
