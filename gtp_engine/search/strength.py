@@ -100,8 +100,8 @@ TABLES: dict[int, tuple[StrengthLevel, ...]] = {
     19: (
         StrengthLevel("12k", playouts=10, temperature=10.0, search_share=0.0, max_loss=0.25),
         StrengthLevel("8k", playouts=12, temperature=2.0, search_share=0.15, max_loss=0.19),
-        StrengthLevel("4k", playouts=14, temperature=0.8, search_share=0.25, max_loss=0.15),
-        StrengthLevel("1d", playouts=100, temperature=0.4, search_share=0.7, max_loss=0.08),
+        StrengthLevel("4k", playouts=37, temperature=0.57, search_share=0.475, max_loss=0.115),
+        StrengthLevel("1d", playouts=168, temperature=0.34, search_share=0.76, max_loss=0.07),
     ),
 }
 
