@@ -62,6 +62,15 @@ def test_max_is_the_engine_without_the_option():
         config.build({"strength": "30k"})
 
 
+def test_genmove_reads_as_the_ranks_level_on_the_games_board():
+    """The same rank reads the playouts of its level on each board: 9x9's table on 9x9 and 13x13, 19x19's there."""
+    for size in (9, 13, 19):
+        player = Player(ScriptedEvaluator(), PlayerConfig(SearchConfig(seed=0), strength=strength.Rank(8)))
+        choice = player.genmove(GameState(size), BLACK, StopCondition(visits=1000))
+        assert choice.visits == strength.level_for(8, 81 if size < 19 else 361).playouts
+    assert strength.level_for(8, 81).playouts != strength.level_for(8, 361).playouts
+
+
 def test_human_profiles_map_to_the_nearest_rank():
     assert strength.profile_rank("rank_12k").name == "12k"
     assert strength.profile_rank("preaz_3k").name == "3k"
