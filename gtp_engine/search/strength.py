@@ -98,7 +98,7 @@ TABLES: dict[int, tuple[StrengthLevel, ...]] = {
         StrengthLevel("1d", playouts=800, temperature=0.2, search_share=0.95, max_loss=0.05),
     ),
     19: (
-        StrengthLevel("12k", playouts=11, temperature=4.0, search_share=0.08, max_loss=0.22),
+        StrengthLevel("12k", playouts=11, temperature=3.0, search_share=0.11, max_loss=0.21),
         StrengthLevel("8k", playouts=12, temperature=2.0, search_share=0.15, max_loss=0.19),
         StrengthLevel("4k", playouts=37, temperature=0.57, search_share=0.475, max_loss=0.115),
         StrengthLevel("1d", playouts=168, temperature=0.34, search_share=0.76, max_loss=0.07),
