@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Iterator
 
 import numpy as np
 
@@ -45,47 +46,44 @@ from gtp_engine.training import splits
 RULES = RULE_SETS  # every rule set this engine plays
 
 
+def held_out_games(source: str, size: int, val_fraction: float) -> Iterator[sgf_io.GameRecord]:
+    """The held-out games of the board size without handicap and with at least 10 moves, in the archive's order."""
+    for name, data in sgf_io.read_sgf_files(source):
+        try:
+            record = sgf_io.load_sgf(data, source=name)
+        except sgf_io.SgfError:
+            continue
+        if ((record.width, record.height) == (size, size) and not record.handicap and len(record.moves) >= 10
+                and splits.split_of(splits.record_key(record), val_fraction) == "val"):
+            yield record
+
+
 def held_out_positions(source: str, size: int, count: int, val_fraction: float, per_game: int,
                        seed: int) -> list[tuple[sgf_io.GameRecord, int]]:
     """count (record, move number) pairs of held-out games of the board size, up to per_game a game, at distinct
     move numbers drawn uniformly from the game's."""
     rng = np.random.default_rng(seed)
     chosen = []
-    for name, data in sgf_io.read_sgf_files(source):
-        try:
-            record = sgf_io.load_sgf(data, source=name)
-        except sgf_io.SgfError:
-            continue
-        if (record.width, record.height) != (size, size) or record.handicap or len(record.moves) < 10:
-            continue
-        key = splits.record_key(record)
-        if splits.split_of(key, val_fraction) == "val":
-            moves = rng.choice(len(record.moves), size=min(per_game, count - len(chosen)), replace=False)
-            chosen += [(record, int(m)) for m in sorted(moves)]
-            if len(chosen) == count:
-                break
+    for record in held_out_games(source, size, val_fraction):
+        moves = rng.choice(len(record.moves), size=min(per_game, count - len(chosen)), replace=False)
+        chosen += [(record, int(m)) for m in sorted(moves)]
+        if len(chosen) == count:
+            break
     return chosen
 
 
 def held_out_results(source: str, size: int, rules_name: str, val_fraction: float, per_game: int,
                      seed: int) -> list[tuple[sgf_io.GameRecord, int, bool]]:
     """(record, move number, Black won) for up to per_game distinct move numbers of each held-out game of the board
-    size played under the named rules (its RU), without handicap, with KM and a winner in RE."""
+    size played under the named rules (its RU), with KM and a winner in RE."""
     rng = np.random.default_rng(seed)
     chosen = []
-    for name, data in sgf_io.read_sgf_files(source):
-        try:
-            record = sgf_io.load_sgf(data, source=name)
-            rules = record.game_rules()
-        except (sgf_io.SgfError, ValueError):
-            continue
+    for record in held_out_games(source, size, val_fraction):
         winner = (record.result or "").upper()[:2]
-        if ((record.width, record.height) != (size, size) or record.handicap or record.komi is None
-                or len(record.moves) < 10 or winner not in ("B+", "W+") or rules.name != rules_name):
+        if record.komi is None or winner not in ("B+", "W+") or record.game_rules().name != rules_name:
             continue
-        if splits.split_of(splits.record_key(record), val_fraction) == "val":
-            moves = rng.choice(len(record.moves), size=min(per_game, len(record.moves)), replace=False)
-            chosen += [(record, int(m), winner == "B+") for m in sorted(moves)]
+        moves = rng.choice(len(record.moves), size=min(per_game, len(record.moves)), replace=False)
+        chosen += [(record, int(m), winner == "B+") for m in sorted(moves)]
     return chosen
 
 
