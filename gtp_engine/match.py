@@ -181,8 +181,8 @@ def play_game(black: Program, white: Program, referee: Program, size: int, komi:
               max_moves: int = 0, time_settings: str | None = None, opening: Opening = (),
               rules: Rules = CHINESE, handicap: int = 0) -> tuple[str, GameState, list[int]]:
     """Plays one game from `opening` under `rules`, Black with `handicap` stones where not 0 (max_moves: scored
-    after this many moves; 0: three times the area); returns the SGF result, the game record and the stones the referee called dead at the end (none after a
-    resignation or a forfeit).
+    after this many moves; 0: three times the area); returns the SGF result, the game record and the stones the
+    referee called dead at the end (none after a resignation or a forfeit).
 
     time_settings ("main byoyomi stones", GTP's time_settings arguments) goes to both players before the game, as
     twogtp's -time does; each player keeps its own clock (the match does not forfeit on time)."""
@@ -321,9 +321,9 @@ def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, ref
                ) -> tuple[str, str, list[GameResult]]:
     """Plays games number first_game to `games` of the commands a and b under `rules` (A Black in odd games; each
     pair from the next of `openings` when given; with a handicap, A (B with handicap_to_b) Black with that many
-    stones in every game and no openings), game-N.sgf into sgf_dir when given; on_game(number, black, white, result) after
-    each. A first_game above 1 goes on with a match whose earlier games were played before (its colours and
-    openings as if it had not stopped).
+    stones in every game and no openings), game-N.sgf into sgf_dir when given; on_game(number, black, white,
+    result) after each. A first_game above 1 goes on with a match whose earlier games were played before (its
+    colours and openings as if it had not stopped).
     No game starts once time.monotonic() has passed deadline. Returns the names of A and B and the results. A game
     in which a program dies is void: the program starts again and the game is played again, up to MAX_VOID_GAMES
     times in a row. Raises GtpError when a program fails otherwise (refuses a command, cannot start)."""

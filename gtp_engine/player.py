@@ -20,10 +20,10 @@ Terms:
   1-visit search) has been below config.resign.winrate for resign.consecutive genmoves in a row of that colour,
   from move resign.after_moves on (search.ResignCounter); never in cleanup (kgs-genmove_cleanup).
 - strength level (search/strength.py; config.strength, a rank, None at full strength): genmove's searches (the
-  move's and the pass rules' search without pass) play at the rank's level on the game's board: its playouts per move at most, whatever else limits the
-  move, and its move choice; the resignation rule is the level's (PlayerConfig.resign_rule, see strength.py).
-  Pondering, analysis and the searches that judge a position (ownership, dead stones, the count after a pass) are
-  at full strength.
+  move's and the pass rules' search without pass) play at the rank's level on the game's board: its playouts per
+  move at most, whatever else limits the move, and its move choice; the resignation rule is the level's
+  (PlayerConfig.resign_rule, see strength.py). Pondering, analysis and the searches that judge a position
+  (ownership, dead stones, the count after a pass) are at full strength.
 - search settings: genmove, pondering and scoring search with config.search; analysis (lz-/kata-analyze, the
   gogui analysis commands) with config.analysis, as KataGo keeps separate settings for the two.
 - move limits: what ends one genmove's search besides the clock (--visits, --playouts, --time); with the
@@ -53,6 +53,7 @@ from gtp_engine.game import GameState
 from gtp_engine.mcts import MoveFilter
 from gtp_engine.search import (
     BackgroundSearch,
+    Rank,
     ReportSchedule,
     ResignConfig,
     ResignCounter,
@@ -61,7 +62,6 @@ from gtp_engine.search import (
     SearchResult,
     SnapshotCallback,
     StopCondition,
-    Rank,
     strength,
 )
 from gtp_engine.timecontrol import Budget

@@ -11,8 +11,8 @@ Terms:
   gtp_engine/match_stats.py); the score is the level's.
 - handicap (--handicap N, or --gives N): the level takes Black with N stones in every game, or gives them to the
   anchor (match.py's handicap match), the amateur ranks' own measure on 19x19, where a stone is about a rank: a
-  level N ranks below (or above) its anchor should score about half its games. Territory rules (--rules japanese) count the stones as the ranks assume,
-  and the komi is then 0.5.
+  level N ranks below (or above) its anchor should score about half its games. Territory rules (--rules japanese)
+  count the stones as the ranks assume, and the komi is then 0.5.
 - moves (the `moves` command): on positions of game records (a random move number of each record, seeded), each
   level's genmove against a full-strength search of FULL_VISITS visits: the share of its moves within the
   network's policy top 10, its agreement with the full-strength move, and the loss the full-strength search

@@ -15,8 +15,8 @@ Terms:
   KataGo's network masks illegal moves), flat order with pass last, -1 on illegal moves.
 - humanPolicy: the move distribution of the query's strength rank on its board (search/strength.py, the rank of
   humanSLProfile) over the moves, in the policy's layout: from the network's policy and the leads this search found
-  (a move it did not visit has 0), around the move it chooses; at max, that move alone. A calibration of the engine's own play, not
-  a human-trained model's policy.
+  (a move it did not visit has 0), around the move it chooses; at max, that move alone. A calibration of the
+  engine's own play, not a human-trained model's policy.
 - thisHash: the position's Zobrist hash of stones and side to move, in hexadecimal (KataGo's also covers a simple
   ko ban). Fields KataGo sends that this engine cannot compute honestly (scoreSelfplay, utilityLcb, symHash,
   ownershipStdev) are left out.

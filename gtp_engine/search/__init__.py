@@ -23,8 +23,8 @@ from gtp_engine.search.snapshot import MoveInfo, SearchResult, Snapshot, Snapsho
 from gtp_engine.search.strength import Rank, StrengthLevel
 
 __all__ = [
-    "BackgroundSearch", "ChoiceConfig", "MoveInfo", "NoiseConfig", "Rank", "ReportSchedule", "ResignConfig", "ResignCounter",
-    "RoundGame", "SearchConfig", "SearchResult", "Searcher", "Snapshot", "SnapshotCallback", "StopCondition",
-    "StoppingPolicy", "StrengthLevel", "add_noise", "choose_edge", "draw_edge", "network_threads", "pick_edge",
-    "play_games",
+    "BackgroundSearch", "ChoiceConfig", "MoveInfo", "NoiseConfig", "Rank", "ReportSchedule", "ResignConfig",
+    "ResignCounter", "RoundGame", "SearchConfig", "SearchResult", "Searcher", "Snapshot", "SnapshotCallback",
+    "StopCondition", "StoppingPolicy", "StrengthLevel", "add_noise", "choose_edge", "draw_edge", "network_threads",
+    "pick_edge", "play_games",
 ]
