@@ -62,6 +62,7 @@ from gtp_engine.search import (
     SearchResult,
     SnapshotCallback,
     StopCondition,
+    StrengthLevel,
     strength,
 )
 from gtp_engine.timecontrol import Budget
@@ -163,6 +164,7 @@ class Player:
         self._background: BackgroundSearch | None = None
         self._last: tuple[tuple, SearchResult] | None = None  # (position of a search, its result)
         self._lock = threading.Lock()
+        self._capped: set[tuple[Rank, str]] = set()  # (rank, the level it plays) said in the log
 
     def reset(self) -> None:
         """Forgets the search tree and the last result (clear_cache)."""
@@ -184,6 +186,19 @@ class Player:
             self.config = replace(self.config, strength=rank)
             self._resign = ResignCounter(self.config.resign_rule)
 
+    def _level(self, area: int) -> StrengthLevel | None:
+        """The level genmove plays at on a board of `area` points (None: full strength); says once in the log when
+        the rank is above the strongest level calibrated for the board and plays that one (strength, table)."""
+        rank = self.config.strength
+        if rank is None:
+            return None
+        level = rank.level(area)
+        if level.name != rank.name and (rank, level.name) not in self._capped:
+            self._capped.add((rank, level.name))
+            log.warning("strength %s: the strongest level calibrated for this board is %s, which it plays "
+                        "(max plays at full strength)", rank.name, level.name)
+        return level
+
     # ---- searching ------------------------------------------------------------------------------------
 
     def genmove(self, game: GameState, color: int, stop: StopCondition, on_snapshot: SnapshotCallback | None = None,
@@ -198,7 +213,7 @@ class Player:
         """
         self.stop_background()
         state = game.with_to_play(color)
-        level = None if self.config.strength is None else self.config.strength.level(state.grid.area)
+        level = self._level(state.grid.area)
         if level is not None:
             stop = replace(stop, playouts=min(stop.playouts or level.playouts, level.playouts))
 

@@ -12,7 +12,9 @@ Terms:
 - table: the levels of the calibrated ranks on one board size (TABLES, by size). The same settings play stronger
   on 19x19 than on 9x9 against the same anchor, so each calibrated size has its own; a board takes the table of
   the calibrated size nearest in points (13x13: 9x9's), and a rank between two rows the settings between them
-  (level_for).
+  (level_for). A table starts at the scale's weakest rank and ends at the strongest rank measured on its board;
+  a rank above that plays the table's strongest row (capped): on 9x9 the levels end at 4k, where the engine's
+  own default search plays.
 - candidates: the first CANDIDATES root moves by the network's policy, so that a level only ever plays among the
   policy's top 10. The level's search looks at no other root move and gives each candidate a visit before PUCT
   chooses, so that the search has judged every move it may play.
@@ -88,14 +90,15 @@ class Rank:
         return level_for(self.kyu, area)
 
 
-# Each calibrated size's rows, weakest first (tuned by tools/calibrate_strength.py; docs/measurements.md has the
-# matches behind each row). 19x19's 4k and 1d rows are 9x9's 6k and 3k settings, not yet matched on 19x19.
+# Each calibrated size's rows, weakest first, named by where matches placed them (tuned by
+# tools/calibrate_strength.py; docs/measurements.md has the matches behind each row). 19x19's 4k and 1d rows are
+# 9x9's 6k and 3k settings, not yet matched on 19x19.
 TABLES: dict[int, tuple[StrengthLevel, ...]] = {
     9: (
         StrengthLevel("12k", playouts=10, temperature=10.0, search_share=0.0, max_loss=0.25),
         StrengthLevel("8k", playouts=14, temperature=0.8, search_share=0.25, max_loss=0.15),
-        StrengthLevel("4k", playouts=100, temperature=0.4, search_share=0.7, max_loss=0.08),
-        StrengthLevel("1d", playouts=800, temperature=0.2, search_share=0.95, max_loss=0.05),
+        StrengthLevel("5k", playouts=100, temperature=0.4, search_share=0.7, max_loss=0.08),
+        StrengthLevel("4k", playouts=800, temperature=0.2, search_share=0.95, max_loss=0.05),
     ),
     19: (
         StrengthLevel("12k", playouts=11, temperature=3.0, search_share=0.11, max_loss=0.21),
@@ -126,11 +129,13 @@ def rank_name(kyu: int) -> str:
 
 def level_for(kyu: int, area: int) -> StrengthLevel:
     """The level of a kyu number on the scale (WEAKEST .. STRONGEST) on a board of `area` points: a row of its
-    table, or the settings between the two rows around it (geometric in playouts and temperature, linear in the
-    shares)."""
+    table, the settings between the two rows around it (geometric in playouts and temperature, linear in the
+    shares), or the table's strongest row for a rank above it (see table)."""
     if not STRONGEST <= kyu <= WEAKEST:
         raise ValueError(f"ranks go from {rank_name(WEAKEST)} to {rank_name(STRONGEST)}")
     rows = sorted(table_for(area), key=lambda level: -level.kyu)
+    if kyu <= rows[-1].kyu:
+        return rows[-1]
     for weak, strong in zip(rows, rows[1:]):
         if strong.kyu <= kyu <= weak.kyu:
             t = (weak.kyu - kyu) / (weak.kyu - strong.kyu)
@@ -139,7 +144,7 @@ def level_for(kyu: int, area: int) -> StrengthLevel:
                 temperature=weak.temperature * (strong.temperature / weak.temperature) ** t,
                 search_share=weak.search_share + t * (strong.search_share - weak.search_share),
                 max_loss=weak.max_loss + t * (strong.max_loss - weak.max_loss))
-    raise AssertionError("every table covers the scale")
+    raise AssertionError("every table starts at the scale's weakest rank")
 
 
 def parse_rank(text: str) -> Rank | None:

@@ -28,15 +28,43 @@ FULL_VISITS = 200  # the fuller search that judges the levels' moves
 @pytest.mark.parametrize("size", sorted(strength.TABLES))
 def test_every_rank_of_the_scale_has_a_level_on_each_calibrated_size_and_the_levels_are_ordered(size):
     area = size * size
+    rows = strength.TABLES[size]
+    assert rows[0].name == strength.rank_name(strength.WEAKEST)  # every table starts at the scale's weakest rank
+    assert all(strength.level_for(row.kyu, area) == row for row in rows)  # the rows themselves
     levels = [strength.parse_rank(rank).level(area) for rank in RANKS]
-    assert [level.name for level in levels] == RANKS
-    assert [row.name for row in strength.TABLES[size]] == ["12k", "8k", "4k", "1d"]
-    assert all(strength.level_for(row.kyu, area) == row for row in strength.TABLES[size])  # the rows themselves
+    strongest = rows[-1]  # ranks above it play it
+    assert [level.name for level in levels] == [rank if strength.kyu_number(rank) >= strongest.kyu
+                                                else strongest.name for rank in RANKS]
     for weak, strong in zip(levels, levels[1:]):
         assert strong.playouts >= weak.playouts >= strength.CANDIDATES
         assert strong.temperature <= weak.temperature and strong.search_share >= weak.search_share
         assert strong.max_loss <= weak.max_loss
     assert strength.CANDIDATES == 10 and all(level.max_loss <= 0.25 for level in levels)
+
+
+def test_each_table_ends_at_the_strongest_rank_measured_on_its_board():
+    """9x9's levels end at 4k, where the settings of its strongest row were placed; 19x19's reach 1d."""
+    assert [row.name for row in strength.TABLES[9]] == ["12k", "8k", "5k", "4k"]
+    assert [row.name for row in strength.TABLES[19]] == ["12k", "8k", "4k", "1d"]
+    assert strength.parse_rank("1d").level(81) == strength.parse_rank("3k").level(81) == strength.TABLES[9][-1]
+    assert strength.parse_rank("1d").level(361).name == "1d"
+
+
+def test_a_rank_above_the_boards_strongest_level_plays_it_and_says_so_once(caplog):
+    def visits(rank: int) -> int:
+        player = Player(ScriptedEvaluator(), PlayerConfig(SearchConfig(seed=0), strength=strength.Rank(rank)))
+        return player.genmove(GameState(9), BLACK, StopCondition(visits=1000)).visits
+
+    four_kyu = visits(4)
+    caplog.clear()
+    player = Player(ScriptedEvaluator(), PlayerConfig(SearchConfig(seed=0), strength=strength.Rank(0)))
+    with caplog.at_level("WARNING", logger="gtp_engine.player"):
+        assert player.genmove(GameState(9), BLACK, StopCondition(visits=1000)).visits == four_kyu
+        player.genmove(GameState(9), BLACK, StopCondition(visits=1000))
+        player.genmove(GameState(19), BLACK, StopCondition(visits=1000))  # 19x19 has a 1d level
+    said = [record.getMessage() for record in caplog.records if "strongest level" in record.getMessage()]
+    assert said == ["strength 1d: the strongest level calibrated for this board is 4k, which it plays "
+                    "(max plays at full strength)"]
 
 
 def test_ranks_parse_and_each_board_takes_the_table_of_the_nearest_calibrated_size():
@@ -143,7 +171,7 @@ def full_search(network, state: GameState):
 
 def test_level_moves_are_plausible_and_never_lose_half_the_board(network, positions):
     checked = 0
-    for rank in ("12k", "8k", "4k"):
+    for rank in ("12k", "8k", "5k"):
         player = Player(network, PlayerConfig(SearchConfig(seed=1), strength=strength.parse_rank(rank)))
         for state in positions[::2]:
             move = player.genmove(state, state.to_play, StopCondition()).point
@@ -166,7 +194,7 @@ def test_agreement_with_full_strength_falls_as_the_level_drops(network, position
     level's choice 200 times from each of its searches."""
     best = [full_search(network, state).moves[0].point for state in positions]
     agreement = {}
-    for rank in ("12k", "8k", "4k"):
+    for rank in ("12k", "8k", "5k"):
         level = strength.parse_rank(rank).level(81)
         searcher = Searcher(network, SearchConfig(seed=2))
         rng = np.random.default_rng(5)
@@ -178,7 +206,7 @@ def test_agreement_with_full_strength_falls_as_the_level_drops(network, position
             draws = [tree.root.moves[level_edge(tree, searcher.config.choice, level, rng)] for _ in range(200)]
             hits += draws.count(point) / len(draws)
         agreement[rank] = hits / len(positions)
-    assert agreement["12k"] < agreement["8k"] < agreement["4k"] < 1.0, agreement
+    assert agreement["12k"] < agreement["8k"] < agreement["5k"] < 1.0, agreement
 
 
 def test_a_level_plays_a_handicap_game_out_where_full_strength_resigns():
