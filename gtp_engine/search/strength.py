@@ -92,7 +92,7 @@ class Rank:
 
 # Each calibrated size's rows, weakest first, named by where matches placed them (tuned by
 # tools/calibrate_strength.py; docs/measurements.md has the matches behind each row). 19x19's 4k and 1d rows are
-# 9x9's 6k and 3k settings, not yet matched on 19x19.
+# 9x9 settings shifted two ranks (the shift measured at 9k), not yet matched on 19x19.
 TABLES: dict[int, tuple[StrengthLevel, ...]] = {
     9: (
         StrengthLevel("12k", playouts=10, temperature=10.0, search_share=0.0, max_loss=0.25),
