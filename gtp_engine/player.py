@@ -247,7 +247,7 @@ class Player:
         choice = result.choice
         snapshot = result.snapshot
         if not cleanup and self._resign.update(color, choice.winrate, state.move_number, state.grid.area,
-                                               count=not trial):
+                                               count=not trial, lead=choice.score_lead):
             return MoveChoice(PASS, resign=True, winrate=choice.winrate, score_lead=choice.score_lead,
                               visits=snapshot.visits)
         searches = endgame.PassSearches(

@@ -23,7 +23,7 @@ import numpy as np
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS
 from gtp_engine.mcts import Node, Tree
-from gtp_engine.search.settings import ChoiceConfig, NoiseConfig, ResignConfig
+from gtp_engine.search.settings import HOPELESS_WINRATE_FACTOR, ChoiceConfig, NoiseConfig, ResignConfig
 from gtp_engine.search.strength import StrengthLevel, candidate_edges, distribution
 
 _PRIOR_VARIANCE = 0.25  # of utilities, as if one extra visit had seen it: keeps one-visit moves uncertain
@@ -128,18 +128,23 @@ def add_noise(tree: Tree, noise: NoiseConfig, rng: np.random.Generator) -> None:
 
 
 class ResignCounter:
-    """Per colour, the searches in a row whose winrate was below ResignConfig.winrate; says when to resign."""
+    """Per colour, the searches in a row below the threshold (ResignConfig); says when to resign."""
 
     def __init__(self, config: ResignConfig):
         self.config = config
         self.below = {BLACK: 0, WHITE: 0}
 
-    def update(self, color: int, winrate: float, move_number: int, area: int, count: bool = True) -> bool:
-        """Counts one search of `color` (winrate: its own) at `move_number`; True when it should resign now.
-        count=False: the answer counting it would give, with nothing counted (a move asked for and not played)."""
+    def update(self, color: int, winrate: float, move_number: int, area: int, count: bool = True,
+               lead: float | None = None) -> bool:
+        """Counts one search of `color` (winrate and score lead: its own; lead None: not known) at `move_number`;
+        True when it should resign now. count=False: the answer counting it would give, with nothing counted (a
+        move asked for and not played)."""
         cfg = self.config
         after = cfg.after_moves if cfg.after_moves is not None else int(area * cfg.after_moves_share)
-        low = bool(cfg.winrate) and winrate < cfg.winrate and move_number >= after
+        low = bool(cfg.winrate) and move_number >= after and (
+            winrate < cfg.winrate
+            or (cfg.hopeless_lead_share > 0 and lead is not None and lead < -cfg.hopeless_lead_share * area
+                and winrate < HOPELESS_WINRATE_FACTOR * cfg.winrate))
         below = self.below[color] + 1 if low else 0
         if count:
             self.below[color] = below

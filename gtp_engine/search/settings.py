@@ -47,14 +47,21 @@ class NoiseConfig:
     root_policy_temperature: float = 1.0  # the root's priors ** (1 / T), renormalised; > 1 searches wider
 
 
+HOPELESS_WINRATE_FACTOR = 3  # a hopeless search's winrate is below this many times ResignConfig.winrate
+
+
 @dataclass(frozen=True)
 class ResignConfig:
-    """When a player gives up (a ResignCounter keeps the count)."""
+    """When a player gives up (a ResignCounter keeps the count). A search counts as below the threshold where its
+    winrate is, or where it is hopeless: its score lead below minus hopeless_lead_share of the board's points and
+    its winrate below HOPELESS_WINRATE_FACTOR times the threshold (a value head that never gets sure of a loss,
+    as a network trained on human games, still resigns a game lost by a fifth of the board's points)."""
 
     winrate: float | None = 0.05  # resign when the search's winrate is below this; None or 0: never
     consecutive: int = 1  # searches in a row of the same player below it
     after_moves: int | None = None  # no resignation before this move number; None: after_moves_share of the area
     after_moves_share: float = 0.25  # the first move number that may resign, a share of the board's points
+    hopeless_lead_share: float = 0.2  # see the docstring; 0: the winrate alone decides
 
     def __post_init__(self) -> None:
         if self.consecutive < 1:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,12 +23,14 @@ from search_support import (
     position,
 )
 
-from gtp_engine import endgame
+from gtp_engine import endgame, sgf_io
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS, grid
 from gtp_engine.evaluator import EvaluationBatch, UniformEvaluator
 from gtp_engine.game import GameState, Rules
 from gtp_engine.mcts import MoveClause, MoveFilter
+from gtp_engine.network_loader import shipped_weights
+from gtp_engine.onnx_evaluator import OnnxEvaluator
 from gtp_engine.player import MoveLimits, Player, PlayerConfig, white_view
 from gtp_engine.search import ResignConfig, SearchConfig, Searcher, StopCondition, StoppingPolicy
 from gtp_engine.timecontrol import Budget
@@ -525,9 +528,21 @@ def test_the_white_view_turns_the_networks_evaluation_to_whites_side():
     assert white_to_move.win == pytest.approx(0.8) and np.allclose(white_to_move.ownership, batch.ownership[0])
 
 
-def test_plays_a_game_with_a_real_network(tiny_onnx_model):
-    from gtp_engine.onnx_evaluator import OnnxEvaluator
+def test_resigns_a_game_lost_by_200_points_where_the_19x19_networks_winrate_stays_above_the_threshold():
+    """The shipped 19x19 network, trained on human games, gives White about 0.1 here, 200 points behind: the
+    search's lead decides (ResignConfig.hopeless_lead_share)."""
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "lost-handicap-game-19x19.sgf"
+    game = sgf_io.load_sgf(fixture.read_bytes(), source=fixture.name).to_game()
+    assert game.to_play == WHITE and len(game.moves) == 180
+    network = OnnxEvaluator(shipped_weights(19, 19), device="cpu", threads=1)
+    stop = StopCondition(visits=40)
+    winrate_alone = Player(network, PlayerConfig(SearchConfig(seed=0), resign=ResignConfig(hopeless_lead_share=0)))
+    choice = winrate_alone.genmove(game, WHITE, stop)
+    assert not choice.resign and choice.winrate > 0.05 and choice.score_lead < -100
+    assert Player(network, PlayerConfig(SearchConfig(seed=0))).genmove(game, WHITE, stop).resign
 
+
+def test_plays_a_game_with_a_real_network(tiny_onnx_model):
     player = Player(OnnxEvaluator(tiny_onnx_model, device="cpu"), player_config(seed=0, resign_threshold=None))
     game = GameState(9)
     for _ in range(6):
