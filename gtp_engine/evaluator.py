@@ -21,6 +21,11 @@ Terms:
 - accepting evaluator: one that declares accepts_positions = True, so a search may hand it compiled search positions
   (position.py) in place of GameStates; accepts_positions(evaluator) below reads that for any evaluator, False
   where it is not declared, and a wrapper passes on its inner evaluator's answer.
+- averaged evaluation: the network's evaluation averaged over the board's symmetries, whatever symmetry its
+  evaluations take otherwise: the policy of the network itself rather than of one symmetry (a strength level's
+  candidates, search/strength.py). A network evaluator offers evaluate_averaged(states); a wrapper passes the call
+  to the network it holds, uncached; symmetry_averaged(evaluator, states) below gives it for any evaluator, None
+  where none is offered (no network, or a shared evaluator, which other searches use at the same time).
 - shared evaluator: one that gathers the batches of several searches into shared calls (batching.py). It offers
   client(), a context in which the calling thread counts as one of the searches it waits for; search_client below
   gives it, None for any other evaluator. Its prepared evaluations are computed by the thread that waits for them
@@ -130,6 +135,12 @@ def accepts_positions(evaluator: object) -> bool:
     return getattr(evaluator, "accepts_positions", False)
 
 
+def symmetry_averaged(evaluator: object, states: Sequence[GameState]) -> EvaluationBatch | None:
+    """The averaged evaluation of `states` (see averaged evaluation), None where the evaluator offers none."""
+    averaged = getattr(evaluator, "evaluate_averaged", None)
+    return averaged(states) if averaged is not None else None
+
+
 def search_client(evaluator: object) -> ContextManager | None:
     """For a shared evaluator, the context in which a search counts as its client (see shared evaluator); None for
     any other."""
@@ -202,6 +213,10 @@ class CachedEvaluator:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+
+    def evaluate_averaged(self, states: Sequence[GameState]) -> EvaluationBatch | None:
+        """The inner evaluator's averaged evaluation, uncached (see averaged evaluation)."""
+        return symmetry_averaged(self.inner, states)
 
     def evaluate(self, states: Sequence[GameState]) -> EvaluationBatch:
         evaluation = self.prepare(states)

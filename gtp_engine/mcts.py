@@ -245,6 +245,9 @@ class Tree:
             Node, functools.partial(_make_terminal, self.score_utility, self.score_scale, kind.game_state),
             self._drop_illegal, kind.play_line, kind.illegal_reason, kind.copy)
         self.root_prior: np.ndarray | None = None  # replaces the root's priors in selection (noise)
+        # the root's priors a strength level takes its candidates and draw from (the network's own, averaged over
+        # the board's symmetries; search/choice.py); None: the root's priors
+        self.level_prior: np.ndarray | None = None
         self.root_excluded: np.ndarray | None = None  # bool per root edge: never select (e.g. pass in cleanup)
         self.root_forced_k = 0.0  # forced playouts at the root (self-play): k of sqrt(k * P * sum N), 0 none
         self.move_filter = move_filter  # a kept root must have been grown under the same filter

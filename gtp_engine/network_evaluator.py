@@ -273,15 +273,24 @@ class NetworkEvaluator:
         evaluation.compute()
         return evaluation.result()
 
+    def evaluate_averaged(self, states: Sequence[GameState]) -> EvaluationBatch:
+        """The evaluation averaged over every symmetry of the board, whatever the symmetry mode (evaluator.py,
+        averaged evaluation)."""
+        evaluation = self._prepare(states, "average")
+        evaluation.compute()
+        return evaluation.result()
+
     def prepare(self, states: Sequence[GameState]) -> _NetworkEvaluation:
         """Draws the symmetries and encodes the inputs now; compute() is the forward alone (no GIL needed)."""
+        return self._prepare(states, self.symmetry_mode)
+
+    def _prepare(self, states: Sequence[GameState], mode: str | int) -> _NetworkEvaluation:
         count = len(states)
         if not count:
             return _NetworkEvaluation(self, None, None, None, 0, 1)
         g = states[0].grid
         self.check_size(g.width, g.height)
         kinds = len(symmetry.symmetries_for(g.width, g.height))  # symmetries 0..kinds-1 keep the shape
-        mode = self.symmetry_mode
         if mode == "average":
             syms = np.repeat(np.arange(kinds), count)
             states = list(states) * kinds

@@ -14,13 +14,14 @@ Terms:
   level N ranks below (or above) its anchor should score about half its games. Territory rules (--rules japanese)
   count the stones as the ranks assume, and the komi is then 0.5.
 - moves (the `moves` command): on positions of game records (a random move number of each record, seeded), each
-  level's genmove against a full-strength search of FULL_VISITS visits: the share of its moves within the
-  network's policy top 10, its agreement with the full-strength move, and the loss the full-strength search
+  level's genmove against a full-strength search of FULL_VISITS visits: the share of its moves within the top 10
+  of the network's policy (averaged over the board's symmetries, as the levels read it), its agreement with the
+  full-strength move, and the loss the full-strength search
   judges each move to cost (the search's lead minus the lead a search of the position after the move finds),
   the largest and how many lost more than half the board where the game was not already lost.
 
 Usage (from the repository root):
-  python -m tools.calibrate_strength match --pairs 12k:1,8k:10,4k:pachi8000,8k:12k --games 40 --size 9 --komi 7 \\
+  python -m tools.calibrate_strength match --pairs 12k:1,8k:10,5k:pachi8000,8k:12k --games 40 --size 9 --komi 7 \\
       [--openings ../shared/data/go9_curated.tar.xz] [--sgf-dir runs/strength] [--max-minutes 30] [--first-game N]
   python -m tools.calibrate_strength match --pairs 12k:10 --handicap 4 --rules japanese --size 19 --games 40
   python -m tools.calibrate_strength match --pairs 4k:10 --gives 4 --rules japanese --size 19 --games 40
@@ -139,7 +140,7 @@ def measure_moves(levels: list[str], positions: list[GameState]) -> list[str]:
         largest = 0.0
         for state, judged in zip(positions, full):
             move = player.genmove(state, state.to_play, StopCondition()).point
-            policy = legal_policy(evaluator.evaluate([state]).policy[0], state)
+            policy = legal_policy(evaluator.evaluate_averaged([state]).policy[0], state)  # the network's own
             top10 = {state.grid.from_flat(int(i)) for i in np.argsort(-policy)[:10]}
             within += move in top10
             agree += move == judged.choice.point

@@ -84,12 +84,17 @@ def pick_edge(tree: Tree, choice: ChoiceConfig, move_number: int, rng: np.random
     return choose_edge(tree, choice)
 
 
+def level_prior(tree: Tree) -> np.ndarray:
+    """The root's priors a strength level chooses by: tree.level_prior where the search set it, else the root's."""
+    return tree.root.prior if tree.level_prior is None else tree.level_prior
+
+
 def restrict_root(tree: Tree, level: StrengthLevel) -> None:
     """The expanded root searched as the level searches it: its candidates alone (others excluded, as are the
     edges excluded already), each given a first visit before PUCT chooses."""
     root = tree.root
     outside = np.ones(len(root.moves), dtype=bool)
-    outside[candidate_edges(root.prior)] = False
+    outside[candidate_edges(level_prior(tree))] = False
     excluded = outside if tree.root_excluded is None else outside | tree.root_excluded
     if not excluded.all():
         tree.root_excluded = excluded if excluded.any() else None
@@ -105,7 +110,7 @@ def level_edge(tree: Tree, choice: ChoiceConfig, level: StrengthLevel, rng: np.r
     with np.errstate(divide="ignore", invalid="ignore"):
         lead = np.where(visits > 0, root.S[:count] / visits, np.nan)
     best = choose_edge(tree, choice)
-    probability = distribution(level, root.prior, lead, best, np.array(root.moves) == PASS,
+    probability = distribution(level, level_prior(tree), lead, best, np.array(root.moves) == PASS,
                                tree.root_state.grid.area)
     if tree.root_excluded is not None:
         probability[tree.root_excluded] = 0.0

@@ -45,7 +45,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from gtp_engine.board import opponent
-from gtp_engine.evaluator import Evaluator, search_client
+from gtp_engine.evaluator import Evaluator, search_client, symmetry_averaged
 from gtp_engine.game import GameState
 from gtp_engine.mcts import MoveFilter, Node, PendingBatch, Tree
 from gtp_engine.search.choice import (
@@ -250,9 +250,21 @@ class Searcher:
         if exclude:
             excluded = np.array([p in exclude for p in root.moves])
             tree.root_excluded = excluded if excluded.any() and not excluded.all() else None
+        tree.level_prior = None if strength is None else self._averaged_prior(tree)
         if strength is not None:
             restrict_root(tree, strength)
         add_noise(tree, cfg.noise, self.rng)
+
+    def _averaged_prior(self, tree: Tree) -> np.ndarray | None:
+        """The root's priors from the network's policy averaged over the board's symmetries (evaluator.py, averaged
+        evaluation), renormalised over the root's moves; None where the evaluator offers none."""
+        averaged = symmetry_averaged(self.evaluator, [tree.root_state])
+        if averaged is None:
+            return None
+        grid = tree.root_state.grid
+        prior = averaged.policy[0][[grid.flat(point) for point in tree.root.moves]].astype(np.float64)
+        total = prior.sum()
+        return prior / total if total > 0 else None
 
     # ---- stopping -------------------------------------------------------------------------------------
 

@@ -15,9 +15,11 @@ Terms:
   (level_for). A table starts at the scale's weakest rank and ends at the strongest rank measured on its board;
   a rank above that plays the table's strongest row (capped): on 9x9 the levels end at 4k, where the engine's
   own default search plays.
-- candidates: the first CANDIDATES root moves by the network's policy, so that a level only ever plays among the
-  policy's top 10. The level's search looks at no other root move and gives each candidate a visit before PUCT
-  chooses, so that the search has judged every move it may play.
+- candidates: the first CANDIDATES root moves by the network's policy, averaged over the board's symmetries where
+  the evaluator offers that (one symmetry's top 10 holds a move outside the network's own top 10 in about one case
+  in ten on 19x19), so that a level only ever plays among the policy's top 10. The level's search looks at no
+  other root move and gives each candidate a visit before PUCT chooses, so that the search has judged every move
+  it may play.
 - blunder bound: a candidate whose score lead, as the level's search judged it, is more than max_loss of the
   board's points below the lead of the search's own choice is never played; max_loss is at most
   MAX_LOSS_SHARE (a quarter), well inside the half of the board no level may ever throw away. The search's own

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gtp_engine import features, symmetry
-from gtp_engine.evaluator import CachedEvaluator, compute_steps, prepare
+from gtp_engine.evaluator import CachedEvaluator, UniformEvaluator, compute_steps, prepare, symmetry_averaged
 from gtp_engine.onnx_evaluator import METADATA_KEY, ModelLoadError, OnnxEvaluator
 
 onnx = pytest.importorskip("onnx")
@@ -67,6 +67,21 @@ def test_random_symmetry_picks_one_symmetry_per_position_and_average_takes_the_m
     assert np.allclose(average.ownership, np.mean([f.ownership for f in fixed], axis=0), atol=1e-6)
     # The random network is not symmetric, so the symmetries really differ.
     assert not np.allclose(fixed[0].policy, fixed[5].policy, atol=1e-4)
+
+
+def test_an_averaged_evaluation_takes_every_symmetry_whatever_the_mode_and_passes_the_cache(tiny_onnx_model,
+                                                                                           random_states):
+    states = random_states(7, 3, seed=6)
+    average = OnnxEvaluator(tiny_onnx_model, device="cpu", threads=1, symmetry_mode="average").evaluate(states)
+    one = OnnxEvaluator(tiny_onnx_model, device="cpu", threads=1, symmetry_mode=2)
+    cache = CachedEvaluator(one)
+    for evaluator in (one, cache):
+        averaged = symmetry_averaged(evaluator, states)
+        assert np.allclose(averaged.policy, average.policy, atol=1e-6)
+        assert np.allclose(averaged.value, average.value, atol=1e-6)
+    assert len(cache) == 0 and cache.misses == 0  # not cached: the cache holds the mode's evaluations
+    assert not np.allclose(one.evaluate(states).policy, average.policy, atol=1e-4)
+    assert symmetry_averaged(UniformEvaluator(), states) is None
 
 
 def test_large_batches_run_in_chunks_with_the_same_results(tiny_onnx_model, random_states):

@@ -14,6 +14,7 @@ from search_support import ScriptedEvaluator
 from gtp_engine import config
 from gtp_engine.board import BLACK
 from gtp_engine.coords import PASS
+from gtp_engine.evaluator import legal_policy
 from gtp_engine.game import GameState, fixed_handicap_points
 from gtp_engine.onnx_evaluator import OnnxEvaluator
 from gtp_engine.player import Player, PlayerConfig
@@ -99,6 +100,27 @@ def test_genmove_reads_as_the_ranks_level_on_the_games_board():
     assert strength.level_for(8, 81).playouts != strength.level_for(8, 361).playouts
 
 
+def test_a_level_takes_its_candidates_from_the_policy_averaged_over_the_symmetries():
+    """Where the evaluator offers an averaged evaluation (a network does), the level plays among its top ten, not
+    among the top ten of the one symmetry its search's root was evaluated in."""
+    g = GameState(9).grid
+    single = [g.point(r, c) for r in range(2) for c in range(9)]  # what the root's own evaluation favours
+    averaged = [g.point(r, c) for r in range(5, 7) for c in range(9)]
+
+    class Averaging(ScriptedEvaluator):
+        def evaluate_averaged(self, states):
+            return ScriptedEvaluator(favour=averaged).evaluate(states)
+
+    for rank in ("12k", "8k"):
+        player = Player(Averaging(favour=single), PlayerConfig(SearchConfig(seed=3), strength=strength.Rank(
+            strength.kyu_number(rank))))
+        moves = {player.genmove(GameState(9), BLACK, StopCondition()).point for _ in range(6)}
+        assert moves <= set(averaged), rank
+    # without it, the root's own priors
+    plain = Player(ScriptedEvaluator(favour=single), PlayerConfig(SearchConfig(seed=3), strength=strength.Rank(12)))
+    assert plain.genmove(GameState(9), BLACK, StopCondition()).point in single
+
+
 def test_human_profiles_map_to_the_nearest_rank():
     assert strength.profile_rank("rank_12k").name == "12k"
     assert strength.profile_rank("preaz_3k").name == "3k"
@@ -146,7 +168,8 @@ def test_the_distribution_keeps_to_candidates_bounds_and_the_search_share():
 
 @pytest.fixture(scope="module")
 def network():
-    """The shipped 9x9 network in one symmetry, so that the policy a test reads is the one the searches saw."""
+    """The shipped 9x9 network in one symmetry, so that the searches a test compares are the same each time (a
+    level's candidates come from its policy averaged over the symmetries, which a test reads alike)."""
     return OnnxEvaluator(NETWORK_9X9, device="cpu", threads=1, symmetry_mode=0)
 
 
@@ -175,7 +198,7 @@ def test_level_moves_are_plausible_and_never_lose_half_the_board(network, positi
         player = Player(network, PlayerConfig(SearchConfig(seed=1), strength=strength.parse_rank(rank)))
         for state in positions[::2]:
             move = player.genmove(state, state.to_play, StopCondition()).point
-            policy = player.policy(state, state.to_play)
+            policy = legal_policy(network.evaluate_averaged([state]).policy[0], state)  # of the network itself
             top10 = {state.grid.from_flat(int(i)) for i in np.argsort(-policy)[:10]}
             assert move in top10 or move == PASS, (rank, state.moves)
             full = full_search(network, state)
