@@ -23,7 +23,13 @@ import numpy as np
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS
 from gtp_engine.mcts import Node, Tree
-from gtp_engine.search.settings import HOPELESS_WINRATE_FACTOR, ChoiceConfig, NoiseConfig, ResignConfig
+from gtp_engine.search.settings import (
+    HOPELESS_MOVES_SHARE,
+    HOPELESS_WINRATE_FACTOR,
+    ChoiceConfig,
+    NoiseConfig,
+    ResignConfig,
+)
 from gtp_engine.search.strength import StrengthLevel, candidate_edges, distribution
 
 _PRIOR_VARIANCE = 0.25  # of utilities, as if one extra visit had seen it: keeps one-visit moves uncertain
@@ -149,7 +155,7 @@ class ResignCounter:
         low = bool(cfg.winrate) and move_number >= after and (
             winrate < cfg.winrate
             or (cfg.hopeless_lead_share > 0 and lead is not None and lead < -cfg.hopeless_lead_share * area
-                and winrate < HOPELESS_WINRATE_FACTOR * cfg.winrate))
+                and winrate < HOPELESS_WINRATE_FACTOR * cfg.winrate and move_number >= HOPELESS_MOVES_SHARE * area))
         below = self.below[color] + 1 if low else 0
         if count:
             self.below[color] = below

@@ -48,14 +48,17 @@ class NoiseConfig:
 
 
 HOPELESS_WINRATE_FACTOR = 3  # a hopeless search's winrate is below this many times ResignConfig.winrate
+HOPELESS_MOVES_SHARE = 0.5  # and its move number at least this share of the board's points
 
 
 @dataclass(frozen=True)
 class ResignConfig:
     """When a player gives up (a ResignCounter keeps the count). A search counts as below the threshold where its
-    winrate is, or where it is hopeless: its score lead below minus hopeless_lead_share of the board's points and
-    its winrate below HOPELESS_WINRATE_FACTOR times the threshold (a value head that never gets sure of a loss,
-    as a network trained on human games, still resigns a game lost by a fifth of the board's points)."""
+    winrate is, or where it is hopeless: its score lead below minus hopeless_lead_share of the board's points, its
+    winrate below HOPELESS_WINRATE_FACTOR times the threshold, from HOPELESS_MOVES_SHARE of the board's points in
+    moves on (a value head that never gets sure of a loss, as a network trained on human games, still resigns a
+    game lost by a fifth of the board's points; before half the game such a lead may be the stones a handicap
+    gave, not yet caught up)."""
 
     winrate: float | None = 0.05  # resign when the search's winrate is below this; None or 0: never
     consecutive: int = 1  # searches in a row of the same player below it

@@ -533,7 +533,7 @@ def test_resigns_a_game_lost_by_200_points_where_the_19x19_networks_winrate_stay
     search's lead decides (ResignConfig.hopeless_lead_share)."""
     fixture = Path(__file__).resolve().parents[1] / "fixtures" / "lost-handicap-game-19x19.sgf"
     game = sgf_io.load_sgf(fixture.read_bytes(), source=fixture.name).to_game()
-    assert game.to_play == WHITE and len(game.moves) == 180
+    assert game.to_play == WHITE and len(game.moves) == 200
     network = OnnxEvaluator(shipped_weights(19, 19), device="cpu", threads=1)
     stop = StopCondition(visits=40)
     winrate_alone = Player(network, PlayerConfig(SearchConfig(seed=0), resign=ResignConfig(hopeless_lead_share=0)))
