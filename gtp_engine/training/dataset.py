@@ -65,6 +65,7 @@ import concurrent.futures
 import functools
 import json
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -99,6 +100,10 @@ OPTIONAL_SAMPLE_FIELDS = {
 }
 DERIVED_SAMPLE_FIELDS = {"opponent_move": np.int16}
 _OPTIONAL_GROUPS = (("policy", "policy_mask"), ("search_value",))  # each present whole or not at all
+# numpy parses each array's header with ast.literal_eval, and CPython 3.11's AST builder keeps its recursion
+# depth in interpreter-wide state: two threads loading shards at once can fail with "AST constructor recursion
+# depth mismatch". The window loader's thread and the validation set's loads therefore take turns.
+_LOAD_LOCK = threading.Lock()
 GAME_FIELDS = {
     "game_key": np.uint64,
     "game_source": np.str_,
@@ -382,7 +387,7 @@ def read_sidecar(directory: str | os.PathLike) -> dict:
 
 
 def load_shard(path: str | os.PathLike) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as data:
+    with _LOAD_LOCK, np.load(path, allow_pickle=False) as data:
         arrays = {key: data[key] for key in data.files}
     missing = (set(SAMPLE_FIELDS) | set(GAME_FIELDS)) - set(arrays)
     if missing:
