@@ -37,7 +37,7 @@ import time
 from typing import Callable, Iterator, Sequence
 
 from gtp_engine.evaluator import EvaluationBatch, Evaluator, PreparedEvaluation, accepts_positions, compute_steps, \
-    prepare
+    prepare, symmetry_averaged
 from gtp_engine.search.threads import SWITCH_INTERVAL
 
 GATHER_WINDOW = 0.005  # seconds: see due
@@ -127,6 +127,12 @@ class BatchingEvaluator:
         evaluation = self.prepare(states)
         evaluation.compute()
         return evaluation.result()
+
+    def evaluate_averaged(self, states: Sequence) -> EvaluationBatch | None:
+        """The inner's averaged evaluation (evaluator.py), None where it offers none. Evaluated alone, outside the
+        shared calls, holding the inner for its whole call: a root's eight symmetries a move or a query."""
+        with self._inner_lock:
+            return symmetry_averaged(self.inner, states)
 
     def prepare(self, states: Sequence) -> PreparedEvaluation:
         """The request joins its forming batch now; its compute() waits for its rows from the shared call."""

@@ -14,7 +14,8 @@ Terms:
 - policy: the network's policy for the position over its legal moves (evaluator.legal_policy: renormalised, as
   KataGo's network masks illegal moves), flat order with pass last, -1 on illegal moves.
 - humanPolicy: the move distribution of the query's strength rank on its board (search/strength.py, the rank of
-  humanSLProfile) over the moves, in the policy's layout: from the network's policy and the leads this search found
+  humanSLProfile) over the moves, in the policy's layout: from the network's policy averaged over the board's
+  symmetries (the policy a level chooses by in GTP, search/choice.py) and the leads this search found
   (a move it did not visit has 0), around the move it chooses; at max, that move alone. A calibration of the
   engine's own play, not a human-trained model's policy.
 - thisHash: the position's Zobrist hash of stones and side to move, in hexadecimal (KataGo's also covers a simple
@@ -54,12 +55,13 @@ def no_results(query_id: str, turn: int) -> dict[str, Any]:
 
 
 def result(query, turn, snapshot: Snapshot, move_ownership: MoveOwnership | None = None,
-           policy: np.ndarray | None = None) -> dict[str, Any]:
+           policy: np.ndarray | None = None, level_policy: np.ndarray | None = None) -> dict[str, Any]:
     """The result object for one analysed turn (query.Query, query.Turn) from a snapshot of its search, during
     the search or final as the snapshot is.
 
     move_ownership is asked for the visited moves when the query includes moves' ownership; policy is the
-    network's policy (flat, pass last, see policy) when it includes the policy."""
+    network's policy (flat, pass last, see policy) when it includes the policy; level_policy the one humanPolicy
+    draws from, in the same layout, when it includes the human policy."""
     state: GameState = turn.state
     g = state.grid
     flip = _flips(query.settings.report_as, snapshot.to_play)
@@ -97,8 +99,8 @@ def result(query, turn, snapshot: Snapshot, move_ownership: MoveOwnership | None
         response["ownership"] = _floats(owner_sign * np.asarray(snapshot.ownership))
     if query.include_policy and policy is not None:
         response["policy"] = _floats(policy)
-    if query.include_human_policy and policy is not None:
-        response["humanPolicy"] = _floats(human_policy(query.settings.rank, policy, snapshot, g))
+    if query.include_human_policy and level_policy is not None:
+        response["humanPolicy"] = _floats(human_policy(query.settings.rank, level_policy, snapshot, g))
     return response
 
 

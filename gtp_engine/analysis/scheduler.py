@@ -29,10 +29,13 @@ import logging
 import threading
 from typing import Any, Callable
 
+import numpy as np
+
 from gtp_engine.analysis import responses
 from gtp_engine.analysis.query import Query, Turn
 from gtp_engine.batching import BatchingEvaluator
-from gtp_engine.evaluator import Evaluator, legal_policy
+from gtp_engine.evaluator import Evaluator, legal_policy, symmetry_averaged
+from gtp_engine.game import GameState
 from gtp_engine.search import ReportSchedule, SearchConfig, Searcher, Snapshot, StopCondition
 
 log = logging.getLogger(__name__)
@@ -158,12 +161,10 @@ class Scheduler:
         if searcher is None or searcher.evaluator is not shared or searcher.config != config:
             searcher = Searcher(shared, config)
         searcher.reset()  # a fresh tree for the task
-        policy = None
-        if query.include_policy or query.include_human_policy:
-            policy = legal_policy(evaluator.evaluate([state]).policy[0], state, illegal=-1.0)
+        policy, level_policy = self._root_policies(query, state, shared)
 
         def report(snapshot: Snapshot) -> None:
-            self._emit(responses.result(query, turn, snapshot, searcher.move_ownership, policy))
+            self._emit(responses.result(query, turn, snapshot, searcher.move_ownership, policy, level_policy))
 
         settings = query.settings
         stop = StopCondition.for_limits(searcher.clock(), visits=settings.max_visits, seconds=settings.max_time,
@@ -171,6 +172,22 @@ class Scheduler:
         searcher.search(state, stop, report, _reports(query), ownership_in_snapshots=True,
                         move_filter=query.move_filter)
         return searcher
+
+    @staticmethod
+    def _root_policies(query: Query, state: GameState,
+                       shared: BatchingEvaluator) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The root's policy the response reports (one symmetry, as the search's root sees it) and the one its
+        humanPolicy draws from (averaged over the board's symmetries, as a strength level chooses in GTP: the
+        Searcher's level prior), each over the legal moves and -1 elsewhere, None where not asked. Through the
+        shared evaluator, which hands the network to one thread at a time."""
+        policy = level_policy = None
+        if query.include_policy:
+            policy = legal_policy(shared.evaluate([state]).policy[0], state, illegal=-1.0)
+        if query.include_human_policy:
+            averaged = symmetry_averaged(shared, [state])
+            batch = averaged if averaged is not None else shared.evaluate([state])
+            level_policy = legal_policy(batch.policy[0], state, illegal=-1.0)
+        return policy, level_policy
 
     def _batching(self, evaluator: Evaluator) -> BatchingEvaluator:
         """The batching evaluator every worker searches `evaluator` through."""

@@ -330,3 +330,20 @@ def test_positions_keep_their_sides():
     results = run_clients(batcher, [[black], [white]], inner)
     alone = ScriptedEvaluator().evaluate([black, white])
     np.testing.assert_array_equal(np.concatenate([r.ownership for r in results]), alone.ownership)
+
+
+def test_the_averaged_evaluation_goes_to_the_inner_alone():
+    """The inner's averaged evaluation, called holding the inner (no shared call prepares meanwhile); None where
+    the inner offers none."""
+    state = GameState(9)
+    held = []
+
+    class Averaging(ScriptedEvaluator):
+        def evaluate_averaged(self, states):
+            held.append(batcher._inner_lock.locked())
+            return ScriptedEvaluator(favour=[state.grid.point(4, 4)]).evaluate(states)
+
+    batcher = BatchingEvaluator(Averaging(), gather_window=None)
+    averaged = batcher.evaluate_averaged([state])
+    assert held == [True] and averaged.policy[0].argmax() == state.grid.flat(state.grid.point(4, 4))
+    assert BatchingEvaluator(ScriptedEvaluator(), gather_window=None).evaluate_averaged([state]) is None

@@ -11,7 +11,10 @@ import numpy as np
 import pytest
 from search_support import ScriptedEvaluator
 
-from gtp_engine import config
+from gtp_engine import config, coords
+from gtp_engine.analysis.query import parse_query
+from gtp_engine.analysis.scheduler import Scheduler
+from gtp_engine.analysis.settings import AnalysisSettings
 from gtp_engine.board import BLACK
 from gtp_engine.coords import PASS
 from gtp_engine.evaluator import legal_policy
@@ -119,6 +122,34 @@ def test_a_level_takes_its_candidates_from_the_policy_averaged_over_the_symmetri
     # without it, the root's own priors
     plain = Player(ScriptedEvaluator(favour=single), PlayerConfig(SearchConfig(seed=3), strength=strength.Rank(12)))
     assert plain.genmove(GameState(9), BLACK, StopCondition()).point in single
+
+
+def test_the_analysis_human_policy_draws_from_the_averaged_policy_and_reports_the_plain_one():
+    """As in GTP, humanPolicy's candidates are the averaged policy's top ten (the search's choice aside), while
+    the response's policy stays the root's own evaluation, as KataGo reports it."""
+    g = GameState(9).grid
+    single = [g.point(r, c) for r in range(2) for c in range(9)]
+    averaged = [g.point(r, c) for r in range(5, 7) for c in range(9)]
+
+    class Averaging(ScriptedEvaluator):
+        def evaluate_averaged(self, states):
+            return ScriptedEvaluator(favour=averaged).evaluate(states)
+
+    # the plain policy favours both sets alike, so that the search visits both; its own top ten lie in `single`
+    evaluator, responses = Averaging(favour=single + averaged), []
+    query, _ = parse_query({"id": "h", "moves": [], "rules": "chinese", "boardXSize": 9, "boardYSize": 9,
+                            "maxVisits": 400, "includePolicy": True,
+                            "overrideSettings": {"humanSLProfile": "rank_12k"}}, AnalysisSettings())
+    scheduler = Scheduler(lambda width, height: evaluator, SearchConfig(seed=0), responses.append, workers=1)
+    scheduler.submit(query)
+    scheduler.close(wait=True)
+    (response,) = responses
+    state = query.turns[0].state
+    assert response["policy"] == [round(float(v), 6) for v in legal_policy(evaluator.evaluate([state]).policy[0],
+                                                                           state, illegal=-1.0)]
+    best = g.flat(coords.from_gtp(g, response["moveInfos"][0]["move"]))
+    drawn = {i for i, p in enumerate(response["humanPolicy"]) if p > 0} - {best}
+    assert drawn and drawn <= {g.flat(p) for p in averaged}
 
 
 def test_human_profiles_map_to_the_nearest_rank():
