@@ -153,10 +153,15 @@ class ResignCounter:
         cfg = self.config
         after = cfg.after_moves if cfg.after_moves is not None else int(area * cfg.after_moves_share)
         low = bool(cfg.winrate) and move_number >= after and (
-            winrate < cfg.winrate
-            or (cfg.hopeless_lead_share > 0 and lead is not None and lead < -cfg.hopeless_lead_share * area
-                and winrate < HOPELESS_WINRATE_FACTOR * cfg.winrate and move_number >= HOPELESS_MOVES_SHARE * area))
+            winrate < cfg.winrate or self._hopeless(winrate, lead, move_number, area))
         below = self.below[color] + 1 if low else 0
         if count:
             self.below[color] = below
         return below >= cfg.consecutive
+
+    def _hopeless(self, winrate: float, lead: float | None, move_number: int, area: int) -> bool:
+        """Whether a search that is not below the threshold counts as below by its lead (ResignConfig's
+        hopeless_lead_share): far behind, a winrate near the threshold, and late enough in the game."""
+        cfg = self.config
+        return (cfg.hopeless_lead_share > 0 and lead is not None and lead < -cfg.hopeless_lead_share * area
+                and winrate < HOPELESS_WINRATE_FACTOR * cfg.winrate and move_number >= HOPELESS_MOVES_SHARE * area)
