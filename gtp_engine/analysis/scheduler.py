@@ -180,13 +180,17 @@ class Scheduler:
         humanPolicy draws from (averaged over the board's symmetries, as a strength level chooses in GTP: the
         Searcher's level prior), each over the legal moves and -1 elsewhere, None where not asked. Through the
         shared evaluator, which hands the network to one thread at a time."""
-        policy = level_policy = None
-        if query.include_policy:
-            policy = legal_policy(shared.evaluate([state]).policy[0], state, illegal=-1.0)
+        def plain() -> np.ndarray:
+            return legal_policy(shared.evaluate([state]).policy[0], state, illegal=-1.0)
+
+        policy = plain() if query.include_policy else None
+        level_policy = None
         if query.include_human_policy:
             averaged = symmetry_averaged(shared, [state])
-            batch = averaged if averaged is not None else shared.evaluate([state])
-            level_policy = legal_policy(batch.policy[0], state, illegal=-1.0)
+            if averaged is not None:
+                level_policy = legal_policy(averaged.policy[0], state, illegal=-1.0)
+            else:  # an evaluator without an averaged evaluation: the root's own policy, evaluated once
+                level_policy = policy if policy is not None else plain()
         return policy, level_policy
 
     def _batching(self, evaluator: Evaluator) -> BatchingEvaluator:
