@@ -6,7 +6,9 @@ Terms:
   5, ..., except in a handicap match.
 - handicap match: one engine, A unless B is named, takes Black with N stones (GTP's fixed_handicap layout) in
   every game, so that the weaker is measured against the stronger at the handicap that should even them; no
-  openings.
+  openings. A handicap of 1 is Go's: the taker plays Black in every game without stones, at the komi given (a
+  rank on small boards, where a stone is worth several); its games start from the openings, each game from the
+  next one, as the colours do not swap.
 - rules: the rule set of the match (game.Rules): the engines that know kata-set-rules are told it before each
   game, the match's own record refuses moves it forbids (the mover then loses), and the game is counted by it.
 - referee: a third GTP program that sees every move, refuses illegal ones (the mover then loses: result B+F or
@@ -180,7 +182,7 @@ def load_openings(path: str | Path, size: int, moves: int) -> list[Opening]:
 def play_game(black: Program, white: Program, referee: Program, size: int, komi: float = KOMI,
               max_moves: int = 0, time_settings: str | None = None, opening: Opening = (),
               rules: Rules = CHINESE, handicap: int = 0) -> tuple[str, GameState, list[int]]:
-    """Plays one game from `opening` under `rules`, Black with `handicap` stones where not 0 (max_moves: scored
+    """Plays one game from `opening` under `rules`, Black with `handicap` stones where above 1 (max_moves: scored
     after this many moves; 0: three times the area); returns the SGF result, the game record and the stones the
     referee called dead at the end (none after a resignation or a forfeit).
 
@@ -198,7 +200,7 @@ def play_game(black: Program, white: Program, referee: Program, size: int, komi:
     game = GameState(size, komi=komi, rules=rules)
     players = {BLACK: black, WHITE: white}
     letters = {BLACK: "B", WHITE: "W"}
-    if handicap:
+    if handicap > 1:
         stones = fixed_handicap_points(game.grid, handicap)
         game.place_handicap(stones)
         expected = {coords.to_gtp(game.grid, point) for point in stones}
@@ -312,6 +314,15 @@ class Sprt:
             if len(games) >= 2 else None
 
 
+def _opening_of(number: int, openings: Sequence[Opening], handicap: int) -> Opening:
+    """The opening of game `number`: a pair's (colours swapped within it), a game's own under handicap 1 (colours
+    fixed), none with handicap stones."""
+    if not openings or handicap > 1:
+        return ()
+    index = number - 1 if handicap == 1 else (number - 1) // 2
+    return openings[index % len(openings)]
+
+
 def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, referee: str = REFEREE,
                max_moves: int = 0, time_settings: str | None = None, sgf_dir: str | Path | None = None,
                sprt: Sprt | None = None, deadline: float | None = None, verbose: bool = False,
@@ -321,7 +332,8 @@ def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, ref
                ) -> tuple[str, str, list[GameResult]]:
     """Plays games number first_game to `games` of the commands a and b under `rules` (A Black in odd games; each
     pair from the next of `openings` when given; with a handicap, A (B with handicap_to_b) Black with that many
-    stones in every game and no openings), game-N.sgf into sgf_dir when given; on_game(number, black, white,
+    stones in every game and no openings, or with handicap 1 without stones, each game from the next opening),
+    game-N.sgf into sgf_dir when given; on_game(number, black, white,
     result) after each. A first_game above 1 goes on with a match whose earlier games were played before (its
     colours and openings as if it had not stopped).
     No game starts once time.monotonic() has passed deadline. Returns the names of A and B and the results. A game
@@ -342,7 +354,7 @@ def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, ref
             first, second, judge = programs
             a_is_black = not handicap_to_b if handicap else a_plays_black(number)
             black, white = (first, second) if a_is_black else (second, first)
-            opening = openings[(number - 1) // 2 % len(openings)] if openings and not handicap else ()
+            opening = _opening_of(number, openings, handicap)
             try:
                 result, game, dead = play_game(black, white, judge, size, komi, max_moves, time_settings, opening,
                                                rules, handicap)

@@ -12,7 +12,9 @@ Terms:
 - handicap (--handicap N, or --gives N): the level takes Black with N stones in every game, or gives them to the
   anchor (match.py's handicap match), the amateur ranks' own measure on 19x19, where a stone is about a rank: a
   level N ranks below (or above) its anchor should score about half its games. Territory rules (--rules japanese)
-  count the stones as the ranks assume, and the komi is then 0.5.
+  count the stones as the ranks assume, and the komi is then 0.5. On 9x9, where a stone is worth several ranks,
+  --handicap 1 --komi K: the level takes Black without stones in every game, from the openings, at komi K; the
+  small-board convention gives the weaker Black and 2 points of komi a rank (K = 7 - 2 x ranks).
 - moves (the `moves` command): on positions of game records (a random move number of each record, seeded), each
   level's genmove against a full-strength search of FULL_VISITS visits: the share of its moves within the top 10
   of the network's policy (averaged over the board's symmetries, as the levels read it), its agreement with the
@@ -25,6 +27,8 @@ Usage (from the repository root):
       [--openings ../shared/data/go9_curated.tar.xz] [--sgf-dir runs/strength] [--max-minutes 30] [--first-game N]
   python -m tools.calibrate_strength match --pairs 12k:10 --handicap 4 --rules japanese --size 19 --games 40
   python -m tools.calibrate_strength match --pairs 4k:10 --gives 4 --rules japanese --size 19 --games 40
+  python -m tools.calibrate_strength match --pairs 12k:10 --handicap 1 --komi -1 --size 9 --games 40 \\
+      --openings ../shared/data/go9_curated.tar.xz
   python -m tools.calibrate_strength moves --records ../shared/data/go9_curated.tar.xz --levels 12k,8k,4k,1d \\
       [--positions 40] [--size 9]
 The match command prints a line per game, then one row per pair: level, anchor, wins/games, score, interval,
@@ -45,7 +49,7 @@ import numpy as np
 from gtp_engine import match_stats, network_loader, sgf_io
 from gtp_engine.coords import PASS, grid
 from gtp_engine.evaluator import legal_policy
-from gtp_engine.game import GameState, Rules, fixed_handicap_points
+from gtp_engine.game import HANDICAP_KOMI, GameState, Rules, fixed_handicap_points
 from gtp_engine.match import CHINESE, GameResult, GtpError, Program, play_match, referee_for
 from gtp_engine.onnx_evaluator import OnnxEvaluator
 from gtp_engine.player import Player, PlayerConfig
@@ -92,12 +96,16 @@ def parse_pairs(text: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def row(level: str, anchor: str, results: list[GameResult], handicap: int = 0) -> str:
-    """A table row: level, anchor (and the stones the level takes, or gives where handicap < 0), wins/games, score,
-    95% interval, games."""
+def row(level: str, anchor: str, results: list[GameResult], handicap: int = 0, komi: float | None = None) -> str:
+    """A table row: level, anchor (and the stones the level takes, or gives where handicap < 0; under handicap 1
+    Black and the komi), wins/games, score, 95% interval, games."""
     scores = [g.score_for_a for g in results]
-    name = anchor_command(anchor)[0] + (f", the level {'taking' if handicap > 0 else 'giving'} {abs(handicap)} "
-                                        f"stones" if handicap else "")
+    verb = "taking" if handicap > 0 else "giving"
+    if abs(handicap) == 1:
+        terms = f", the level {verb} Black at komi {komi:g}"
+    else:
+        terms = f", the level {verb} {abs(handicap)} stones" if handicap else ""
+    name = anchor_command(anchor)[0] + terms
     if not scores:
         return f"| {level} | {name} | - | - | - | 0 |"
     mean, low, high = match_stats.score_interval(scores)
@@ -171,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--games", type=int, default=40, help="games per pair (default: 40)")
     parser.add_argument("--size", type=int, default=9)
     parser.add_argument("--komi", type=float, help="(default: the rules' komi for the handicap: 7.5 under area and "
-                                                   "6.5 under territory scoring, 0.5 with a handicap)")
+                                                   "6.5 under territory scoring, 0.5 with a handicap, 1 included)")
     parser.add_argument("--rules", default="chinese",
                         help="rule set of the games (default: chinese); the engine is told it, GNU Go anchors and "
                              "the referee count by its scoring")
@@ -184,8 +192,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"Pachi's binary for pachiN anchors, built there when missing (default: {DEFAULT_PACHI})")
     handicaps = parser.add_mutually_exclusive_group()
     handicaps.add_argument("--handicap", type=int, default=0,
-                           help="the level takes Black with this many stones in every game (no openings; see "
-                                "handicap)")
+                           help="the level takes Black with this many stones in every game (no openings; 1: Black "
+                                "without stones, from the openings; see handicap)")
     handicaps.add_argument("--gives", type=int, default=0,
                            help="the level gives the anchor this many stones in every game (see handicap)")
     parser.add_argument("--max-minutes", type=float, help="start no new game after this many minutes, in all")
@@ -204,9 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         parser.error(f"--rules: {error}")
     stones = args.handicap or args.gives
-    komi = rules.default_komi(stones) if args.komi is None else args.komi
+    komi = (HANDICAP_KOMI if stones == 1 else rules.default_komi(stones)) if args.komi is None else args.komi
     openings = openings_of(parser, args.openings, args.size, args.opening_moves)
-    if stones:
+    if stones > 1:
         if openings:
             parser.error("--handicap, --gives: handicap games start from the stones, without --openings")
         try:
@@ -236,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         except GtpError as error:
             print(f"{level} vs {anchor}: match stopped: {error}", file=sys.stderr)
             return 1
-        rows.append(row(level, anchor, results, args.handicap or -args.gives))
+        rows.append(row(level, anchor, results, args.handicap or -args.gives, komi))
         print(rows[-1], flush=True)
     print("| level | anchor | wins/games | score | 95% interval | games |")
     print("|---|---|---|---|---|---|")
