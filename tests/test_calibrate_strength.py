@@ -43,7 +43,7 @@ def test_a_handicap_is_refused_with_openings_or_where_the_board_has_no_such_layo
     records = Path(__file__).resolve().parent / "training" / "fixtures"
     for arguments, problem in ((["--handicap", "4", "--openings", str(records)], "without --openings"),
                                (["--handicap", "9", "--size", "7"], "no fixed handicap of 9 stones on 7x7"),
-                               (["--gives", "1", "--size", "19"], "no fixed handicap of 1 stones on 19x19"),
+                               (["--gives", "10", "--size", "19"], "no fixed handicap of 10 stones on 19x19"),
                                (["--gives", "2", "--handicap", "2"], "not allowed with argument")):
         with pytest.raises(SystemExit) as stopped:
             calibrate.main(["match", "--pairs", "12k:10", "--games", "2", *arguments])
@@ -55,3 +55,5 @@ def test_a_row_names_the_levels_handicap():
         "| 12k | GNU Go 3.8 level 10, the level taking 4 stones | - | - | - | 0 |"
     assert calibrate.row("4k", "10", [], handicap=-4) == \
         "| 4k | GNU Go 3.8 level 10, the level giving 4 stones | - | - | - | 0 |"
+    assert calibrate.row("12k", "10", [], handicap=1, komi=-1) == \
+        "| 12k | GNU Go 3.8 level 10, the level taking Black at komi -1 | - | - | - | 0 |"
