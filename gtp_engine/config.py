@@ -228,8 +228,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("resign-after-moves", ("player", "resign", "after_moves"), _count,
            "no resignation before this move number (default: a quarter of the board's points)", "N"),
     Option("resign-lead-share", ("player", "resign", "hopeless_lead_share"), _weight,
-           "from half the board's points in moves on, also resign below 3 times the threshold where the score "
-           "lead is behind by this share of the board's points, 0 never (default: 0.2)", "P"),
+           "from half the board's points in moves on, also resign below 5 times the threshold where the score "
+           "lead is behind by this share of the board's points, 0 never (default: 0.25)", "P"),
     Option("strength", ("player", "strength"), _strength,
            "play at this rank, 12k (weakest) to 1d, or max, full strength (default: max); the ranks are "
            "calibrated against GNU Go, see the README", "LEVEL"),

@@ -47,7 +47,7 @@ class NoiseConfig:
     root_policy_temperature: float = 1.0  # the root's priors ** (1 / T), renormalised; > 1 searches wider
 
 
-HOPELESS_WINRATE_FACTOR = 3  # a hopeless search's winrate is below this many times ResignConfig.winrate
+HOPELESS_WINRATE_FACTOR = 5  # a hopeless search's winrate is below this many times ResignConfig.winrate
 HOPELESS_MOVES_SHARE = 0.5  # and its move number at least this share of the board's points
 
 
@@ -57,14 +57,14 @@ class ResignConfig:
     winrate is, or where it is hopeless: its score lead below minus hopeless_lead_share of the board's points, its
     winrate below HOPELESS_WINRATE_FACTOR times the threshold, from HOPELESS_MOVES_SHARE of the board's points in
     moves on (a value head that never gets sure of a loss, as a network trained on human games, still resigns a
-    game lost by a fifth of the board's points; before half the game such a lead may be the stones a handicap
+    game lost by a quarter of the board's points; before half the game such a lead may be the stones a handicap
     gave, not yet caught up)."""
 
     winrate: float | None = 0.05  # resign when the search's winrate is below this; None or 0: never
     consecutive: int = 1  # searches in a row of the same player below it
     after_moves: int | None = None  # no resignation before this move number; None: after_moves_share of the area
     after_moves_share: float = 0.25  # the first move number that may resign, a share of the board's points
-    hopeless_lead_share: float = 0.2  # see the docstring; 0: the winrate alone decides
+    hopeless_lead_share: float = 0.25  # see the docstring; 0: the winrate alone decides
 
     def __post_init__(self) -> None:
         if self.consecutive < 1:

@@ -542,6 +542,20 @@ def test_resigns_a_game_lost_by_200_points_where_the_19x19_networks_winrate_stay
     assert Player(network, PlayerConfig(SearchConfig(seed=0))).genmove(game, WHITE, stop).resign
 
 
+def test_resigns_late_in_a_game_lost_by_140_points_where_the_19x19_networks_winrate_is_near_one_fifth():
+    """Later in a lost handicap game the same network's winrate rises toward 0.2 while the lead stays far behind:
+    a bound of three times the threshold (0.15) let such a game run to the move cap; five times resigns it."""
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "lost-handicap-game-19x19-move-360.sgf"
+    game = sgf_io.load_sgf(fixture.read_bytes(), source=fixture.name).to_game()
+    assert game.to_play == WHITE and len(game.moves) == 360
+    network = OnnxEvaluator(shipped_weights(19, 19), device="cpu", threads=1)
+    stop = StopCondition(visits=40)
+    winrate_alone = Player(network, PlayerConfig(SearchConfig(seed=0), resign=ResignConfig(hopeless_lead_share=0)))
+    choice = winrate_alone.genmove(game, WHITE, stop)
+    assert not choice.resign and 0.15 < choice.winrate < 0.25 and choice.score_lead < -0.25 * 361
+    assert Player(network, PlayerConfig(SearchConfig(seed=0))).genmove(game, WHITE, stop).resign
+
+
 def test_plays_a_game_with_a_real_network(tiny_onnx_model):
     player = Player(OnnxEvaluator(tiny_onnx_model, device="cpu"), player_config(seed=0, resign_threshold=None))
     game = GameState(9)

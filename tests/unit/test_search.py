@@ -325,13 +325,13 @@ def test_resignation_counts_searches_in_a_row_per_colour_from_its_first_move():
     assert not default.update(BLACK, 0.01, 5, 25) and default.update(BLACK, 0.01, 6, 25)
 
 
-def test_a_search_behind_by_a_fifth_of_the_board_late_in_the_game_resigns_below_three_times_the_threshold():
-    """A value head that never gets sure of a loss (0.07-0.12 at 200 points behind on 19x19) still resigns."""
+def test_a_search_behind_by_a_quarter_of_the_board_late_in_the_game_resigns_below_five_times_the_threshold():
+    """A value head that never gets sure of a loss (0.07-0.24 at 100-200 points behind on 19x19) still resigns."""
     area = 361
     counter = ResignCounter(ResignConfig(winrate=0.05, after_moves=0))
-    assert counter.update(BLACK, 0.10, 200, area, lead=-0.2 * area - 1)
-    assert not counter.update(BLACK, 0.10, 200, area, lead=-0.2 * area + 1)  # not that far behind
-    assert not counter.update(BLACK, 0.16, 200, area, lead=-200.0)  # the winrate above 3 x 5%
+    assert counter.update(BLACK, 0.24, 200, area, lead=-0.25 * area - 1)
+    assert not counter.update(BLACK, 0.10, 200, area, lead=-0.25 * area + 1)  # not that far behind
+    assert not counter.update(BLACK, 0.26, 200, area, lead=-200.0)  # the winrate above 5 x 5%
     assert not counter.update(BLACK, 0.10, 200, area)  # no lead known: the winrate alone
     assert not counter.update(BLACK, 0.10, 179, area, lead=-200.0)  # before half the game: a handicap's lead
     assert not ResignCounter(ResignConfig(winrate=0.05, after_moves=0, hopeless_lead_share=0)).update(
