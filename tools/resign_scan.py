@@ -5,7 +5,8 @@ evaluations as ResignCounter counts them.
 Terms:
 - rule SHARE:FACTOR: a search counts as below the threshold where its winrate is below --threshold, or where its
   lead is behind by SHARE of the board's points and its winrate below FACTOR times the threshold (ResignConfig's
-  hopeless_lead_share and HOPELESS_WINRATE_FACTOR); SHARE 0 is the winrate alone.
+  hopeless_lead_share and hopeless_winrate_factor, counted by the engine's own ResignCounter); SHARE 0 is the
+  winrate alone.
 - resigns: --consecutive positions in a row of one colour below (both colours are counted, as either could be
   the engine); a false resignation is the eventual winner's, a saved move one of the loser's moves after it.
 - beyond the winrate alone: the false resignations a rule adds to the winrate rule's, and the loser's moves it
@@ -26,6 +27,7 @@ from pathlib import Path
 from gtp_engine import sgf_io
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.onnx_evaluator import OnnxEvaluator
+from gtp_engine.search import ResignConfig, ResignCounter
 from gtp_engine.search.settings import HOPELESS_MOVES_SHARE
 
 BATCH = 32
@@ -79,11 +81,10 @@ def evaluations(network: OnnxEvaluator, record: sgf_io.GameRecord) -> list[tuple
 
 def first_resignation(rows, area: int, threshold: float, share: float, factor: float, consecutive: int):
     """(colour, move number) of the first resignation under the rule, or None."""
-    below = {BLACK: 0, WHITE: 0}
+    counter = ResignCounter(ResignConfig(winrate=threshold, consecutive=consecutive, after_moves=0,
+                                         hopeless_lead_share=share, hopeless_winrate_factor=factor))
     for color, number, winrate, lead in rows:
-        low = winrate < threshold or (share > 0 and lead < -share * area and winrate < factor * threshold)
-        below[color] = below[color] + 1 if low else 0
-        if below[color] >= consecutive:
+        if counter.update(color, winrate, number, area, lead=lead):
             return color, number
     return None
 
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--consecutive", type=int, default=3, help="(default: 3, a strength level's count)")
     args = parser.parse_args(argv)
     rules = [tuple(float(x) for x in item.split(":")) for item in args.rules.split(",")]
-    network = OnnxEvaluator(args.network, device="cpu")
+    network = OnnxEvaluator(args.network, device="cpu", seed=0)  # the symmetries drawn alike each run
     games = []
     for name, record in finished_games(args.sources, args.size, args.records):
         rows = evaluations(network, record)

@@ -25,7 +25,6 @@ from gtp_engine.coords import PASS
 from gtp_engine.mcts import Node, Tree
 from gtp_engine.search.settings import (
     HOPELESS_MOVES_SHARE,
-    HOPELESS_WINRATE_FACTOR,
     ChoiceConfig,
     NoiseConfig,
     ResignConfig,
@@ -164,4 +163,4 @@ class ResignCounter:
         hopeless_lead_share): far behind, a winrate near the threshold, and late enough in the game."""
         cfg = self.config
         return (cfg.hopeless_lead_share > 0 and lead is not None and lead < -cfg.hopeless_lead_share * area
-                and winrate < HOPELESS_WINRATE_FACTOR * cfg.winrate and move_number >= HOPELESS_MOVES_SHARE * area)
+                and winrate < cfg.hopeless_winrate_factor * cfg.winrate and move_number >= HOPELESS_MOVES_SHARE * area)

@@ -47,7 +47,6 @@ class NoiseConfig:
     root_policy_temperature: float = 1.0  # the root's priors ** (1 / T), renormalised; > 1 searches wider
 
 
-HOPELESS_WINRATE_FACTOR = 5  # a hopeless search's winrate is below this many times ResignConfig.winrate
 HOPELESS_MOVES_SHARE = 0.5  # and its move number at least this share of the board's points
 
 
@@ -55,7 +54,7 @@ HOPELESS_MOVES_SHARE = 0.5  # and its move number at least this share of the boa
 class ResignConfig:
     """When a player gives up (a ResignCounter keeps the count). A search counts as below the threshold where its
     winrate is, or where it is hopeless: its score lead below minus hopeless_lead_share of the board's points, its
-    winrate below HOPELESS_WINRATE_FACTOR times the threshold, from HOPELESS_MOVES_SHARE of the board's points in
+    winrate below hopeless_winrate_factor times the threshold, from HOPELESS_MOVES_SHARE of the board's points in
     moves on (a value head that never gets sure of a loss, as a network trained on human games, still resigns a
     game lost by a quarter of the board's points; before half the game such a lead may be the stones a handicap
     gave, not yet caught up)."""
@@ -65,6 +64,7 @@ class ResignConfig:
     after_moves: int | None = None  # no resignation before this move number; None: after_moves_share of the area
     after_moves_share: float = 0.25  # the first move number that may resign, a share of the board's points
     hopeless_lead_share: float = 0.25  # see the docstring; 0: the winrate alone decides
+    hopeless_winrate_factor: float = 5.0  # see the docstring
 
     def __post_init__(self) -> None:
         if self.consecutive < 1:

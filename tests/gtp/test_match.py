@@ -127,7 +127,6 @@ def test_a_handicap_match_gives_a_black_and_its_stones_in_every_game(tiny_onnx_m
     assert not games[0].a_is_black and record.handicap == 2 and record.black.startswith("GNU Go")
 
 
-
 def test_a_handicap_of_one_gives_black_without_stones_and_each_game_the_next_opening(tiny_onnx_model, tmp_path):
     """Go's handicap 1: the taker (here B) plays Black in every game at the komi given, no stones placed; the colours
     do not swap, so each game starts from the next opening instead of each pair."""
@@ -139,6 +138,7 @@ def test_a_handicap_of_one_gives_black_without_stones_and_each_game_the_next_ope
     records = [sgf_io.load_sgf_file(tmp_path / f"game-{n}.sgf") for n in (1, 2, 3)]
     assert [r.moves[:4] for r in records] == [openings[0], openings[1], openings[0]]
     assert all(not r.setup and r.komi == -1 and r.moves[0][0] == BLACK for r in records)
+
 
 def test_openings_that_cannot_be_used_are_a_usage_error(tmp_path, capsys):
     with pytest.raises(SystemExit):
