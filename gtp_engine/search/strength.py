@@ -4,8 +4,8 @@ Terms:
 - rank (Rank): a kyu/dan rank, "12k" .. "1k", "1d", what --strength sets; its kyu number counts down to 0 at 1d
   (12k is 12, 1k is 1), as KaTrain counts. The scale: GNU Go 3.8 at level 10 is 8k, and a rank is 100 Elo (a rank
   above scores 64%). The ranks are where calibration matches put each level (docs/measurements.md, "Strength
-  levels"), not ranks of any server. The scale ends at 12k because a level never leaves the policy's plausible
-  moves (candidates), and playing among them at random is already about that strong.
+  levels"), not ranks of any server. The scale ends at 12k, the weakest rank matches placed on both boards: a draw
+  among the candidates at random plays far weaker than that, and no anchor is weak enough to place it.
 - level: the settings a rank plays with on a board (StrengthLevel): its reading (playouts of the move's search),
   the temperature of its draw among the candidates, the search share (how often it plays the search's own choice
   outright) and the largest loss it accepts. `max`, no rank, plays at full strength, exactly as without the option.
@@ -93,11 +93,12 @@ class Rank:
 
 
 # Each calibrated size's rows, weakest first, named by where matches placed them (tuned by
-# tools/calibrate_strength.py; docs/measurements.md has the matches behind each row). 19x19's 4k and 1d rows are
-# 9x9 settings shifted two ranks (the shift measured at 9k), not yet matched on 19x19.
+# tools/calibrate_strength.py; docs/measurements.md has the matches behind each row). 19x19's 1d row is 9x9
+# settings shifted two ranks (the shift measured at 9k), not yet placed by a match on 19x19.
 TABLES: dict[int, tuple[StrengthLevel, ...]] = {
     9: (
-        StrengthLevel("12k", playouts=10, temperature=10.0, search_share=0.0, max_loss=0.25),
+        StrengthLevel("12k", playouts=12, temperature=2.83, search_share=0.125, max_loss=0.2),
+        StrengthLevel("9k", playouts=13, temperature=1.5, search_share=0.1875, max_loss=0.175),
         StrengthLevel("8k", playouts=14, temperature=0.8, search_share=0.25, max_loss=0.15),
         StrengthLevel("5k", playouts=100, temperature=0.4, search_share=0.7, max_loss=0.08),
         StrengthLevel("4k", playouts=800, temperature=0.2, search_share=0.95, max_loss=0.05),
