@@ -276,8 +276,6 @@ SEARCH_OPTIONS: tuple[Option, ...] = (
            "lost visits a pending leaf adds to its path (default: 1)", "N"),
     Option("score-utility", _SEARCH + ("tree", "score_utility"), _non_negative,
            "weight of the score lead in what the search maximises, 0 winrate only (default: 0.1)", "W"),
-    Option("subtree-bias", _SEARCH + ("tree", "subtree_bias"), _non_negative,
-           "factor of the subtree value bias correction, 0 none (default: 0)", "X"),
     Option("score-scale", _SEARCH + ("tree", "score_scale"), _positive,
            "points at which the score's utility saturates (default: half the square root of the area)", "POINTS"),
     Option("early-stop", _SEARCH + ("stop", "early_stop"), _bool,

@@ -65,7 +65,6 @@ from typing import Sequence
 import numpy as np
 
 from gtp_engine import position, tree_core
-from gtp_engine.subtree_bias import SubtreeBias
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS, Grid
 from gtp_engine.evaluator import EvaluationBatch, Evaluator
@@ -138,7 +137,6 @@ class TreeConfig:
     virtual_loss: float = 1.0  # lost visits a pending leaf adds to its path while its batch is evaluated
     score_utility: float = 0.1  # weight of the score lead in what the search maximises (0: winrate only)
     score_scale: float | None = None  # points for which tanh(lead / scale) saturates; None: sqrt(board area) / 2
-    subtree_bias: float = 0.0  # factor of the subtree value bias correction (subtree_bias.py); 0: none
 
     def scale_for(self, area: int) -> float:
         return self.score_scale if self.score_scale is not None else math.sqrt(area) / 2
@@ -257,7 +255,6 @@ class Tree:
         self._banned: dict[tuple[int, int], np.ndarray] = {}  # (colour, ply) -> move_filter.banned(...)
         self._in_flight: dict[int, int] = {}  # id(leaf) -> selections awaiting it, per leaf of an unfinished batch
         self._awaited: dict[int, list] = {}  # id(leaf) -> [result, ownership, selections left], once it is evaluated
-        self._subtree_bias = SubtreeBias(config.subtree_bias) if config.subtree_bias else None
         if self.root.is_expanded:  # a subtree kept from an earlier search: its untried edges were never checked
             legal = root_state.legal_mask()
             flats = np.array([g.flat(p) for p in self.root.moves])
@@ -342,22 +339,7 @@ class Tree:
                 raise
             evaluated = self._take_evaluations(leaves, states, batch, self._in_flight)
         count = len(selected)
-        bias = self._subtree_bias
-        if bias is None:
-            self._core.back_up(selected, evaluated, self._awaited, self.virtual_loss, OWNERSHIP_DEPTH)
-            return count
-        game_state = self._kind.game_state
-        for leaf, state in zip(leaves, states):
-            correction = bias.correct(leaf, game_state(state))
-            if correction:
-                key = id(leaf)
-                (v, u, s), ownership = evaluated[key]
-                evaluated[key] = (v, u + correction, s), ownership
-                if key in self._awaited:
-                    self._awaited[key][0] = (v, u + correction, s)
-        paths = [path for _, path in selected]
         self._core.back_up(selected, evaluated, self._awaited, self.virtual_loss, OWNERSHIP_DEPTH)
-        bias.update(paths)
         return count
 
     def abandon(self, pending: PendingBatch) -> None:

@@ -89,7 +89,6 @@ SPECS = {spec.name: spec for spec in (
     Spec("lcb_z", 0.1, 6.0, 0.3),
     Spec("lcb_min_visits_ratio", 0.01, 0.9, 0.03),
     Spec("score_utility", 0.0, 1.0, 0.04),
-    Spec("subtree_bias", 0.0, 1.0, 0.05),
     Spec("virtual_loss", 0.0, 5.0, 0.25, costly=True),
     Spec("batch_size", 1, 64, 2, integer=True, costly=True),
 )}

@@ -19,7 +19,7 @@ LAYERS = {
     "board": 1,
     "game": 2,
     "sgf_io": 3, "features": 3, "endgame": 3,
-    "evaluator": 4, "rollout": 4, "match": 4, "tree_core": 4, "position": 4, "subtree_bias": 4,
+    "evaluator": 4, "rollout": 4, "match": 4, "tree_core": 4, "position": 4,
     "network_evaluator": 5, "mcts": 5, "mixed_evaluator": 5,
     "onnx_evaluator": 6, "search.settings": 6, "search.limits": 6, "search.snapshot": 6, "search.threads": 6,
     "search.strength": 6,
