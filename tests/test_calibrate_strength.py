@@ -14,6 +14,7 @@ from tools import calibrate_strength as calibrate
 
 def test_each_kind_of_anchor_has_its_name_and_command():
     assert calibrate.anchor_command("10") == ("GNU Go 3.8 level 10", "gnugo --mode gtp --chinese-rules --level 10")
+    assert calibrate.anchor_command("0")[1] == "gnugo --mode gtp --chinese-rules --level 0"  # its weakest level
     name, command = calibrate.anchor_command("pachi8000", Path("/opt/pachi dir/pachi"))
     assert name == "Pachi 8000 playouts"
     assert shlex.split(command) == ["/opt/pachi dir/pachi", "-t", "=8000", "threads=1,pondering=0"]
@@ -24,7 +25,7 @@ def test_each_kind_of_anchor_has_its_name_and_command():
 
 
 @pytest.mark.parametrize("anchor, problem", [
-    ("0", "rank"), ("11", "rank"), ("pachi499", "at least 500 playouts"), ("pachi", "rank"), ("gnugo", "rank"),
+    ("11", "rank"), ("-1", "rank"), ("pachi499", "at least 500 playouts"), ("pachi", "rank"), ("gnugo", "rank"),
 ])
 def test_what_is_no_anchor_is_refused(anchor, problem):
     with pytest.raises(ValueError, match=problem):

@@ -3,7 +3,7 @@ and measures the levels' moves on positions of game records against the full-str
 
 Terms:
 - pair LEVEL:ANCHOR: the engine at --strength LEVEL (gtp_engine/search/strength.py) against an anchor: a number N
-  is GNU Go 3.8 at --level N, pachiN is Pachi (tools/build_pachi.sh, no network) at N playouts a move on one
+  (0-10) is GNU Go 3.8 at --level N, pachiN is Pachi (tools/build_pachi.sh, no network) at N playouts a move on one
   thread without pondering (N at least 500), a rank is the engine itself at that level (the levels' order: each
   beats the one below it). Levels and anchors play by playouts, not time, so the machine's load does not change
   their strength.
@@ -72,7 +72,7 @@ def engine_command(level: str) -> str:
 def anchor_command(anchor: str, pachi: Path = DEFAULT_PACHI, rules: Rules = CHINESE) -> tuple[str, str]:
     """(its name in the table, its command) for an anchor (see pair), Pachi's binary at `pachi`, GNU Go counting
     as the rules score (area or territory); ValueError for none."""
-    if anchor.isdigit() and 1 <= int(anchor) <= 10:
+    if anchor.isdigit() and 0 <= int(anchor) <= 10:
         scoring = "japanese" if rules.scoring == "territory" else "chinese"
         return f"GNU Go 3.8 level {anchor}", GNUGO.format(scoring=scoring, level=anchor)
     pachi_anchor = _PACHI_ANCHOR.match(anchor)
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     moves.add_argument("--size", type=int, default=9)
     parser = commands.add_parser("match", help="play levels against anchors")
     parser.add_argument("--pairs", required=True,
-                        help="LEVEL:ANCHOR,... (ANCHOR: a GNU Go level 1-10, pachiN for Pachi at N playouts, or a "
+                        help="LEVEL:ANCHOR,... (ANCHOR: a GNU Go level 0-10, pachiN for Pachi at N playouts, or a "
                              "rank)")
     parser.add_argument("--games", type=int, default=40, help="games per pair (default: 40)")
     parser.add_argument("--size", type=int, default=9)
