@@ -98,6 +98,7 @@ class Rank:
 TABLES: dict[int, tuple[StrengthLevel, ...]] = {
     9: (
         StrengthLevel("12k", playouts=12, temperature=2.83, search_share=0.125, max_loss=0.2),
+        StrengthLevel("11k", playouts=12, temperature=2.29, search_share=0.1458, max_loss=0.1917),
         StrengthLevel("9k", playouts=13, temperature=1.5, search_share=0.1875, max_loss=0.175),
         StrengthLevel("8k", playouts=14, temperature=0.8, search_share=0.25, max_loss=0.15),
         StrengthLevel("5k", playouts=100, temperature=0.4, search_share=0.7, max_loss=0.08),

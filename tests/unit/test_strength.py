@@ -48,7 +48,7 @@ def test_every_rank_of_the_scale_has_a_level_on_each_calibrated_size_and_the_lev
 
 def test_each_table_ends_at_the_strongest_rank_measured_on_its_board():
     """9x9's levels end at 4k, where the settings of its strongest row were placed; 19x19's reach 1d."""
-    assert [row.name for row in strength.TABLES[9]] == ["12k", "9k", "8k", "5k", "4k"]
+    assert [row.name for row in strength.TABLES[9]] == ["12k", "11k", "9k", "8k", "5k", "4k"]
     assert [row.name for row in strength.TABLES[19]] == ["12k", "8k", "4k", "1d"]
     assert strength.parse_rank("1d").level(81) == strength.parse_rank("3k").level(81) == strength.TABLES[9][-1]
     assert strength.parse_rank("1d").level(361).name == "1d"
