@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gtp_engine.game import Rules
+from gtp_engine.match import GameResult
 from tools import calibrate_strength as calibrate
 
 
@@ -49,6 +50,13 @@ def test_a_handicap_is_refused_with_openings_or_where_the_board_has_no_such_layo
         with pytest.raises(SystemExit) as stopped:
             calibrate.main(["match", "--pairs", "12k:10", "--games", "2", *arguments])
         assert stopped.value.code == 2 and problem in capsys.readouterr().err
+
+
+def test_a_row_counts_wins_draws_and_losses():
+    results = [GameResult(True, "B+R", 50), GameResult(False, "0", 60), GameResult(True, "W+3", 70),
+               GameResult(False, "W+R", 40)]  # the level (A) wins games 1 and 4, draws game 2
+    row = calibrate.row("9k", "0", results)
+    assert row.startswith("| 9k | GNU Go 3.8 level 0 | 2-1-1 | 0.62 | ") and row.endswith(" | 4 |")
 
 
 def test_a_row_names_the_levels_handicap():

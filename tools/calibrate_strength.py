@@ -31,7 +31,7 @@ Usage (from the repository root):
       --openings ../shared/data/go9_curated.tar.xz
   python -m tools.calibrate_strength moves --records ../shared/data/go9_curated.tar.xz --levels 12k,8k,4k,1d \\
       [--positions 40] [--size 9]
-The match command prints a line per game, then one row per pair: level, anchor, wins/games, score, interval,
+The match command prints a line per game, then one row per pair: level, anchor, wins-draws-losses, score, interval,
 games; the moves command a row per level.
 """
 
@@ -98,7 +98,7 @@ def parse_pairs(text: str) -> list[tuple[str, str]]:
 
 def row(level: str, anchor: str, results: list[GameResult], handicap: int = 0, komi: float | None = None) -> str:
     """A table row: level, anchor (and the stones the level takes, or gives where handicap < 0; under handicap 1
-    Black and the komi), wins/games, score, 95% interval, games."""
+    Black and the komi), wins-draws-losses, score, 95% interval, games."""
     scores = [g.score_for_a for g in results]
     verb = "taking" if handicap > 0 else "giving"
     if abs(handicap) == 1:
@@ -109,8 +109,8 @@ def row(level: str, anchor: str, results: list[GameResult], handicap: int = 0, k
     if not scores:
         return f"| {level} | {name} | - | - | - | 0 |"
     mean, low, high = match_stats.score_interval(scores)
-    wins = scores.count(1.0)
-    return (f"| {level} | {name} | {wins}/{len(scores)} | {mean:.2f} | "
+    wins_draws_losses = "-".join(str(scores.count(score)) for score in (1.0, 0.5, 0.0))
+    return (f"| {level} | {name} | {wins_draws_losses} | {mean:.2f} | "
             f"{low:.2f} .. {high:.2f} | {len(scores)} |")
 
 
@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         rows.append(row(level, anchor, results, args.handicap or -args.gives, komi))
         print(rows[-1], flush=True)
-    print("| level | anchor | wins/games | score | 95% interval | games |")
+    print("| level | anchor | wins-draws-losses | score | 95% interval | games |")
     print("|---|---|---|---|---|---|")
     print("\n".join(rows))
     return 0
