@@ -39,7 +39,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from gtp_engine import coords, match_stats, sgf_io
 from gtp_engine.board import BLACK, EMPTY, PASS, WHITE
@@ -180,14 +180,15 @@ def load_openings(path: str | Path, size: int, moves: int) -> list[Opening]:
 
 
 def play_game(black: Program, white: Program, referee: Program, size: int, komi: float = KOMI,
-              max_moves: int = 0, time_settings: str | None = None, opening: Opening = (),
-              rules: Rules = CHINESE, handicap: int = 0) -> tuple[str, GameState, list[int]]:
+              max_moves: int = 0, time_settings: str | Mapping[Program, str | None] | None = None,
+              opening: Opening = (), rules: Rules = CHINESE, handicap: int = 0) -> tuple[str, GameState, list[int]]:
     """Plays one game from `opening` under `rules`, Black with `handicap` stones where above 1 (max_moves: scored
     after this many moves; 0: three times the area); returns the SGF result, the game record and the stones the
     referee called dead at the end (none after a resignation or a forfeit).
 
     time_settings ("main byoyomi stones", GTP's time_settings arguments) goes to both players before the game, as
-    twogtp's -time does; each player keeps its own clock (the match does not forfeit on time)."""
+    twogtp's -time does, or to each player its own (a mapping: time odds); each player keeps its own clock (the match
+    does not forfeit on time)."""
     max_moves = max_moves or 3 * size * size
     for program in (black, white, referee):
         program.send(f"boardsize {size}")
@@ -195,8 +196,9 @@ def play_game(black: Program, white: Program, referee: Program, size: int, komi:
         program.send(f"komi {komi:g}", check=program is referee)
         if program.knows("kata-set-rules"):
             program.send(f"kata-set-rules {rules.name}")
-        if time_settings is not None and program is not referee:
-            program.send(f"time_settings {time_settings}", check=False)
+        clock = time_settings.get(program) if isinstance(time_settings, Mapping) else time_settings
+        if clock is not None and program is not referee:
+            program.send(f"time_settings {clock}", check=False)
     game = GameState(size, komi=komi, rules=rules)
     players = {BLACK: black, WHITE: white}
     letters = {BLACK: "B", WHITE: "W"}
@@ -328,14 +330,14 @@ def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, ref
                sprt: Sprt | None = None, deadline: float | None = None, verbose: bool = False,
                on_game: Callable[[int, Program, Program, GameResult], None] | None = None,
                openings: Sequence[Opening] = (), first_game: int = 1,
-               rules: Rules = CHINESE, handicap: int = 0, handicap_to_b: bool = False
-               ) -> tuple[str, str, list[GameResult]]:
+               rules: Rules = CHINESE, handicap: int = 0, handicap_to_b: bool = False,
+               b_time_settings: str | None = None) -> tuple[str, str, list[GameResult]]:
     """Plays games number first_game to `games` of the commands a and b under `rules` (A Black in odd games; each
     pair from the next of `openings` when given; with a handicap, A (B with handicap_to_b) Black with that many
     stones in every game and no openings, or with handicap 1 without stones, each game from the next opening),
-    game-N.sgf into sgf_dir when given; on_game(number, black, white,
-    result) after each. A first_game above 1 goes on with a match whose earlier games were played before (its
-    colours and openings as if it had not stopped).
+    each with time_settings, B with b_time_settings where given (time odds), game-N.sgf into sgf_dir when given;
+    on_game(number, black, white, result) after each. A first_game above 1 goes on with a match whose earlier games
+    were played before (its colours and openings as if it had not stopped).
     No game starts once time.monotonic() has passed deadline. Returns the names of A and B and the results. A game
     in which a program dies is void: the program starts again and the game is played again, up to MAX_VOID_GAMES
     times in a row. Raises GtpError when a program fails otherwise (refuses a command, cannot start)."""
@@ -352,11 +354,12 @@ def play_match(a: str, b: str, games: int, size: int, komi: float = KOMI, *, ref
                 log.warning("deadline: %d of %d games played", number - 1, games)
                 break
             first, second, judge = programs
+            clocks = {first: time_settings, second: b_time_settings or time_settings}
             a_is_black = not handicap_to_b if handicap else a_plays_black(number)
             black, white = (first, second) if a_is_black else (second, first)
             opening = _opening_of(number, openings, handicap)
             try:
-                result, game, dead = play_game(black, white, judge, size, komi, max_moves, time_settings, opening,
+                result, game, dead = play_game(black, white, judge, size, komi, max_moves, clocks, opening,
                                                rules, handicap)
                 scores = {program: _own_score(program) if game.is_over else None for program in (first, second)}
             except GtpError as error:

@@ -62,6 +62,14 @@ def test_both_programs_get_equal_threads_no_pondering_the_lag_reserve_and_the_cl
                                                                 "--lag-buffer 0.1 --batches-in-flight 6")
 
 
+def test_time_odds_give_pachi_its_own_clock(fakes, tmp_path):
+    assert run(fakes, tmp_path / "match", "--games", "2", "--size", "19", "--pachi-seconds", "8") == 0
+    logs = fakes[3]
+    ours, pachi = ((logs / name).read_text().splitlines() for name in ("ours", "pachi"))
+    assert [line for line in ours if line.startswith("time_settings")] == ["time_settings 0 2 1"] * 2
+    assert [line for line in pachi if line.startswith("time_settings")] == ["time_settings 0 8 1"] * 2
+
+
 def test_a_match_goes_on_from_the_games_in_its_folder(fakes, tmp_path, capsys):
     out = tmp_path / "match"
     assert run(fakes, out, "--games", "2") == 0
@@ -117,7 +125,8 @@ def test_a_folder_the_match_cannot_go_on_from_is_a_usage_error(fakes, tmp_path, 
     assert stop.value.code == 2 and problem in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("args", [["--games", "0"], ["--threads", "0"], ["--seconds", "0"], ["--size", "1"]])
+@pytest.mark.parametrize("args", [["--games", "0"], ["--threads", "0"], ["--seconds", "0"], ["--size", "1"],
+                                  ["--pachi-seconds", "0"]])
 def test_bad_numbers_are_usage_errors(fakes, tmp_path, args):
     with pytest.raises(SystemExit):
         run(fakes, tmp_path / "match", *args)

@@ -10,6 +10,8 @@ Terms:
 - time (--seconds S): S seconds a move, byo-yomi with no main time (time_settings 0 S 1), given to both programs
   before each game; 1 s on 9x9 and 2 s on larger boards unless set. Both keep 0.1 s of it back for lag (Pachi
   by tools/build_pachi.sh's patch, our engine by --lag-buffer 0.1), so both think for about S - 0.1 s.
+- time odds (--pachi-seconds P): Pachi gets P seconds a move instead of S (P = 4 S: Pachi with four times our
+  time).
 - match folder (--out): game-N.sgf for each game played, N from 1, our engine Black in the odd games. Run again
   with the same folder and the same arguments, the match goes on from the first game missing there, with the
   colours and openings it would have had, and the summary counts the results (RE) of the games already there.
@@ -18,6 +20,7 @@ Terms:
 
 Usage (from the repository root):
   python -m tools.pachi_match --size 9 --games 100 --out runs/pachi9 --openings data/go9_curated.tar.xz
+  python -m tools.pachi_match --size 19 --komi 7.5 --games 20 --pachi-seconds 8 --out runs/pachi19x4
   python -m tools.loss_analysis runs/pachi9        # where the lost games' points went
 """
 
@@ -109,6 +112,8 @@ def parser() -> argparse.ArgumentParser:
                                                           "(default: 100)")
     p.add_argument("--komi", type=float, default=7.0, help="(default: 7)")
     p.add_argument("--seconds", type=int, help="seconds a move for each program (default: 1 on 9x9, else 2)")
+    p.add_argument("--pachi-seconds", type=int, help="Pachi's seconds a move, where it has other time than our "
+                                                       "engine (default: --seconds)")
     p.add_argument("--threads", type=int, default=2, help="CPU threads of each program (default: 2)")
     p.add_argument("--pachi", type=Path, default=DEFAULT_PACHI,
                    help=f"Pachi's binary, built there when missing (default: {DEFAULT_PACHI})")
@@ -127,8 +132,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
-    if args.size < 2 or args.games < 1 or args.threads < 1 or (args.seconds is not None and args.seconds < 1):
-        p.error("--size takes 2 or more; --games, --threads and --seconds take positive numbers")
+    if args.size < 2 or args.games < 1 or args.threads < 1 or any(
+            value is not None and value < 1 for value in (args.seconds, args.pachi_seconds)):
+        p.error("--size takes 2 or more; --games, --threads, --seconds and --pachi-seconds take positive numbers")
     if args.out.exists() and not args.out.is_dir():
         p.error(f"--out {args.out} is a file, not a folder")
     seconds = args.seconds or (1 if args.size == 9 else 2)
@@ -152,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             ensure_pachi(args.pachi)
             play_match(engine_command(args.engine, args.threads), pachi_command(args.pachi, args.threads),
-                       args.games, args.size, args.komi, time_settings=f"0 {seconds} 1", sgf_dir=args.out,
+                       args.games, args.size, args.komi, time_settings=f"0 {seconds} 1",
+                       b_time_settings=f"0 {args.pachi_seconds} 1" if args.pachi_seconds else None, sgf_dir=args.out,
                        deadline=deadline, verbose=args.verbose, on_game=report, openings=openings,
                        first_game=len(earlier) + 1, **kwargs)
         except (GtpError, RuntimeError) as error:
