@@ -114,7 +114,12 @@ _HELP = {
                               "network gets that output (left out of the ONNX export); 0: none",
     "search_value_weight": "share of the search's value (self-play shards) in the value target; the game's "
                            "result has the rest",
-    "rules": "rule set of the games (game.py's names: chinese, tromp-taylor, ...)",
+    "rules": "rule set of the games (game.py's names: chinese, japanese, tromp-taylor, ...), or several separated "
+             "by commas: self-play draws one for each game, the gate's pairs of games take them in turn",
+    "komi_stdev": "spread of an even game's komi around its rule set's (a normal draw, rounded to a half point)",
+    "handicap_share": "share of games in which Black has handicap stones (2 .. max-handicap, GTP's fixed points; "
+                      "komi the rules' handicap komi)",
+    "max_handicap": "most handicap stones of a handicap game",
     "full_visits": "root visits of a full search (its visit distribution is a policy target)",
     "fast_visits": "root visits of a fast search (no policy target, no noise)",
     "full_search_fraction": "share of searches that are full ones",
@@ -142,7 +147,7 @@ _HELP = {
     "games": "games in all (value-data) or per iteration (reinforce)",
     "baseline": "subtracted from the reward: none, or mean (the iteration's mean reward)",
     "pool_every": "iterations between additions of the learner to the opponent pool",
-    "komi": "komi of the games",
+    "komi": "komi of the games (of the first rule set's; another scoring's a point apart, territory the lower)",
     "temperature": "moves are sampled from softmax(logits / temperature) over the legal non-eye moves",
     "max_moves": "plies after which a game is scored as it stands (0: the stage's default, two or three times "
                  "the area)",

@@ -8,13 +8,14 @@ Terms:
   game's search tree, evaluates those of each network together, and finishes them. With evaluation_threads (1 by
   default) the games are in two lanes whose rounds overlap (search/rounds.py's games in lanes); with 0, one round takes
   every game, one call for each network.
-- game: from the empty board; every move is a fresh search of `visits` playouts (the candidate's own number with
+- game: from the empty board, under the rules of its pair of games (setup_of: with several rule sets, the pairs
+  take them in turn, each at its komi); every move is a fresh search of `visits` playouts (the candidate's own number with
   candidate_visits) by the mover's network (no tree reuse, so each side spends exactly the effort it is given).
   The first opening_moves moves are drawn with probability proportional to the visits (never a pass), so that the
   games differ; later moves are the search's (LCB) choice: both through search.pick_edge, as in self-play. A game
-  ends at two passes and is scored by area counting of the board as it stands (Tromp-Taylor: what the
-  search itself scores at its terminal nodes), or when the mover's winrate has stayed below resign_winrate
-  for resign_consecutive of its moves (it resigns), or at max_moves (scored by area as it stands).
+  ends at two passes and is counted by its rules with every stone alive (GameState.score: what the search
+  itself scores at its terminal nodes), or when the mover's winrate has stayed below resign_winrate for
+  resign_consecutive of its moves (it resigns), or at max_moves (counted so as it stands).
 - result for the candidate: 1 win, 0.5 draw, 0 loss; score, Elo and their 95% intervals and the SPRT as
   gtp_engine/match_stats.py defines them.
 - decision rule (verdict): from sprt_min_games finished games on, the SPRT of elo0 against elo1 decides as
@@ -58,10 +59,11 @@ from tqdm import tqdm
 from gtp_engine import match_stats, sgf_io
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.evaluator import Evaluator
-from gtp_engine.game import KOMI, GameState, Rules, format_result
+from gtp_engine.game import KOMI, format_result
 from gtp_engine.mcts import Tree, TreeConfig
 from gtp_engine.search import ChoiceConfig, ResignConfig, ResignCounter, network_threads, pick_edge, play_games
 from gtp_engine.training.files import replacing
+from gtp_engine.training.game_setups import GameSetup, SetupDistribution, rule_sets
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +79,7 @@ _TREE = TreeConfig()  # tree parameters: the engine's defaults, as in self-play
 class GateConfig:
     size: int = 9
     komi: float = KOMI
-    rules: str = "chinese"
+    rules: str = "chinese"  # a rule set, or several separated by commas, taken in turn by the pairs of games
     visits: int = 64  # playouts per move, both networks
     candidate_visits: int = 0  # the candidate's playouts per move when not `visits` (0: `visits`)
     max_games: int = 200  # the match never plays more
@@ -108,7 +110,7 @@ class GateConfig:
             raise ValueError("start_window must not be negative")
         if self.evaluation_threads < 0:
             raise ValueError("evaluation_threads must not be negative")
-        Rules.named(self.rules)
+        rule_sets(self.rules)
         if not self.sprt_elo0 < self.sprt_elo1:
             raise ValueError("sprt_elo0 must be below sprt_elo1")
 
@@ -193,6 +195,14 @@ def _outcome(results: list[float]) -> dict:
             "elo": match_stats.elo(score), "elo_low": match_stats.elo(low), "elo_high": match_stats.elo(high)}
 
 
+def setup_of(config: GateConfig, index: int) -> GameSetup:
+    """The rules and komi of game `index` (from 0): the pairs of games take the rule sets in turn, each at its
+    komi (game_setups.py), both games of a pair the same."""
+    choices = rule_sets(config.rules)
+    rules = choices[index // 2 % len(choices)]
+    return GameSetup(rules, SetupDistribution(config.rules, config.komi).komi_of(rules))
+
+
 def read_result(out: str | Path) -> GateResult | None:
     """The finished match's result in `out`, or None when it has not finished."""
     path = Path(out) / RESULT
@@ -213,7 +223,7 @@ class _Game:
         own = config.candidate_visits or config.visits
         self.visits = {BLACK: own, WHITE: config.visits} if self.candidate_black else \
             {BLACK: config.visits, WHITE: own}  # per colour: its playouts a move
-        self.state = GameState(config.size, komi=config.komi, rules=Rules.named(config.rules))
+        self.state = setup_of(config, index).new_game(config.size)
         self.config = config
         self.choice = ChoiceConfig(temperature=1.0, temperature_moves=config.opening_moves)
         self.rng = np.random.default_rng([config.seed, index])
@@ -252,7 +262,7 @@ class _Game:
         state.play(tree.root.moves[pick_edge(tree, self.choice, state.move_number, self.rng)])
         max_moves = config.max_moves or 2 * state.grid.area
         if state.is_over or state.move_number >= max_moves:
-            self.result = format_result(state.area_score())
+            self.result = format_result(state.score())
             return
         self.tree = self._new_tree()
 

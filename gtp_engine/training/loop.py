@@ -137,7 +137,7 @@ class LoopConfig:
     window_generations: int = 4  # train on the self-play of this many latest generations
     size: int = 9
     komi: float = KOMI
-    rules: str = "chinese"
+    rules: str = "chinese"  # a rule set, or several separated by commas (game_setups.py)
     anchor: str = ""  # shard folder of expert games (ingest) mixed into every candidate's training; "": none
     anchor_samples: int = 0  # samples of it per generation, a fresh random draw of whole games each time
     preset: str = ""  # candidates' model preset; "": the initial network's

@@ -34,9 +34,12 @@ Terms:
   A share no_resign_fraction
   of games (evenly spread over game numbers) never resigns. In such a game the first player that would have
   resigned is noted; if that player goes on to win, the game counts as a false resignation.
-- ending: "passes" (two passes in a row: the final position is counted exactly by area, as game.py scores it,
-  and gives the score and ownership targets), "resign" (the winner is known, nothing else: value target only)
-  or "cut" (max_moves reached: scored by area as it stands, value target only).
+- setup: each game's rules, komi and handicap stones, drawn from the config's rule sets, komi spread and handicap
+  share (game_setups.py) by a generator of its own, seeded by the run's seed and the game's number.
+- ending: "passes" (two passes in a row: the final position is counted exactly by the game's rules with every
+  stone alive, as the search's terminal nodes are (GameState.score); the score target, and the area ownership as
+  the ownership target), "resign" (the winner is known, nothing else: value target only) or "cut" (max_moves
+  reached: counted so as it stands, value target only).
 - value target: the game's winner from each sample's side to move (a draw where the count is exactly 0); and
   the search value (dataset.py), the root's mean value when the move was chosen, full or fast search alike.
 - output folder: the shards and index.json (all games to "train" except a val_fraction of them by game key, as
@@ -61,11 +64,12 @@ from tqdm import tqdm
 from gtp_engine import features, sgf_io
 from gtp_engine.board import BLACK, WHITE, opponent
 from gtp_engine.evaluator import Evaluator
-from gtp_engine.game import KOMI, GameState, Rules, format_result
+from gtp_engine.game import KOMI, GameState, format_result
 from gtp_engine.mcts import Tree, TreeConfig
 from gtp_engine.search import (ChoiceConfig, NoiseConfig, ResignConfig, ResignCounter, add_noise, network_threads,
                                pick_edge, play_games)
 from gtp_engine.training import dataset, splits
+from gtp_engine.training.game_setups import SetupDistribution
 from gtp_engine.training.files import replacing
 
 log = logging.getLogger(__name__)
@@ -78,8 +82,11 @@ PLAYER = "gtp_engine selfplay"
 @dataclass(frozen=True)
 class SelfPlayConfig:
     size: int = 9
-    komi: float = KOMI
-    rules: str = "chinese"
+    komi: float = KOMI  # the first rule set's; another scoring's a point apart (game_setups.py)
+    rules: str = "chinese"  # a rule set, or several separated by commas, one drawn for each game
+    komi_stdev: float = 0.0  # spread of an even game's komi around its rule set's (0: none)
+    handicap_share: float = 0.0  # share of games in which Black has 2 .. max_handicap handicap stones
+    max_handicap: int = 4
     full_visits: int = 160  # playout cap randomization (KataGo): a full search, a policy target
     fast_visits: int = 32  # a fast search: plays the move, no policy target
     full_search_fraction: float = 0.25
@@ -100,9 +107,9 @@ class SelfPlayConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        Rules.named(self.rules)
         if not 2 <= self.size <= 19:
             raise ValueError("size must be in 2..19")
+        self.setups().check_board(self.size)
         if not 1 <= self.fast_visits <= self.full_visits:
             raise ValueError("visits must satisfy 1 <= fast_visits <= full_visits")
         if min(self.parallel_games, self.leaves_per_game, self.resign_consecutive, self.shard_samples) < 1:
@@ -122,6 +129,10 @@ class SelfPlayConfig:
     def network_threads(self, cores: int | None = None) -> int:
         """onnxruntime's CPU threads per call when none are given (search.network_threads)."""
         return network_threads(self.evaluation_threads, cores)
+
+    def setups(self) -> SetupDistribution:
+        """What each game's rules, komi and handicap are drawn from."""
+        return SetupDistribution(self.rules, self.komi, self.komi_stdev, self.handicap_share, self.max_handicap)
 
     @property
     def move_limit(self) -> int:
@@ -218,7 +229,7 @@ class _SelfPlay:
         self.noise = NoiseConfig(config.noise_fraction, config.noise_alpha_total)
         self.choice = ChoiceConfig(temperature=1.0, temperature_moves=config.temperature_limit)
         self.resign = ResignConfig(config.resign_winrate, config.resign_consecutive, after_moves=0)
-        self.rules = Rules.named(config.rules)
+        self.setups = config.setups()
         self.area = config.size * config.size
         self.writer = dataset.ShardWriter(out, config.size, config.size, config.shard_samples)
         (out / SGF_DIR).mkdir(exist_ok=True)
@@ -271,8 +282,8 @@ class _SelfPlay:
         fraction = config.no_resign_fraction
         # Evenly spread: exactly floor(n * fraction) of the first n games play without resignation.
         no_resign = math.floor((number + 1) * fraction) > math.floor(number * fraction)
-        game = _Game(number, GameState(config.size, komi=config.komi, rules=self.rules), no_resign, self,
-                     resign=ResignCounter(self.resign))
+        setup = self.setups.draw(np.random.default_rng([config.seed, number]))
+        game = _Game(number, setup.new_game(config.size), no_resign, self, resign=ResignCounter(self.resign))
         self._start_search(game, root=None)
         return game
 
@@ -361,7 +372,7 @@ class _SelfPlay:
             winner = game.winner
             result = ("B" if winner == BLACK else "W") + "+R"
         else:
-            black_lead = state.area_score()
+            black_lead = state.score()
             winner = BLACK if black_lead > 0 else WHITE if black_lead < 0 else None
             result = format_result(black_lead)
         name = f"{SGF_DIR}/game-{game.number}.sgf"

@@ -4,6 +4,7 @@ evaluator call per round across games, the shards train, and the command line.""
 
 import json
 import subprocess
+from collections import Counter
 import time
 import sys
 from dataclasses import replace
@@ -14,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gtp_engine import sgf_io  # noqa: E402
+from gtp_engine import features, sgf_io  # noqa: E402
 from gtp_engine.board import BLACK, WHITE  # noqa: E402
 from gtp_engine.coords import PASS  # noqa: E402
 from gtp_engine.evaluator import UniformEvaluator  # noqa: E402
@@ -91,6 +92,34 @@ def test_sgf_records_agree_with_the_samples(played):
             assert np.array_equal(arrays["game_ownership"][game], final.area_ownership())
         else:
             assert not arrays["score_mask"][rows].any() and not arrays["ownership_mask"][game]
+
+
+def test_each_game_is_played_counted_and_encoded_under_its_own_setup(tiny_onnx_model, tmp_path):
+    config = replace(CONFIG, size=7, rules="chinese,japanese", komi=7.5, komi_stdev=1.0, handicap_share=0.3,
+                     max_handicap=3, full_visits=8, fast_visits=4, max_moves=60, seed=3)
+    evaluator = OnnxEvaluator(tiny_onnx_model, device="cpu", threads=1, seed=0)
+    report = selfplay.play(evaluator, 12, config, tmp_path, progress=False)
+    arrays = all_samples(tmp_path)
+    seen = Counter()
+    for number in range(12):
+        name = f"sgf/game-{number}.sgf"
+        record = sgf_io.load_sgf_file(tmp_path / name)
+        setup = config.setups().draw(np.random.default_rng([config.seed, number]))
+        assert (record.rules, record.komi, record.handicap) == (setup.rules.name, setup.komi, setup.handicap)
+        seen[setup.rules.name, setup.handicap > 0] += 1
+        start = record.to_game(max_moves=0)
+        assert start.handicap_stones == setup.handicap and len(start.setup) == setup.handicap
+        rows = game_rows(arrays, name)
+        # The samples carry the game's own rules and komi: the first one's inputs are those of its start.
+        _, global_ = features.encode([start])
+        assert np.array_equal(arrays["globals"][rows[0]], global_[0])
+        final = record.to_game()
+        if not record.result.endswith("+R"):  # counted by the game's rules, every stone alive
+            assert record.result == format_result(final.score())
+        if arrays["score_mask"][rows].any():
+            lead = np.where(arrays["to_play"][rows] == BLACK, final.score(), -final.score())
+            assert np.allclose(arrays["score"][rows], lead)
+    assert report.games == 12 and len(seen) >= 3, seen  # both rule sets, even and handicap games
 
 
 def test_policy_targets_are_visit_distributions_of_full_searches(played):

@@ -39,7 +39,7 @@ LAYERS = {
 # __init__ files hold docstrings only.
 TRAINING_LAYERS = {
     "training": 0, "training.alphago": 0, "training.files": 0, "training.metrics_csv": 0, "training.model": 0,
-    "training.probes": 0, "training.splits": 0,
+    "training.game_setups": 0, "training.probes": 0, "training.splits": 0,
     "training.alphago.policy_play": 1, "training.board_masks": 1, "training.checkpoint": 1, "training.dataset": 1,
     "training.gating": 1, "training.quantize": 1,
     "training.export_onnx": 2, "training.grow": 2, "training.selfplay": 2, "training.sgf_ingest": 2,
