@@ -69,8 +69,8 @@ from gtp_engine.mcts import Tree, TreeConfig
 from gtp_engine.search import (ChoiceConfig, NoiseConfig, ResignConfig, ResignCounter, add_noise, network_threads,
                                pick_edge, play_games)
 from gtp_engine.training import dataset, splits
-from gtp_engine.training.game_setups import SetupDistribution
 from gtp_engine.training.files import replacing
+from gtp_engine.training.game_setups import SetupDistribution
 
 log = logging.getLogger(__name__)
 
