@@ -156,6 +156,7 @@ class SelfPlayReport:
     white_wins: int = 0
     draws: int = 0
     endings: dict[str, int] = field(default_factory=lambda: {"passes": 0, "resign": 0, "cut": 0})
+    setups: dict[str, int] = field(default_factory=dict)  # games by rule set and handicap ("japanese, 3 stones")
     resigned: int = 0
     no_resign_games: int = 0
     would_resign: int = 0  # no-resign games in which a player would have resigned
@@ -403,6 +404,8 @@ class _SelfPlay:
 
         report.games += 1
         report.endings[game.ending] += 1
+        setup = state.rules.name + (f", {state.handicap_stones} stones" if state.handicap_stones else "")
+        report.setups[setup] = report.setups.get(setup, 0) + 1
         report.black_wins += winner == BLACK
         report.white_wins += winner == WHITE
         report.draws += winner is None

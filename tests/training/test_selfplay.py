@@ -120,6 +120,8 @@ def test_each_game_is_played_counted_and_encoded_under_its_own_setup(tiny_onnx_m
             lead = np.where(arrays["to_play"][rows] == BLACK, final.score(), -final.score())
             assert np.allclose(arrays["score"][rows], lead)
     assert report.games == 12 and len(seen) >= 3, seen  # both rule sets, even and handicap games
+    assert sum(report.setups.values()) == 12 and sum(n for key, n in report.setups.items() if "stones" in key) == \
+        sum(n for (_, handicap), n in seen.items() if handicap)
 
 
 def test_policy_targets_are_visit_distributions_of_full_searches(played):
