@@ -4,6 +4,7 @@ in for Pachi, our engine and the referee: nothing here needs Pachi, GNU Go or a 
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -68,6 +69,19 @@ def test_time_odds_give_pachi_its_own_clock(fakes, tmp_path):
     ours, pachi = ((logs / name).read_text().splitlines() for name in ("ours", "pachi"))
     assert [line for line in ours if line.startswith("time_settings")] == ["time_settings 0 2 1"] * 2
     assert [line for line in pachi if line.startswith("time_settings")] == ["time_settings 0 8 1"] * 2
+
+
+def test_a_folder_keeps_its_conditions_and_refuses_others(fakes, tmp_path, capsys):
+    out = tmp_path / "match"
+    assert run(fakes, out, "--games", "1", "--size", "19", "--komi", "7.5") == 0
+    assert json.loads((out / pachi_match.CONDITIONS).read_text()) == {
+        "size": 19, "komi": 7.5, "threads": 2, "seconds": 2, "pachi_seconds": 2}
+    for other in (["--pachi-seconds", "8"], ["--seconds", "3"], ["--threads", "1"], ["--komi", "6.5"]):
+        with pytest.raises(SystemExit) as stop:
+            run(fakes, out, "--games", "2", "--size", "19", "--komi", "7.5", *other)
+        assert stop.value.code == 2 and "give the match its own folder" in capsys.readouterr().err
+    assert run(fakes, out, "--games", "2", "--size", "19", "--komi", "7.5") == 0
+    assert len(list(out.glob("game-*.sgf"))) == 2
 
 
 def test_a_match_goes_on_from_the_games_in_its_folder(fakes, tmp_path, capsys):

@@ -12,9 +12,11 @@ Terms:
   by tools/build_pachi.sh's patch, our engine by --lag-buffer 0.1), so both think for about S - 0.1 s.
 - time odds (--pachi-seconds P): Pachi gets P seconds a move instead of S (P = 4 S: Pachi with four times our
   time).
-- match folder (--out): game-N.sgf for each game played, N from 1, our engine Black in the odd games. Run again
-  with the same folder and the same arguments, the match goes on from the first game missing there, with the
-  colours and openings it would have had, and the summary counts the results (RE) of the games already there.
+- match folder (--out): game-N.sgf for each game played, N from 1, our engine Black in the odd games, and
+  match.json, the match's conditions (board, komi, threads, each program's seconds a move). Run again with the same
+  folder and the same arguments, the match goes on from the first game missing there, with the colours and
+  openings it would have had, and the summary counts the results (RE) of the games already there; other
+  conditions are refused, so that no match mixes games played under two.
 - summary: match.summary's line (wins, losses, draws, score, Elo with its 95% interval), then our score with its
   95% interval (match_stats.score_interval) over all games, as Black and as White.
 
@@ -27,6 +29,7 @@ Usage (from the repository root):
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import subprocess
 import sys
@@ -41,6 +44,7 @@ BUILD_SCRIPT = Path(__file__).with_name("build_pachi.sh")
 DEFAULT_PACHI = Path("build/pachi")
 LAG_RESERVE = 0.1  # seconds each program keeps back from every move (build_pachi.sh's Pachi patch)
 _GAME_FILE = re.compile(r"game-(\d+)\.sgf")
+CONDITIONS = "match.json"
 
 
 def engine_command(engine: str, threads: int) -> str:
@@ -143,6 +147,12 @@ def main(argv: list[str] | None = None) -> int:
         earlier, _ = earlier_games(args.out, args.size) if args.out.is_dir() else ([], None)
     except ValueError as error:
         p.error(f"--out: {error}")
+    conditions = {"size": args.size, "komi": args.komi, "threads": args.threads, "seconds": seconds,
+                  "pachi_seconds": args.pachi_seconds or seconds}
+    recorded = args.out / CONDITIONS
+    if recorded.is_file() and json.loads(recorded.read_text()) != conditions:
+        p.error(f"--out: its games were played with {recorded.read_text().strip()}, not {json.dumps(conditions)}: "
+                "give the match its own folder")
     if earlier:
         print(f"{len(earlier)} games already in {args.out}: going on from game {len(earlier) + 1}",
               file=sys.stderr)
@@ -155,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     status = 0
     if len(earlier) < args.games:
         kwargs = {"referee": args.referee} if args.referee else {}
+        args.out.mkdir(parents=True, exist_ok=True)
+        recorded.write_text(json.dumps(conditions) + "\n")
         try:
             ensure_pachi(args.pachi)
             play_match(engine_command(args.engine, args.threads), pachi_command(args.pachi, args.threads),
