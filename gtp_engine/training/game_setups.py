@@ -4,8 +4,8 @@ network learns every rule set, komi and handicap it will be asked to judge, as K
 Terms:
 - setup: one game's rule set, komi and handicap stones (GameSetup); new_game() is its empty board.
 - rule sets: a comma-separated list of game.py's names ("chinese", "chinese,japanese,aga"); each game draws one.
-- komi of a rule set: the run's komi is the first rule set's; another scoring adds the usual point between area and
-  territory counting (a territory-scored game's komi is the area komi less one).
+- komi of a rule set: the run's komi is the first rule set's; another scoring moves it as the rules' default komi
+  moves (Rules.default_komi: the usual point between area and territory counting, territory the lower).
 - komi spread (komi_stdev > 0): an even game's komi is drawn from a normal distribution around its rule set's komi,
   rounded to a half point (whole komi included, so draws happen and are learnt too).
 - handicap games (handicap_share > 0): that share of games gives Black 2 .. max_handicap stones on GTP's fixed
@@ -15,13 +15,11 @@ Terms:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from gtp_engine.game import GameState, Rules, fixed_handicap_points
-
-TERRITORY_KOMI_OFFSET = -1.0  # komi under territory scoring, less the komi under area scoring
 
 
 def rule_sets(names: str) -> tuple[Rules, ...]:
@@ -30,10 +28,6 @@ def rule_sets(names: str) -> tuple[Rules, ...]:
     if not all(listed):
         raise ValueError(f"rules {names!r}: a rule set name, or several separated by commas")
     return tuple(Rules.named(name) for name in listed)
-
-
-def _scoring_offset(rules: Rules) -> float:
-    return TERRITORY_KOMI_OFFSET if rules.scoring == "territory" else 0.0
 
 
 @dataclass(frozen=True)
@@ -59,9 +53,10 @@ class SetupDistribution:
     komi_stdev: float = 0.0
     handicap_share: float = 0.0
     max_handicap: int = 4
+    choices: tuple[Rules, ...] = field(init=False, repr=False, compare=False)  # the rule sets `rules` names
 
     def __post_init__(self) -> None:
-        rule_sets(self.rules)
+        object.__setattr__(self, "choices", rule_sets(self.rules))
         if self.komi_stdev < 0 or not 0.0 <= self.handicap_share <= 1.0:
             raise ValueError("komi_stdev must not be negative and handicap_share must be in [0, 1]")
         if self.handicap_share > 0 and self.max_handicap < 2:
@@ -78,12 +73,11 @@ class SetupDistribution:
 
     def komi_of(self, rules: Rules) -> float:
         """The even-game komi of `rules` before any spread: the first rule set's komi, moved by the scoring."""
-        first = rule_sets(self.rules)[0]
-        return self.komi + _scoring_offset(rules) - _scoring_offset(first)
+        return self.komi + rules.default_komi() - self.choices[0].default_komi()
 
     def draw(self, rng: np.random.Generator) -> GameSetup:
         """One game's setup."""
-        choices = rule_sets(self.rules)
+        choices = self.choices
         rules = choices[int(rng.integers(len(choices)))] if len(choices) > 1 else choices[0]
         if self.handicap_share > 0 and rng.random() < self.handicap_share:
             stones = int(rng.integers(2, self.max_handicap + 1))

@@ -9,8 +9,9 @@ Terms:
   default) the games are in two lanes whose rounds overlap (search/rounds.py's games in lanes); with 0, one round takes
   every game, one call for each network.
 - game: from the empty board, under the rules of its pair of games (setup_of: with several rule sets, the pairs
-  take them in turn, each at its komi); every move is a fresh search of `visits` playouts (the candidate's own number with
-  candidate_visits) by the mover's network (no tree reuse, so each side spends exactly the effort it is given).
+  take them in turn, each at its komi); every move is a fresh search of `visits` playouts (the candidate's own
+  number with candidate_visits) by the mover's network (no tree reuse, so each side spends exactly the effort it
+  is given).
   The first opening_moves moves are drawn with probability proportional to the visits (never a pass), so that the
   games differ; later moves are the search's (LCB) choice: both through search.pick_edge, as in self-play. A game
   ends at two passes and is counted by its rules with every stone alive (GameState.score: what the search
@@ -198,9 +199,9 @@ def _outcome(results: list[float]) -> dict:
 def setup_of(config: GateConfig, index: int) -> GameSetup:
     """The rules and komi of game `index` (from 0): the pairs of games take the rule sets in turn, each at its
     komi (game_setups.py), both games of a pair the same."""
-    choices = rule_sets(config.rules)
-    rules = choices[index // 2 % len(choices)]
-    return GameSetup(rules, SetupDistribution(config.rules, config.komi).komi_of(rules))
+    setups = SetupDistribution(config.rules, config.komi)
+    rules = setups.choices[index // 2 % len(setups.choices)]
+    return GameSetup(rules, setups.komi_of(rules))
 
 
 def read_result(out: str | Path) -> GateResult | None:
