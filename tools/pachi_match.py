@@ -142,13 +142,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.out.exists() and not args.out.is_dir():
         p.error(f"--out {args.out} is a file, not a folder")
     seconds = args.seconds or (1 if args.size == 9 else 2)
+    pachi_seconds = args.pachi_seconds or seconds
     openings = openings_of(p, args.openings, args.size, args.opening_moves)
     try:
         earlier, _ = earlier_games(args.out, args.size) if args.out.is_dir() else ([], None)
     except ValueError as error:
         p.error(f"--out: {error}")
     conditions = {"size": args.size, "komi": args.komi, "threads": args.threads, "seconds": seconds,
-                  "pachi_seconds": args.pachi_seconds or seconds}
+                  "pachi_seconds": pachi_seconds}
     recorded = args.out / CONDITIONS
     if recorded.is_file() and json.loads(recorded.read_text()) != conditions:
         p.error(f"--out: its games were played with {recorded.read_text().strip()}, not {json.dumps(conditions)}: "
@@ -171,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             ensure_pachi(args.pachi)
             play_match(engine_command(args.engine, args.threads), pachi_command(args.pachi, args.threads),
                        args.games, args.size, args.komi, time_settings=f"0 {seconds} 1",
-                       b_time_settings=f"0 {args.pachi_seconds} 1" if args.pachi_seconds else None, sgf_dir=args.out,
+                       b_time_settings=f"0 {pachi_seconds} 1", sgf_dir=args.out,
                        deadline=deadline, verbose=args.verbose, on_game=report, openings=openings,
                        first_game=len(earlier) + 1, **kwargs)
         except (GtpError, RuntimeError) as error:
