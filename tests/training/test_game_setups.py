@@ -1,5 +1,6 @@
 """training/game_setups.py: the rule sets, komi and handicap stones drawn for each self-play game, and the gate's
-rules in turn by pairs of games. No network and no torch."""
+rules in turn by pairs of games. No network and no torch; the tests of selfplay's and gating's use of it need the
+train extra (their progress bars) and skip without it."""
 
 from collections import Counter
 
@@ -8,9 +9,7 @@ import pytest
 
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.game import GameState, Rules, fixed_handicap_points
-from gtp_engine.training import gating
 from gtp_engine.training.game_setups import GameSetup, SetupDistribution, rule_sets
-from gtp_engine.training.selfplay import SelfPlayConfig
 
 
 def test_rule_sets_are_a_comma_separated_list_of_names():
@@ -65,6 +64,15 @@ def test_bad_distributions_are_refused():
         with pytest.raises(ValueError):
             SetupDistribution("chinese", **bad)
     with pytest.raises(ValueError, match="no fixed handicap of 4 stones on 5x5"):
+        SetupDistribution("chinese", handicap_share=0.1).check_board(5)
+    SetupDistribution("chinese", handicap_share=0.1, max_handicap=9).check_board(9)
+
+
+def test_selfplay_refuses_setups_its_board_cannot_take():
+    pytest.importorskip("tqdm")
+    from gtp_engine.training.selfplay import SelfPlayConfig
+
+    with pytest.raises(ValueError, match="no fixed handicap of 4 stones on 5x5"):
         SelfPlayConfig(size=5, handicap_share=0.1)
     with pytest.raises(ValueError, match="no fixed handicap of 9 stones on 8x8"):
         SelfPlayConfig(size=8, handicap_share=0.1, max_handicap=9)
@@ -74,6 +82,9 @@ def test_bad_distributions_are_refused():
 
 
 def test_the_gates_pairs_of_games_take_the_rule_sets_in_turn():
+    pytest.importorskip("tqdm")
+    from gtp_engine.training import gating
+
     config = gating.GateConfig(size=9, komi=7.5, rules="chinese,japanese")
     setups = [gating.setup_of(config, index) for index in range(6)]
     assert [(s.rules.name, s.komi) for s in setups] == [("chinese", 7.5)] * 2 + [("japanese", 6.5)] * 2 + \
