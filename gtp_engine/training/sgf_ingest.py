@@ -16,6 +16,14 @@ Terms:
 - ownership target: the final position's Tromp-Taylor owners, only when the game ended in two passes and the
   Tromp-Taylor count of the final board equals the RE margin (within a point under territory scoring, where
   the two counts may differ by one): then no dead stones were left on the board. Masked everywhere else.
+- setup drawn anew (relabel_share > 0): a share of the training games that ended by counting keep their moves but
+  are labelled as if played under a rule set and komi drawn from relabel_rules and relabel_komi_stdev around the
+  record's own komi (game_setups.SetupDistribution): the margin moves by the komi, exactly. A rule set of the
+  record's own counting (Chinese for AGA) is taken as drawn; between area and territory counting only where the
+  game ended in two passes without a seki (the two counts of one board then differ by the stones each side put
+  on it); elsewhere the record's rules stay. The positions' rule and komi inputs and the value and score targets
+  follow the setup; validation games stay as recorded. So a network sees a point of komi move the result under
+  every rule set, not only across records.
 - game key: a hash of size, setup and moves; a later record with the same key is skipped as a duplicate, and
   the key's value decides whether a game goes to the validation split (a fraction val_fraction of games).
 - chunk: a group of records one worker process replays; chunks come back in order, so the shards do not
@@ -42,7 +50,7 @@ from tqdm import tqdm
 
 from gtp_engine import features, sgf_io
 from gtp_engine.board import BLACK, WHITE, Board, IllegalMoveError
-from gtp_engine.training import dataset, splits
+from gtp_engine.training import dataset, game_setups, splits
 
 log = logging.getLogger(__name__)
 
@@ -61,15 +69,27 @@ class IngestConfig:
     val_fraction: float = 0.02
     shard_samples: int = 250_000
     workers: int = 0  # 0: one per CPU core
-    seed: int = 0  # shuffles the records before they are split into shards
+    seed: int = 0  # shuffles the records before they are split into shards; with the game key, draws relabelling
+    relabel_share: float = 0.0
+    relabel_rules: str = "chinese,japanese"
+    relabel_komi_stdev: float = 1.0
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.relabel_share <= 1.0:
+            raise ValueError("relabel_share must be in [0, 1]")
+        self.relabel_setups()  # a ValueError for unknown rules or a negative spread
         if self.min_rank is not None and parse_rank(self.min_rank) is None:
             raise ValueError(f"min_rank {self.min_rank!r} is not a rank like 3d, 5k or 1p")
         if not 0.0 <= self.val_fraction < 1.0:
             raise ValueError("val_fraction must be in [0, 1)")
         if self.shard_samples < 1:
             raise ValueError("shard_samples must be positive")
+
+    def relabel_setups(self) -> game_setups.SetupDistribution:
+        """What a relabelled game's setup is drawn from: each rule set about its default komi (a record's own komi
+        then moves the draw by its distance from its rules' default)."""
+        first = game_setups.rule_sets(self.relabel_rules)[0]
+        return game_setups.SetupDistribution(self.relabel_rules, first.default_komi(), self.relabel_komi_stdev)
 
 
 class Skip(Exception):
@@ -175,6 +195,17 @@ def game_samples(record: sgf_io.GameRecord, config: IngestConfig) -> dict[str, n
         except IllegalMoveError:
             raise Skip("illegal move") from None
 
+    recorded_lead = black_lead = None  # Black's lead as recorded, and as labelled
+    relabelled = None
+    if result is not None and result.margin is not None:
+        recorded_lead = black_lead = result.margin * (-1.0 if result.winner == WHITE else 1.0)
+        relabelled = _relabelled(record, state, recorded_lead, config)
+        if relabelled is not None:
+            setup, black_lead = relabelled
+            result = Result(None if black_lead == 0 else BLACK if black_lead > 0 else WHITE, "score", abs(black_lead))
+            for position in positions:
+                position.rules, position.komi = setup.rules, setup.komi
+
     # One encode call for the whole game: per call, encode costs about as much as the replay itself.
     spatial, global_ = features.encode(positions)
     to_play = np.array(to_play, np.uint8)
@@ -191,20 +222,75 @@ def game_samples(record: sgf_io.GameRecord, config: IngestConfig) -> dict[str, n
             value[:] = 2
         else:
             value[:] = np.where(to_play == result.winner, 0, 1)
-        if result.margin is not None:
-            black_lead = result.margin * (-1.0 if result.winner == WHITE else 1.0)
+        if black_lead is not None:
             score[:] = np.where(to_play == BLACK, black_lead, -black_lead)
             score_mask[:] = True
             if state.is_over:
                 tolerance = 0.0 if state.rules.scoring == "area" else 1.0
-                if abs(state.area_score() - black_lead) <= tolerance:
+                if abs(state.area_score() - recorded_lead) <= tolerance:
                     ownership[0] = state.area_ownership()
                     trusted_ownership = True
     game.update(value=value, score=score, score_mask=score_mask, game_ownership=ownership,
                 ownership_mask=np.array([trusted_ownership]),
                 game_key=np.array([splits.record_key(record)], np.uint64), game_source=np.array([record.source]))
     game["ending"] = "none" if result is None else result.ending
+    game["relabelled"] = None if relabelled is None else relabelled[0].rules.name
     return game
+
+
+def _relabelled(record: sgf_io.GameRecord, state, black_lead: float,
+                config: IngestConfig) -> tuple[game_setups.GameSetup, float] | None:
+    """The setup drawn anew for a training game that ended by counting and Black's lead under it, or None where the
+    game keeps its own (module docstring). `state` is the game replayed to its last move."""
+    if config.relabel_share == 0 or state.handicap_stones:
+        return None
+    key = splits.record_key(record)
+    if splits.split_of(key, config.val_fraction) != "train":
+        return None
+    rng = np.random.default_rng([config.seed, key])
+    if rng.random() >= config.relabel_share:
+        return None
+    drawn = config.relabel_setups().draw(rng)
+    own = state.rules
+    spread = drawn.komi - drawn.rules.default_komi()  # the draw's distance from the drawn rules' default komi
+    record_offset = state.komi - own.default_komi()  # the record's own, kept: 5.5 stays a point under 6.5
+    count = black_lead + state.komi  # Black's lead before komi, as the record counted it
+    rules = own
+    if _counting(drawn.rules) == _counting(own):
+        rules = drawn.rules
+    else:
+        recount = _count_under(state, black_lead, drawn.rules)
+        if recount is not None:
+            rules, count = drawn.rules, recount
+    komi = rules.default_komi() + record_offset + spread
+    if count == komi and not config.keep_draws:
+        return None  # a draw under the drawn komi: the game keeps its own setup rather than leave the data
+    return game_setups.GameSetup(rules, komi), count - komi
+
+
+_AREA, _TERRITORY = ("area", "none", True), ("territory", "seki", True)  # Chinese's and Japanese's counting
+
+
+def _counting(rules) -> tuple:
+    """What decides a count of a game without handicap stones: two rule sets alike here count alike."""
+    return rules.scoring, rules.tax, rules.friendly_pass
+
+
+def _count_under(state, black_lead: float, rules) -> float | None:
+    """Black's lead before komi under `rules` of a game that ended in two passes, counted as recorded under its own
+    rules, one counting by area and the other by territory; else None. On one final board with the same dead
+    stones, the area count less the territory count is the stones Black put on the board less White's (each
+    stone is a point of area, each captured or dead one a prisoner), so it needs no judgement of dead stones.
+    A seki breaks that (its eyes are area but not territory): a board the rules core finds one on, with every
+    stone alive, is left alone."""
+    counts = {_counting(state.rules), _counting(rules)}
+    if not state.is_over or counts != {_AREA, _TERRITORY} or state.seki_stones():
+        return None
+    board = state.board
+    placed_difference = (board.stone_count[BLACK] + board.captures[WHITE]) - \
+        (board.stone_count[WHITE] + board.captures[BLACK])
+    count = black_lead + state.komi
+    return count + placed_difference if rules.scoring == "area" else count - placed_difference
 
 
 class _BoardView:
@@ -266,6 +352,7 @@ def ingest(sources: Iterable[str | os.PathLike], out_dir: str | os.PathLike, con
     chunks = [(records[i:i + _CHUNK], config) for i in range(0, len(records), _CHUNK)]
     skipped: collections.Counter[str] = collections.Counter()
     endings: collections.Counter[str] = collections.Counter()
+    relabelled: collections.Counter[str] = collections.Counter()  # games by the rules of a setup drawn anew
     seen: set[int] = set()
     bar = tqdm(total=len(records), unit="game", desc="ingest", disable=not progress, smoothing=0.05)
     with _pool(workers) as pool:
@@ -282,13 +369,14 @@ def ingest(sources: Iterable[str | os.PathLike], out_dir: str | os.PathLike, con
                     continue
                 seen.add(key)
                 endings[game.pop("ending")] += 1
+                relabelled[game.pop("relabelled") or "kept as recorded"] += 1
                 writer.add(splits.split_of(key, config.val_fraction), game)
     bar.close()
     sidecar = writer.finish({
         "sources": sources,
         "config": dataclasses.asdict(config),
         "counts": {"records": len(records), "games": len(seen), "skipped": dict(sorted(skipped.items())),
-                   "endings": dict(sorted(endings.items()))},
+                   "endings": dict(sorted(endings.items())), "setups": dict(sorted(relabelled.items()))},
         "seconds": round(time.monotonic() - started, 1),
     })
     log.info("ingest: %d records, %d games, %d train + %d val samples in %d shards (%.1f MB), %.0f s; skipped %s",

@@ -5,6 +5,7 @@ against features.encode under every symmetry, and the batch stream's resumption.
 import re
 import shutil
 import tarfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from gtp_engine import features, sgf_io, symmetry  # noqa: E402
-from gtp_engine.training import dataset, sgf_ingest  # noqa: E402
+from gtp_engine.board import BLACK  # noqa: E402
+from gtp_engine.game import GameState, Rules  # noqa: E402
+from gtp_engine.training import dataset, sgf_ingest, splits  # noqa: E402
 from gtp_engine.training.sgf_ingest import IngestConfig, Skip  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -227,3 +230,130 @@ def test_sidecar_from_other_features_is_refused(tmp_path, shards):
     (copy / dataset.SIDECAR).write_text(text)
     with pytest.raises(dataset.DatasetError, match="features version 99"):
         dataset.Shards([copy], "train")
+
+
+# ---- setups drawn anew for games that ended by counting ----------------------------------------------------------
+
+# 5x5: a Black wall on column C, a White one on D, then one more Black stone inside Black's own area and two passes.
+# Every stone is alive; by area Black has 15 points and White 10 (Black +5 before komi), by territory 9 and 5
+# (Black +4): the extra stone is a point of area and a point less of territory.
+_WALLS = "".join(f";B[c{row}];W[d{row}]" for row in "abcde") + ";B[aa];W[];B[]"
+AREA_COUNT, TERRITORY_COUNT = 5.0, 4.0
+
+
+def walls_record(komi=0.5, rules="Chinese", moves=_WALLS):
+    lead = AREA_COUNT - komi if rules == "Chinese" else TERRITORY_COUNT - komi
+    result = f"B+{lead:g}" if lead > 0 else f"W+{-lead:g}"
+    return sgf_io.load_sgf(f"(;GM[1]FF[4]SZ[5]KM[{komi:g}]RU[{rules}]RE[{result}]{moves})".encode())
+
+
+RELABEL = IngestConfig(size=5, min_moves=5, val_fraction=0.0, workers=1, relabel_share=1.0,
+                       relabel_rules="chinese,japanese", relabel_komi_stdev=2.0)
+
+
+def setup_of(game, size=5):
+    """The (rules name, komi) whose inputs the game's first position carries, found among the candidates."""
+    for name in ("chinese", "japanese"):
+        for komi in np.arange(-20.0, 20.5, 0.5):
+            state = GameState(size, komi=float(komi), rules=Rules.named(name))
+            if np.array_equal(features.encode([state])[1][0], game["globals"][0]):
+                return name, float(komi)
+    raise AssertionError("the first position's inputs are no setup's")
+
+
+def test_a_counted_game_is_labelled_under_its_drawn_rules_and_komi():
+    setups = []
+    for seed in range(120):
+        game = sgf_ingest.game_samples(walls_record(), replace(RELABEL, seed=seed))
+        name, komi = setup_of(game)
+        count = AREA_COUNT if name == "chinese" else TERRITORY_COUNT  # the rules core's count under those rules
+        black_lead = count - komi
+        to_play = game["to_play"]
+        assert np.array_equal(game["score"], np.where(to_play == BLACK, black_lead, -black_lead))
+        assert game["score_mask"].all()
+        assert np.array_equal(game["value"], np.where((to_play == BLACK) == (black_lead > 0), 0, 1))
+        if game["relabelled"] is None:  # a draw under the komi drawn: kept as recorded, since draws are not kept
+            assert (name, komi) == ("chinese", 0.5)
+            continue
+        assert game["relabelled"] == name
+        setups.append((name, komi))
+    names = [name for name, _ in setups]
+    assert len(setups) > 100 and 30 < names.count("japanese") < 90
+    # Each rule set's komi spreads about the record's own, moved a point lower under territory scoring.
+    for name, centre in (("chinese", 0.5), ("japanese", -0.5)):
+        komis = np.array([komi for n, komi in setups if n == name])
+        assert abs(komis.mean() - centre) < 1.0 and 1.0 < komis.std() < 3.0
+        assert len(set(komis)) >= 5
+
+
+def test_dead_stones_need_no_judgement_to_count_by_the_other_scoring():
+    # A dead White stone left in Black's area at the two passes: by area, Black 6 stones and 9 points against 10
+    # (Black +5 before komi); by territory, 9 points and the dead stone as a prisoner against 5 (Black +5 too: each
+    # side put 6 stones on the board). Counted alike whatever the rules drawn.
+    dead_stone = walls_record(moves=_WALLS.replace(";B[aa];W[];B[]", ";B[aa];W[ab];B[];W[]"))
+    names = set()
+    for seed in range(30):
+        game = sgf_ingest.game_samples(dead_stone, replace(RELABEL, seed=seed))
+        name, komi = setup_of(game)
+        names.add(name)
+        assert game["score"][0] == AREA_COUNT - komi  # Black moves first
+    assert names == {"chinese", "japanese"}
+
+
+# SEKI_WITH_EYES of tests/unit/test_game.py as setup stones: Black 8 stones, White 10, the eyes in seki counted by
+# area (Black 3 points, White 3) but not by territory.
+_SEKI = "AB[ba][ab][bb][cb][dc][ec][dd][de]AW[da][db][eb][ac][bc][cc][bd][cd][ae][ce];B[];W[]"
+
+
+def test_the_record_keeps_its_scoring_where_the_final_board_does_not_tell_the_other_count():
+    # Without the two passes the final position is not the counted one; with a seki the two counts differ by its
+    # eyes, not by the stones put on the board. Either way the game keeps Chinese rules, and only its komi is drawn:
+    # the recorded margin moves by it exactly.
+    unfinished = walls_record(moves=_WALLS[:-len(";W[];B[]")])
+    seki = sgf_io.load_sgf(f"(;GM[1]FF[4]SZ[5]KM[0.5]RU[Chinese]RE[W+2.5]{_SEKI})".encode())
+    for record, count in ((unfinished, AREA_COUNT), (seki, -2.0)):
+        for seed in range(30):
+            game = sgf_ingest.game_samples(record, replace(RELABEL, seed=seed, min_moves=1))
+            name, komi = setup_of(game)
+            assert name == "chinese"
+            assert game["score"][0] == count - komi  # Black moves first
+
+
+def test_territory_records_are_counted_by_area_when_area_rules_are_drawn():
+    record = walls_record(komi=6.5, rules="Japanese")
+    for seed in range(40):
+        game = sgf_ingest.game_samples(record, replace(RELABEL, seed=seed))
+        name, komi = setup_of(game)
+        assert game["score"][0] == (AREA_COUNT if name == "chinese" else TERRITORY_COUNT) - komi
+
+
+def test_validation_games_and_resigned_games_stay_as_recorded():
+    recorded = sgf_ingest.game_samples(walls_record(), replace(RELABEL, relabel_share=0.0))
+    assert setup_of(recorded) == ("chinese", 0.5) and recorded["relabelled"] is None
+    record = walls_record()
+    key = splits.record_key(record)
+    held_out = replace(RELABEL, val_fraction=0.99)
+    assert splits.split_of(key, held_out.val_fraction) == "val"
+    assert sgf_ingest.game_samples(record, held_out)["relabelled"] is None
+    resigned = sgf_io.load_sgf(f"(;GM[1]FF[4]SZ[5]KM[0.5]RU[Chinese]RE[W+R]{_WALLS})".encode())
+    game = sgf_ingest.game_samples(resigned, RELABEL)
+    assert setup_of(game) == ("chinese", 0.5) and game["relabelled"] is None and not game["score_mask"].any()
+
+
+def test_relabelling_is_drawn_per_game_and_counted_in_the_sidecar(tmp_path):
+    records = tmp_path / "records"
+    records.mkdir()
+    for number in range(40):  # different games: a pass more or less at the start changes the game key
+        (records / f"{number}.sgf").write_text(
+            f"(;GM[1]FF[4]SZ[5]KM[0.5]RU[Chinese]RE[B+4.5]{';B[];W[]' * number}{_WALLS})")
+    config = replace(RELABEL, relabel_share=0.5, min_moves=5)
+    sidecar = sgf_ingest.ingest([records], tmp_path / "a", config, progress=False)
+    setups = sidecar["counts"]["setups"]
+    assert sum(setups.values()) == 40 and 8 <= setups["kept as recorded"] <= 32
+    assert sgf_ingest.ingest([records], tmp_path / "b", config, progress=False)["counts"]["setups"] == setups
+
+
+def test_bad_relabel_settings_are_refused():
+    for bad in (dict(relabel_share=1.5), dict(relabel_rules="chinese,chess"), dict(relabel_komi_stdev=-1.0)):
+        with pytest.raises(ValueError):
+            IngestConfig(**bad)
