@@ -2,6 +2,7 @@
 fixture files, masked score/ownership targets, skipped records, archives, parallel workers, the compact form
 against features.encode under every symmetry, and the batch stream's resumption."""
 
+import functools
 import re
 import shutil
 import tarfile
@@ -251,14 +252,20 @@ RELABEL = IngestConfig(size=5, min_moves=5, val_fraction=0.0, workers=1, relabel
                        relabel_rules="chinese,japanese", relabel_komi_stdev=2.0)
 
 
-def setup_of(game, size=5):
-    """The (rules name, komi) whose inputs the game's first position carries, found among the candidates."""
+@functools.cache
+def _setups_by_inputs() -> dict:
+    """(rules name, komi) of Black's first move on the 5x5 board, by its global inputs, for komi -20 .. 20."""
+    table = {}
     for name in ("chinese", "japanese"):
         for komi in np.arange(-20.0, 20.5, 0.5):
-            state = GameState(size, komi=float(komi), rules=Rules.named(name))
-            if np.array_equal(features.encode([state])[1][0], game["globals"][0]):
-                return name, float(komi)
-    raise AssertionError("the first position's inputs are no setup's")
+            state = GameState(5, komi=float(komi), rules=Rules.named(name))
+            table[features.encode([state])[1][0].tobytes()] = name, float(komi)
+    return table
+
+
+def setup_of(game):
+    """The (rules name, komi) whose inputs the game's first position carries, found among the candidates."""
+    return _setups_by_inputs()[game["globals"][0].astype(np.float32).tobytes()]
 
 
 def test_a_counted_game_is_labelled_under_its_drawn_rules_and_komi():
