@@ -195,11 +195,12 @@ def game_samples(record: sgf_io.GameRecord, config: IngestConfig) -> dict[str, n
         except IllegalMoveError:
             raise Skip("illegal move") from None
 
+    key = splits.record_key(record)
     recorded_lead = black_lead = None  # Black's lead as recorded, and as labelled
     relabelled = None
     if result is not None and result.margin is not None:
         recorded_lead = black_lead = result.margin * (-1.0 if result.winner == WHITE else 1.0)
-        relabelled = _relabelled(record, state, recorded_lead, config)
+        relabelled = _relabelled(key, state, recorded_lead, config)
         if relabelled is not None:
             setup, black_lead = relabelled
             result = Result(None if black_lead == 0 else BLACK if black_lead > 0 else WHITE, "score", abs(black_lead))
@@ -232,19 +233,18 @@ def game_samples(record: sgf_io.GameRecord, config: IngestConfig) -> dict[str, n
                     trusted_ownership = True
     game.update(value=value, score=score, score_mask=score_mask, game_ownership=ownership,
                 ownership_mask=np.array([trusted_ownership]),
-                game_key=np.array([splits.record_key(record)], np.uint64), game_source=np.array([record.source]))
+                game_key=np.array([key], np.uint64), game_source=np.array([record.source]))
     game["ending"] = "none" if result is None else result.ending
     game["relabelled"] = None if relabelled is None else relabelled[0].rules.name
     return game
 
 
-def _relabelled(record: sgf_io.GameRecord, state, black_lead: float,
+def _relabelled(key: int, state, black_lead: float,
                 config: IngestConfig) -> tuple[game_setups.GameSetup, float] | None:
     """The setup drawn anew for a training game that ended by counting and Black's lead under it, or None where the
-    game keeps its own (module docstring). `state` is the game replayed to its last move."""
+    game keeps its own (module docstring). `key`: the game key; `state`: the game replayed to its last move."""
     if config.relabel_share == 0 or state.handicap_stones:
         return None
-    key = splits.record_key(record)
     if splits.split_of(key, config.val_fraction) != "train":
         return None
     rng = np.random.default_rng([config.seed, key])
