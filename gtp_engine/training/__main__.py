@@ -72,8 +72,8 @@ _HELP = {
     "seed": "seed of the command's randomness (ingest: the record shuffle; training: batches and symmetries; "
             "games: openings, noise and move sampling)",
     "relabel_share": "share of the training games ended by counting that are labelled under a rule set and komi "
-                     "drawn anew (their margin moved by the komi; another scoring where the final position counts "
-                     "as recorded)",
+                     "drawn anew (their margin moved by the komi; another scoring only where the game ended in "
+                     "two passes without a seki)",
     "relabel_rules": "rule sets a relabelled game draws from, separated by commas",
     "relabel_komi_stdev": "spread of a relabelled game's komi around the record's own (a normal draw, rounded to a "
                           "half point)",

@@ -259,7 +259,7 @@ def _relabelled(key: int, state, black_lead: float,
     if _counting(drawn.rules) == _counting(own):
         rules = drawn.rules
     else:
-        recount = _count_under(state, black_lead, drawn.rules)
+        recount = _count_under(state, count, drawn.rules)
         if recount is not None:
             rules, count = drawn.rules, recount
     komi = rules.default_komi() + record_offset + spread
@@ -276,20 +276,19 @@ def _counting(rules) -> tuple:
     return rules.scoring, rules.tax, rules.friendly_pass
 
 
-def _count_under(state, black_lead: float, rules) -> float | None:
-    """Black's lead before komi under `rules` of a game that ended in two passes, counted as recorded under its own
-    rules, one counting by area and the other by territory; else None. On one final board with the same dead
-    stones, the area count less the territory count is the stones Black put on the board less White's (each
-    stone is a point of area, each captured or dead one a prisoner), so it needs no judgement of dead stones.
-    A seki breaks that (its eyes are area but not territory): a board the rules core finds one on, with every
-    stone alive, is left alone."""
+def _count_under(state, count: float, rules) -> float | None:
+    """Black's lead before komi under `rules` of a game that ended in two passes, from `count`, its lead before komi
+    as recorded under its own rules, one counting by area and the other by territory; else None. On one final
+    board with the same dead stones, the area count less the territory count is the stones Black put on the board
+    less White's (each stone is a point of area, each captured or dead one a prisoner), so it needs no judgement
+    of dead stones. A seki breaks that (its eyes are area but not territory): a board the rules core finds one on,
+    with every stone alive, is left alone."""
     counts = {_counting(state.rules), _counting(rules)}
     if not state.is_over or counts != {_AREA, _TERRITORY} or state.seki_stones():
         return None
     board = state.board
     placed_difference = (board.stone_count[BLACK] + board.captures[WHITE]) - \
         (board.stone_count[WHITE] + board.captures[BLACK])
-    count = black_lead + state.komi
     return count + placed_difference if rules.scoring == "area" else count - placed_difference
 
 
