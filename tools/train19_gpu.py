@@ -32,6 +32,7 @@ Usage (from the repository root; docs/gpu-runs.md gives the GPU calls):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import logging
@@ -96,18 +97,19 @@ def split_archive(archive: Path, folder: Path, parts: int) -> list[Path]:
     return names
 
 
-def ensure_shards(archive: Path, work: Path, size: int, val_fraction: float, workers: int, parts: int,
+def ensure_shards(archive: Path, work: Path, config: sgf_ingest.IngestConfig, parts: int,
                   deadline: float = math.inf) -> list[Path] | None:
-    """The shard folders of the archive's parts, ingesting the parts that have no finished shards (a killed ingest
-    leaves no sidecar, which is written last); None when the deadline comes before the last part is done (the next
-    call goes on from there). A part is not started unless it should end, at the pace of the last one, in time."""
+    """The shard folders of the archive's parts, ingesting the parts that have no finished shards under `config` (a
+    killed ingest leaves no sidecar, which is written last); None when the deadline comes before the last part is
+    done (the next call goes on from there). A part is not started unless it should end, at the pace of the last
+    one, in time."""
     sources = split_archive(archive, work / "sgf", parts)
     folders, pace = [], None
     for source in sources:
         folder = work / "shards" / source.name
         folders.append(folder)
         try:
-            if dataset.read_sidecar(folder).get("config", {}).get("val_fraction") == val_fraction:
+            if _same_ingest(dataset.read_sidecar(folder).get("config", {}), config):
                 continue
         except dataset.DatasetError:
             pass
@@ -115,14 +117,28 @@ def ensure_shards(archive: Path, work: Path, size: int, val_fraction: float, wor
             return None
         shutil.rmtree(folder, ignore_errors=True)
         started = time.monotonic()
-        sidecar = sgf_ingest.ingest([source], folder, sgf_ingest.IngestConfig(
-            size=size, val_fraction=val_fraction, workers=workers), progress=False)
+        sidecar = sgf_ingest.ingest([source], folder, config, progress=False)
         pace = time.monotonic() - started
         samples = sidecar["samples"]["train"] + sidecar["samples"]["val"]
         log.warning("ingest %s: %d games, %d samples (%d val) in %.0f s on %d workers: %.0f samples/s, %.1f MB",
-                    source.name, sidecar["counts"]["games"], samples, sidecar["samples"]["val"], pace, workers,
+                    source.name, sidecar["counts"]["games"], samples, sidecar["samples"]["val"], pace, config.workers,
                     samples / max(pace, 1e-9), sidecar["bytes"] / 1e6)
+        if config.relabel_share:
+            log.warning("ingest %s: games by setup %s", source.name, sidecar["counts"]["setups"])
     return folders
+
+
+def _same_ingest(written: dict, config: sgf_ingest.IngestConfig) -> bool:
+    """Whether a shard folder's sidecar config is `config`'s, the number of worker processes aside."""
+    wanted = dataclasses.asdict(config)
+    return all(written.get(key) == value for key, value in wanted.items() if key != "workers")
+
+
+def ingest_config(args: argparse.Namespace) -> sgf_ingest.IngestConfig:
+    return sgf_ingest.IngestConfig(
+        size=args.size, val_fraction=args.val_fraction, workers=args.workers or os.cpu_count(),
+        relabel_share=args.relabel_share, relabel_rules=args.relabel_rules,
+        relabel_komi_stdev=args.relabel_komi_stdev)
 
 
 # ---- carrying the checkpoint ----------------------------------------------------------------------------------
@@ -196,8 +212,8 @@ def step(args: argparse.Namespace, started: float) -> dict:
     budget or the end, the checkpoint written to --out; model.onnx too when the run has finished."""
     work = Path(args.work)
     run_dir = work / "run"
-    folders = ensure_shards(Path(args.archive), work, args.size, args.val_fraction, args.workers or os.cpu_count(),
-                            args.ingest_parts, deadline=started + args.command_seconds - args.margin)
+    folders = ensure_shards(Path(args.archive), work, ingest_config(args), args.ingest_parts,
+                            deadline=started + args.command_seconds - args.margin)
     if folders is None:
         report = {"ingest": "unfinished: run the same call again", "seconds": round(time.monotonic() - started)}
         print(json.dumps(report), flush=True)
@@ -309,8 +325,7 @@ def bench(args: argparse.Namespace) -> list[dict]:
     """Training samples/s of each preset on the shards (the first preset is the reference), and how fast the
     batch stream alone runs, which must stay ahead of the device for the data loading to keep it fed."""
     work = Path(args.work)
-    folders = ensure_shards(Path(args.archive), work, args.size, args.val_fraction, args.workers or os.cpu_count(),
-                            args.ingest_parts)
+    folders = ensure_shards(Path(args.archive), work, ingest_config(args), args.ingest_parts)
     shards = dataset.Shards(folders, "train")
     stream = shards.batches(args.batch_size, seed=0)
     next(stream)  # the first window's loading is not the steady rate
@@ -354,6 +369,13 @@ def main(argv: list[str] | None = None) -> int:
         sub.add_argument("--ingest-parts", type=int, default=8,
                          help="the archive is ingested in this many parts, each its own shard folder, so that a "
                               "call cut short keeps the finished ones")
+        sub.add_argument("--relabel-share", type=float, default=0.0,
+                         help="share of the counted training games labelled under a rule set and komi drawn anew "
+                              "(ingest's --relabel-share; shards ingested otherwise are ingested again)")
+        sub.add_argument("--relabel-rules", default="chinese,japanese",
+                         help="rule sets a relabelled game draws from, separated by commas")
+        sub.add_argument("--relabel-komi-stdev", type=float, default=1.0,
+                         help="spread of a relabelled game's komi around the record's own")
         sub.add_argument("--device", default="auto", help="auto (cuda when there is one), cuda or cpu")
         sub.add_argument("--batch-size", type=int, default=RECIPE["batch_size"])
         sub.add_argument("--compile", action="store_true",

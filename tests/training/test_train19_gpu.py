@@ -84,6 +84,23 @@ def test_a_chunked_run_carried_to_a_fresh_machine_equals_an_uninterrupted_one(tm
     assert train19_gpu.restore(tmp_path / "out-1", tmp_path / "machine-2" / "run") == 6
 
 
+def test_relabelled_shards_replace_plain_ones_on_a_warm_machine(tmp_path, archive, capsys, one_thread):
+    machine = tmp_path / "machine"
+    call(capsys, archive, machine, tmp_path / "nothing", tmp_path / "out-1", "--max-steps", "1", "--no-export")
+    plain = sorted(p.stat().st_mtime_ns for p in (machine / "shards").rglob("*.npz"))
+    call(capsys, archive, machine, tmp_path / "nothing", tmp_path / "out-2", "--max-steps", "1", "--no-export",
+         "--relabel-share", "1", "--relabel-rules", "japanese")
+    assert sorted(p.stat().st_mtime_ns for p in (machine / "shards").rglob("*.npz")) != plain  # ingested again
+    sidecars = [json.loads((machine / "shards" / f"part-0{k}" / "index.json").read_text()) for k in (0, 1)]
+    assert {(s["config"]["relabel_share"], s["config"]["relabel_rules"]) for s in sidecars} == {(1.0, "japanese")}
+    assert sum(n for s in sidecars for n in s["counts"]["setups"].values()) == sum(
+        s["counts"]["games"] for s in sidecars)  # every game's setup counted (the relabelling: test_sgf_ingest.py)
+    relabelled = sorted(p.stat().st_mtime_ns for p in (machine / "shards").rglob("*.npz"))
+    call(capsys, archive, machine, tmp_path / "nothing", tmp_path / "out-3", "--max-steps", "1", "--no-export",
+         "--relabel-share", "1", "--relabel-rules", "japanese")
+    assert sorted(p.stat().st_mtime_ns for p in (machine / "shards").rglob("*.npz")) == relabelled  # kept
+
+
 def test_a_fitted_run_takes_its_length_from_the_probe_and_keeps_it_when_resumed(tmp_path, archive, capsys,
                                                                               one_thread, monkeypatch):
     seconds = 3600 - 90  # RECIPE's --command-seconds less the default --margin (less the call's few seconds)
