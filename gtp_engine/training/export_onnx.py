@@ -5,7 +5,8 @@ Terms:
   batch, height and width dimensions left dynamic (sizes MIN_SIZE..MAX_SIZE).
 - metadata: one JSON document under onnx_evaluator.METADATA_KEY in the file's metadata_props: format, features
   version and channel counts, accepted sizes, preset and its config, trained sizes, the rule inputs its training
-  samples carried (trained_rules, where the checkpoint's provenance has them: network_evaluator.py), training
+  samples carried (trained_rules, where the checkpoint's provenance has them: network_evaluator.py; or the rule
+  sets named with --trained-rules, where some of those rules were in too few samples to be learnt), training
   provenance (data, steps), the value head's meaning, and the parity measured at export.
 - parity check: before the file gets its real name, onnxruntime (through the engine's own loader) and torch
   evaluate the same random positions of sizes PARITY_SIZES; any output differing by more than the tolerance
@@ -33,9 +34,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gtp_engine import features
+from gtp_engine import features, network_evaluator
 from gtp_engine.onnx_evaluator import ModelLoadError, OnnxEvaluator
-from gtp_engine.training import board_masks
+from gtp_engine.training import board_masks, game_setups
 from gtp_engine.training import checkpoint as checkpoint_lib
 from gtp_engine.training import model as model_lib
 from gtp_engine.training.files import replacing, set_network_metadata
@@ -55,9 +56,17 @@ class ExportError(Exception):
 
 
 def export(net: model_lib.GoNet, out_path: str | os.PathLike, trained_sizes=(), provenance: dict | None = None,
-           tolerance: float = TOLERANCE, seed: int = 0, keep_board_masks: bool = False) -> dict:
-    """Writes `net` as ONNX to out_path after the parity check; returns the metadata written."""
+           tolerance: float = TOLERANCE, seed: int = 0, keep_board_masks: bool = False,
+           trained_rules: str | None = None) -> dict:
+    """Writes `net` as ONNX to out_path after the parity check; returns the metadata written. `trained_rules`: rule
+    set names, separated by commas, whose rule inputs the file says it learnt, in place of the provenance's."""
     out_path = Path(out_path)
+    if trained_rules is not None:
+        stated = dict.fromkeys(network_evaluator.RuleInputs.of(rules) for rules in game_setups.rule_sets(trained_rules))
+        provenance = {**(provenance or {}), "trained_rules_stated": trained_rules}
+        learnt = {"trained_rules": [rules.to_json() for rules in stated]}
+    else:
+        learnt = {"trained_rules": provenance["trained_rules"]} if provenance and "trained_rules" in provenance else {}
     net = net.eval()
     metadata = {
         "format": FORMAT,
@@ -69,7 +78,7 @@ def export(net: model_lib.GoNet, out_path: str | os.PathLike, trained_sizes=(), 
         "preset": net.config.name,
         "config": {k: v for k, v in net.config.to_dict().items() if k != "opponent_policy"},  # not in the file
         "trained_sizes": sorted(trained_sizes),
-        **({"trained_rules": provenance["trained_rules"]} if provenance and "trained_rules" in provenance else {}),
+        **learnt,
         "training": dict(provenance or {}),
         "value": "logits of (win, loss, draw) for the side to move",
         "score": "lead of the side to move, points",
@@ -167,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tolerance", type=float, default=TOLERANCE)
     parser.add_argument("--keep-board-masks", action="store_true",
                         help="keep the board-mask multiplications (for callers that pad boards into larger tensors)")
+    parser.add_argument("--trained-rules", metavar="NAMES",
+                        help="rule sets, separated by commas, the network is said to have learnt (the engine feeds "
+                             "it the nearest of them for others); default: every rule input its samples carried")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
     logging.getLogger("gtp_engine").setLevel(logging.INFO)
@@ -175,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
             metadata = export_random(args.out, args.source, seed=args.seed, keep_board_masks=args.keep_board_masks)
         else:
             metadata = export_checkpoint(args.source, args.out, tolerance=args.tolerance, seed=args.seed,
-                                         keep_board_masks=args.keep_board_masks)
+                                         keep_board_masks=args.keep_board_masks, trained_rules=args.trained_rules)
     except (ExportError, checkpoint_lib.CheckpointError, ModelLoadError, ValueError) as e:
         print(f"export failed: {e}", file=sys.stderr)
         return 1

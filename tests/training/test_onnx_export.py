@@ -79,6 +79,25 @@ def test_checkpoint_round_trip_and_export(tmp_path, tiny_net, reuse_export):
     assert info.trained_sizes == (9, 19) and info.metadata["training"]["steps"] == 1200
 
 
+def test_stated_trained_rules_replace_the_ones_the_samples_carried(tmp_path, tiny_net, reuse_export):
+    from gtp_engine.game import Rules
+    from gtp_engine.network_evaluator import RuleInputs
+
+    carried = [RuleInputs.of(Rules.named(name)).to_json() for name in ("chinese", "japanese", "aga")]
+    path = tmp_path / "run.pt"
+    checkpoint_lib.save(checkpoint_lib.from_model(tiny_net, provenance={"steps": 1, "trained_rules": carried}), path)
+    assert export_onnx.main([str(path), str(tmp_path / "all.onnx")]) == 0
+    info = OnnxEvaluator(tmp_path / "all.onnx", device="cpu").info
+    assert info.fed_rules(RuleInputs.of(Rules.named("aga"))) == RuleInputs.of(Rules.named("aga"))
+    assert export_onnx.main([str(path), str(tmp_path / "stated.onnx"), "--trained-rules", "chinese,japanese"]) == 0
+    info = OnnxEvaluator(tmp_path / "stated.onnx", device="cpu").info
+    assert set(info.trained_rules) == {RuleInputs.of(Rules.named(name)) for name in ("chinese", "japanese")}
+    assert info.fed_rules(RuleInputs.of(Rules.named("aga"))) == RuleInputs.of(Rules.named("chinese"))
+    assert info.metadata["training"]["trained_rules"] == carried  # what the samples carried stays on record
+    assert info.metadata["training"]["trained_rules_stated"] == "chinese,japanese"
+    assert export_onnx.main([str(path), str(tmp_path / "bad.onnx"), "--trained-rules", "chinese,moon"]) == 1
+
+
 @pytest.mark.parametrize("prefix", ["module.", "_orig_mod.", "_orig_mod.module."])
 def test_checkpoints_from_wrapped_models_load_into_a_plain_one(tmp_path, tiny_net, prefix):
     checkpoint = checkpoint_lib.from_model(tiny_net)
