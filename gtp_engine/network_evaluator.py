@@ -360,9 +360,11 @@ def _rule_codes(global_: np.ndarray) -> np.ndarray:
     return bits @ np.array([8, 4, 2, 1])
 
 
-def rules_in(global_: np.ndarray) -> list[RuleInputs]:
-    """The distinct rule inputs of rows of global inputs (what a network trained on them was trained on)."""
-    return [_CODES[code] for code in np.unique(_rule_codes(global_)).tolist() if code in _CODES]
+def rules_in(global_: np.ndarray) -> dict[RuleInputs, int]:
+    """The rule inputs of rows of global inputs, each with its number of rows (what a network trained on them was
+    trained on, and on how many samples)."""
+    codes, counts = np.unique(_rule_codes(global_), return_counts=True)
+    return {_CODES[code]: count for code, count in zip(codes.tolist(), counts.tolist()) if code in _CODES}
 
 
 def _counts(state) -> tuple[int, list[int]]:

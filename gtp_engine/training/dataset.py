@@ -47,7 +47,8 @@ Terms:
   shard size, counted in samples, sets the file size: 250k 19x19 samples are about 3 MB.
 - sidecar: index.json beside the shards: FORMAT, features version and plane names, board size, each shard with
   its split and counts, the rule inputs its samples carry ("rules", network_evaluator.RuleInputs.to_json; absent
-  from older sidecars), and whatever the writer adds (sources, filters, ingest counts).
+  from older sidecars) and the samples of each ("rule_samples", in the same order; absent from older sidecars
+  still), and whatever the writer adds (sources, filters, ingest counts).
 - game key, split: as in splits.py: a hash of the game's board size, setup stones and moves, and whether that
   key puts the game in the "train" or the "val" shards.
 - window: shards read into memory together and shuffled as one during training; a batch never spans two
@@ -61,6 +62,7 @@ Terms:
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import functools
 import json
@@ -262,7 +264,7 @@ class ShardWriter:
         self.pending_samples = dict.fromkeys(SPLITS, 0)
         self.shards: list[dict] = []
         self.optional: list[str] | None = None  # the optional fields of every game, from the first one
-        self.rules: set[network_evaluator.RuleInputs] = set()  # the rule inputs of the samples added
+        self.rules: collections.Counter[network_evaluator.RuleInputs] = collections.Counter()  # samples by rules
         self._write_threads = write_threads
         self._writer = concurrent.futures.ThreadPoolExecutor(write_threads) if write_threads > 0 else None
         self._writes: list[concurrent.futures.Future] = []
@@ -285,7 +287,7 @@ class ShardWriter:
                              f"cannot share a shard folder")
         self.pending[split].append(game)
         self.pending_samples[split] += len(game["move"])
-        self.rules.update(network_evaluator.rules_in(game["globals"]))
+        self.rules.update(network_evaluator.rules_in(game["globals"]))  # Counter.update adds the counts
         if self.pending_samples[split] >= self.shard_samples:
             self._flush(split)
 
@@ -340,6 +342,7 @@ class ShardWriter:
             "bytes": sum(s["bytes"] for s in self.shards),
             "shards": self.shards,
             "rules": [rules.to_json() for rules in sorted(self.rules, key=lambda rules: rules.code)],
+            "rule_samples": [self.rules[rules] for rules in sorted(self.rules, key=lambda rules: rules.code)],
             **extra,
         }
         text = json.dumps(sidecar, indent=1, sort_keys=True)

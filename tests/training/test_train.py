@@ -82,6 +82,32 @@ def test_command_trains_end_to_end_and_exports_a_model_that_passes_parity(shards
     assert np.allclose(got.policy, policy, atol=1e-4)
 
 
+def test_the_sidecar_counts_the_samples_of_each_rule_input(shards):
+    sidecar = json.loads((shards / "index.json").read_text())
+    assert len(sidecar["rule_samples"]) == len(sidecar["rules"]) >= 1
+    assert sum(sidecar["rule_samples"]) == sidecar["samples"]["train"] + sidecar["samples"]["val"]
+
+
+def test_rule_inputs_in_too_few_samples_are_not_trained_rules(caplog):
+    from types import SimpleNamespace
+
+    chinese = {"ko": "positional", "scoring": "area", "suicide": False}
+    japanese = {"ko": "simple", "scoring": "territory", "suicide": False}
+    aga = {"ko": "situational", "scoring": "area", "suicide": False}
+
+    def trained(*sidecars):
+        trainer = SimpleNamespace(train_set=SimpleNamespace(sidecars=list(sidecars)))
+        return train._Trainer.trained_rules.func(trainer)["trained_rules"]
+
+    few = round(train.MIN_RULES_SHARE * 1000) - 1  # just under the share of the 1000 samples
+    folder = {"rules": [chinese, japanese], "rule_samples": [600, 400 - few]}
+    assert trained(folder, {"rules": [aga], "rule_samples": [few]}) == [chinese, japanese]
+    assert "too few to be learnt" in caplog.text
+    assert aga in trained(folder, {"rules": [aga], "rule_samples": [few + 2]})
+    # Sidecars written before the counts: every rule input their samples carried.
+    assert aga in trained({"rules": [chinese, japanese]}, {"rules": [aga]})
+
+
 def test_resumed_run_equals_an_uninterrupted_one(shards, tmp_path, one_thread):
     config = config_for(shards)
     whole = train.train(config, tmp_path / "whole", export=False, progress=False)
