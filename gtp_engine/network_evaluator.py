@@ -151,10 +151,11 @@ SHIPPED_RULES = {
     # weights/9x9.onnx (and its int8 sibling): self-play under the loop's rules, chinese, for its last 118
     # generations (its start, go9_curated's records, also held japanese games: self-play replaced them).
     "56504f3a4457b6fa/ac531bed851da0ac": (RuleInputs(),),
-    # weights/default.onnx: go19_curated's records as their RU names them: 18,313 Japanese, 1,512 Chinese, 353
-    # AGA, 2 NZ; the ~47,000 without RU replayed under the default, chinese. AGA's 353 did not teach its input:
-    # under it the winrate moved up to 0.27 from the Chinese one on positions both count alike, so AGA and NZ
-    # games are given Chinese rules (docs/measurements.md, Rules).
+    # weights/default.onnx up to the sixth GPU run (the files since name their trained rules): go19_curated's
+    # records as their RU names them: 18,313 Japanese, 1,512 Chinese, 353 AGA, 2 NZ; the ~47,000 without RU
+    # replayed under the default, chinese. AGA's 353 did not teach its input: under it the winrate moved up to
+    # 0.27 from the Chinese one on positions both count alike, so AGA and NZ games are given Chinese rules
+    # (docs/measurements.md, Rules).
     "6e2747e32571256d/7672d1be2859ec04": (RuleInputs(), RuleInputs("territory", "simple")),
 }
 

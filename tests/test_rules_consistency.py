@@ -51,3 +51,12 @@ def test_outcomes_without_such_games_is_a_usage_error(tiny_onnx_model, capsys):
     else:
         raise AssertionError("no error")
     assert "no held-out 9x9 game under korean rules" in capsys.readouterr().err
+
+
+def test_symmetry_spread_compares_each_orientation_with_the_board_as_it_is(tiny_onnx_model, capsys):
+    assert rules_consistency.main([str(tiny_onnx_model), str(RECORDS), "--size", "9", "--positions", "6",
+                                   "--per-game", "2", "--val-fraction", "1", "--symmetry-spread", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["positions"], report["symmetries"]) == (6, 8)
+    assert 0 < report["mean_abs"] <= report["max_abs"] <= 1  # a random network is not symmetric
+    assert 0 <= report["beyond_0.15"] <= report["beyond_0.10"] <= 1

@@ -16,6 +16,9 @@ Terms:
   komi against chinese rules at a point more. A large adjusted mean or maximum says the network reads an input
   it never learnt.
 - positions: up to --per-game positions of each held-out game, at distinct move numbers drawn uniformly.
+- symmetry spread (--symmetry-spread): the same measure between the network's winrate under chinese rules on the
+  board as it is and on the board turned by each other symmetry: how far one evaluation's winrate is from another's
+  with nothing but the board's orientation changed, the scale against which a rule set's difference is read.
 - outcomes (--outcomes RULES): which of the two ways of evaluating a rule set's games predicts their results
   better: positions of held-out games played under those rules (their RU), without handicap and with a winner,
   their winrate as given and as chinese rules (at a point more komi for a territory rule set, as fed rules
@@ -26,6 +29,7 @@ Terms:
     python -m tools.rules_consistency weights/9x9.onnx ../shared/data/go9_curated.tar.xz --size 9
     python -m tools.rules_consistency weights/default.onnx ../shared/data/go19_curated.tar.xz --size 19
     python -m tools.rules_consistency weights/default.onnx ../shared/data/go19_curated.tar.xz --outcomes japanese
+    python -m tools.rules_consistency weights/default.onnx ../shared/data/go19_curated.tar.xz --symmetry-spread
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from typing import Iterator
 
 import numpy as np
 
-from gtp_engine import features, sgf_io
+from gtp_engine import features, sgf_io, symmetry
 from gtp_engine.board import BLACK
 from gtp_engine.game import RULE_SETS, GameState, Rules
 from gtp_engine.onnx_evaluator import OnnxEvaluator
@@ -179,6 +183,20 @@ def measure(network: OnnxEvaluator, records: list[tuple[sgf_io.GameRecord, int]]
     return report
 
 
+def symmetry_spread(path: str, records: list[tuple[sgf_io.GameRecord, int]]) -> dict:
+    """The difference measure between chinese-rules winrates on the board as it is and turned by each other
+    symmetry (see symmetry spread), over every other symmetry's positions together; also the share of positions
+    beyond 0.10 and 0.15."""
+    states = [state for state in states_under(records, RULES["chinese"]) if state is not None]
+    turned = [OnnxEvaluator(path, device="cpu", symmetry_mode=number)
+              for number in symmetry.symmetries_for(states[0].width, states[0].height)]
+    plain = black_winrates(turned[0], states, fed=True)
+    difference = np.concatenate([black_winrates(network, states, fed=True) - plain for network in turned[1:]])
+    return {"positions": len(states), "symmetries": len(turned), **_differences(difference, ""),
+            "beyond_0.10": round(float((np.abs(difference) > 0.10).mean()), 4),
+            "beyond_0.15": round(float((np.abs(difference) > 0.15).mean()), 4)}
+
+
 def _differences(difference: np.ndarray, prefix: str) -> dict:
     return {f"{prefix}mean": round(float(difference.mean()), 4),
             f"{prefix}mean_abs": round(float(np.abs(difference).mean()), 4),
@@ -197,6 +215,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--outcomes", choices=[name for name in RULES if name != "chinese"],
                         help="instead: how well the rule set's own input predicts its held-out games' results, "
                              "against chinese inputs (see outcomes)")
+    parser.add_argument("--symmetry-spread", action="store_true",
+                        help="instead: how far the chinese winrate moves when only the board's orientation does "
+                             "(see symmetry spread)")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
     network = OnnxEvaluator(args.network, device="cpu", symmetry_mode="none")
@@ -219,6 +240,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     records = held_out_positions(args.games, args.size, args.positions, args.val_fraction, args.per_game,
                                  args.seed)
+    if args.symmetry_spread:
+        report = symmetry_spread(args.network, records)
+        print(json.dumps(report, indent=None if not args.json else 1))
+        return 0
     report = measure(network, records)
     if args.json:
         print(json.dumps(report, indent=1))
