@@ -528,31 +528,22 @@ def test_the_white_view_turns_the_networks_evaluation_to_whites_side():
     assert white_to_move.win == pytest.approx(0.8) and np.allclose(white_to_move.ownership, batch.ownership[0])
 
 
-@pytest.mark.parametrize("fixture_name, moves, winrate_above, lead_below", [
-    # White about 200 points behind at 0.13: the winrate alone never resigns
-    ("lost-handicap-game-19x19.sgf", 200, 0.05, -150.0),
-    # later, about 150 behind at 0.20: a bound of three times the threshold (0.15) let the game run to the move cap
-    ("lost-handicap-game-19x19-move-360.sgf", 360, 0.15, -0.25 * 361),
+@pytest.mark.parametrize("fixture_name, moves", [
+    ("lost-handicap-game-19x19.sgf", 200),  # White about 200 points behind
+    ("lost-handicap-game-19x19-move-360.sgf", 360),  # later, about 150 behind
 ])
-def test_resigns_a_lost_handicap_game_where_the_19x19_networks_winrate_stays_above_the_threshold(
-        fixture_name, moves, winrate_above, lead_below):
-    """The shipped 19x19 network, trained on human games, never gets sure of these losses: the search's lead
-    decides (ResignConfig.hopeless_lead_share, a winrate below five times the threshold). The same search each
+def test_resigns_a_lost_handicap_game_with_the_shipped_19x19_network(fixture_name, moves):
+    """Two handicap games the engine lost as White, which an earlier 19x19 network never got sure of (0.13 and 0.20):
+    only the lead rule resigned them (ResignConfig.hopeless_lead_share; its logic in test_search.py). Whichever
+    rule decides with the shipped network, the engine resigns both with its default settings. The same search each
     time: the network's symmetries seeded, no evaluation threads."""
     fixture = Path(__file__).resolve().parents[1] / "fixtures" / fixture_name
     game = sgf_io.load_sgf(fixture.read_bytes(), source=fixture.name).to_game()
     assert game.to_play == WHITE and len(game.moves) == moves
-
-    def genmove(resign: ResignConfig):
-        network = OnnxEvaluator(shipped_weights(19, 19), device="cpu", threads=1, seed=5)
-        player = Player(network, PlayerConfig(SearchConfig(seed=0, evaluation_threads=0), resign=resign))
-        return player.genmove(game, WHITE, StopCondition(visits=40))
-
-    winrate_alone = genmove(ResignConfig(hopeless_lead_share=0))
-    assert not winrate_alone.resign and winrate_alone.winrate > winrate_above
-    assert winrate_alone.score_lead < lead_below
-    with_the_lead = genmove(ResignConfig())
-    assert with_the_lead.resign and with_the_lead.winrate == winrate_alone.winrate
+    network = OnnxEvaluator(shipped_weights(19, 19), device="cpu", threads=1, seed=5)
+    player = Player(network, PlayerConfig(SearchConfig(seed=0, evaluation_threads=0), resign=ResignConfig()))
+    choice = player.genmove(game, WHITE, StopCondition(visits=40))
+    assert choice.resign and choice.score_lead < -50
 
 
 def test_plays_a_game_with_a_real_network(tiny_onnx_model):
