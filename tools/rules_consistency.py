@@ -185,7 +185,7 @@ def measure(network: OnnxEvaluator, records: list[tuple[sgf_io.GameRecord, int]]
 
 def symmetry_spread(path: str, records: list[tuple[sgf_io.GameRecord, int]]) -> dict:
     """The difference measure between chinese-rules winrates on the board as it is and turned by each other
-    symmetry (see symmetry spread), over every other symmetry's positions together; also the share of positions
+    symmetry (see symmetry spread), over the pairs of every other symmetry together; also the share of pairs
     beyond 0.10 and 0.15."""
     states = [state for state in states_under(records, RULES["chinese"]) if state is not None]
     turned = [OnnxEvaluator(path, device="cpu", symmetry_mode=number)
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                                  args.seed)
     if args.symmetry_spread:
         report = symmetry_spread(args.network, records)
-        print(json.dumps(report, indent=None if not args.json else 1))
+        print(json.dumps(report, indent=1 if args.json else None))
         return 0
     report = measure(network, records)
     if args.json:

@@ -329,6 +329,7 @@ class ShardWriter:
             self._writer.shutdown()
         for shard in self.shards:
             shard["bytes"] = (self.directory / shard["file"]).stat().st_size
+        ordered_rules = sorted(self.rules, key=lambda rules: rules.code)
         sidecar = {
             "format": FORMAT,
             "features_version": features.FEATURES_VERSION,
@@ -341,8 +342,8 @@ class ShardWriter:
             "games": {split: sum(s["games"] for s in self.shards if s["split"] == split) for split in SPLITS},
             "bytes": sum(s["bytes"] for s in self.shards),
             "shards": self.shards,
-            "rules": [rules.to_json() for rules in sorted(self.rules, key=lambda rules: rules.code)],
-            "rule_samples": [self.rules[rules] for rules in sorted(self.rules, key=lambda rules: rules.code)],
+            "rules": [rules.to_json() for rules in ordered_rules],
+            "rule_samples": [self.rules[rules] for rules in ordered_rules],
             **extra,
         }
         text = json.dumps(sidecar, indent=1, sort_keys=True)

@@ -287,14 +287,14 @@ class _Trainer:
         sidecars = self.train_set.sidecars
         if any(sidecar.get("rules") is None for sidecar in sidecars):
             return {}
-        counted = all("rule_samples" in sidecar for sidecar in sidecars)
+        keyed = [[json.dumps(rules, sort_keys=True) for rules in sidecar["rules"]] for sidecar in sidecars]
+        if not all("rule_samples" in sidecar for sidecar in sidecars):  # sidecars written before the counts
+            return {"trained_rules": [json.loads(rules) for rules in sorted({key for keys in keyed for key in keys})]}
         samples: collections.Counter[str] = collections.Counter()
-        for sidecar in sidecars:
-            counts = sidecar["rule_samples"] if counted else [1] * len(sidecar["rules"])
-            for rules, count in zip(sidecar["rules"], counts):
-                samples[json.dumps(rules, sort_keys=True)] += count
+        for keys, sidecar in zip(keyed, sidecars):
+            samples.update(dict(zip(keys, sidecar["rule_samples"])))
         total = sum(samples.values())
-        learnt = sorted(rules for rules, count in samples.items() if not counted or count >= MIN_RULES_SHARE * total)
+        learnt = sorted(rules for rules, count in samples.items() if count >= MIN_RULES_SHARE * total)
         for rules in sorted(set(samples) - set(learnt)):
             log.warning("rule inputs %s: %d of %d samples, too few to be learnt; not listed among the trained rules",
                         rules, samples[rules], total)
