@@ -14,10 +14,12 @@ Terms:
   colours (and so the areas around dead stones), the whole board while it is empty.
 - own territory: an empty point that area counting gives to the side to move (its empty region touches only our
   stones) and that the ownership gives us with confidence; whatever the ownership, an eye (an empty point whose
-  neighbours are all our stones), and under territory scoring, once the opponent has passed, every such point:
-  there each filling costs a point, and a network unsure of its own area must not fill it point by point, its
-  eyes last (a game under japanese rules looped so to the move limit). Playing there usually gains nothing and
-  may spoil eyes.
+  neighbours are all our stones), and under territory scoring, once the opponent has passed, every empty point
+  of our area as the count has it, the opponent's dead stones off the board: there each filling costs a point,
+  the capture of a dead stone too (the count takes it as a prisoner all the same), and a network unsure of its
+  own area must not fill it point by point, its eyes last (a game under japanese rules looped so to the move
+  limit). Where captures are owed (cleanup), the points around dead stones are not ours. Playing in our own
+  territory usually gains nothing and may spoil eyes.
 - needed filling: a move in our own territory that does gain: it is the last liberty of a chain of ours (the
   filling connects it, where the opponent's move there would capture it), or the search is sure it is better
   than any other move it looked at (its LCB above their winrates: a shortage of liberties, a throw-in to
@@ -174,13 +176,15 @@ def chain_statuses(state: GameState, ownership: np.ndarray) -> dict[str, list[li
 
 # ---- our territory ------------------------------------------------------------------------------------------
 
-def own_territory(state: GameState, ownership: np.ndarray) -> np.ndarray:
+def own_territory(state: GameState, ownership: np.ndarray, captures_owed: bool = False) -> np.ndarray:
     """Bool per flat point: the side to move's own territory (see the module docstring)."""
     sign, g = (1 if state.to_play == BLACK else -1), state.grid
     colors = state.board.colors
-    ours = (np.frombuffer(colors, dtype=np.uint8)[g.point_of] == EMPTY) & (state.area_ownership() == sign)
+    empty = np.frombuffer(colors, dtype=np.uint8)[g.point_of] == EMPTY
     if state.rules.scoring == "territory" and opponent_passed(state):
-        return ours
+        dead = [] if captures_owed else dead_stones_of(state, opponent(state.to_play), ownership)
+        return empty & (state.area_ownership(dead) == sign)
+    ours = empty & (state.area_ownership() == sign)
     territory = ours & (sign * ownership >= OWN_TERRITORY_OWNERSHIP)
     around = (EMPTY, opponent(state.to_play))  # what an eye has no neighbour of
     for flat in np.flatnonzero(ours & ~territory).tolist():
@@ -200,9 +204,9 @@ def is_needed_filling(state: GameState, point: int, moves: Sequence[SearchedMove
     return chosen is not None and chosen.visits > 0 and bool(others) and chosen.lcb > max(others)
 
 
-def territory_of_the_choice(state: GameState, searched: Searched) -> np.ndarray:
+def territory_of_the_choice(state: GameState, searched: Searched, captures_owed: bool = False) -> np.ndarray:
     """Our own territory by the search's ownership, less the chosen move where it is a needed filling."""
-    territory = own_territory(state, searched.snapshot.ownership)
+    territory = own_territory(state, searched.snapshot.ownership, captures_owed)
     chosen, flat = searched.choice.point, state.grid.flat
     if chosen != PASS and territory[flat(chosen)] and is_needed_filling(state, chosen, searched.snapshot.moves,
                                                                         territory):
@@ -320,7 +324,7 @@ def choose_move(state: GameState, searched: Searched, allowed: Callable[[int], b
     me = state.to_play
     ownership = searched.snapshot.ownership
     chosen = searched.choice.point
-    territory = territory_of_the_choice(state, searched)
+    territory = territory_of_the_choice(state, searched, captures_owed=not may_pass)
     flat = state.grid.flat
     if may_pass:
         passed = opponent_passed(state)

@@ -299,6 +299,22 @@ def test_after_the_opponents_pass_under_territory_scoring_our_area_is_not_filled
 
 
 @pytest.mark.parametrize("rules", ["japanese", "chinese"])
+def test_after_the_opponents_pass_under_territory_scoring_a_dead_stone_is_not_captured(rules):
+    # A game under korean rules: White passed with a dead stone still inside Black's area, and Black played beside
+    # it, a point lost under territory scoring, where the count takes the stone as a prisoner all the same.
+    game = after_white_pass(SPLIT_WITH_DEAD_STONE, komi=0.5, rules=Rules.named(rules))
+    beside = G.point(1, 0)
+    territory = endgame.own_territory(game, split_ownership())
+    assert territory[G.flat(beside)] == (rules == "japanese")
+    assert not endgame.own_territory(game, split_ownership(), captures_owed=True)[G.flat(beside)]
+    result = searched(beside, split_ownership(), root_moves=[beside, PASS])
+    point, _ = endgame.choose_move(game, result, anything, True, Searches()(), time_to_check=False)
+    assert point == (PASS if rules == "japanese" else beside)
+    # In cleanup the dead stones are captured whatever the rules: no pass may be played.
+    assert endgame.choose_move(game, result, anything, False, Searches()())[0] == beside
+
+
+@pytest.mark.parametrize("rules", ["japanese", "chinese"])
 def test_an_eye_is_our_territory_however_unsure_the_ownership(rules):
     game = position(FALSE_EYE_MADE_TRUE, BLACK, rules=Rules.named(rules))
     g = game.grid
