@@ -19,6 +19,9 @@ def test_each_kind_of_anchor_has_its_name_and_command():
     name, command = calibrate.anchor_command("pachi8000", Path("/opt/pachi dir/pachi"))
     assert name == "Pachi 8000 playouts"
     assert shlex.split(command) == ["/opt/pachi dir/pachi", "-t", "=8000", "threads=1,pondering=0"]
+    name, command = calibrate.anchor_command("pachi-light3000", Path("pachi"))
+    assert name == "Pachi 3000 light playouts"
+    assert shlex.split(command) == ["pachi", "-t", "=3000", "threads=1,pondering=0,playout=light"]
     assert calibrate.anchor_command("10", rules=Rules.named("japanese"))[1] == \
         "gnugo --mode gtp --japanese-rules --level 10"  # counts as the rules count
     name, command = calibrate.anchor_command("4k")
@@ -26,7 +29,7 @@ def test_each_kind_of_anchor_has_its_name_and_command():
 
 
 @pytest.mark.parametrize("anchor, problem", [
-    ("11", "rank"), ("-1", "rank"), ("pachi499", "at least 500 playouts"), ("pachi", "rank"), ("gnugo", "rank"),
+    ("11", "rank"), ("-1", "rank"), ("pachi499", "at least 500 playouts"), ("pachi-light100", "at least 500"), ("pachi", "rank"), ("gnugo", "rank"),
 ])
 def test_what_is_no_anchor_is_refused(anchor, problem):
     with pytest.raises(ValueError, match=problem):

@@ -4,9 +4,10 @@ and measures the levels' moves on positions of game records against the full-str
 Terms:
 - pair LEVEL:ANCHOR: the engine at --strength LEVEL (gtp_engine/search/strength.py) against an anchor: a number N
   (0-10) is GNU Go 3.8 at --level N, pachiN is Pachi (tools/build_pachi.sh, no network) at N playouts a move on one
-  thread without pondering (N at least 500), a rank is the engine itself at that level (the levels' order: each
-  beats the one below it). Levels and anchors play by playouts, not time, so the machine's load does not change
-  their strength.
+  thread without pondering (N at least 500), pachi-lightN the same with Pachi's light playouts (uniformly random
+  moves instead of its patterns and tactics: weaker at equal playouts, an anchor that reaches below GNU Go's
+  weakest level), a rank is the engine itself at that level (the levels' order: each beats the one below it).
+  Levels and anchors play by playouts, not time, so the machine's load does not change their strength.
 - games, colours, openings, referee, score and its 95% interval: as in tools/match.py (gtp_engine/match.py,
   gtp_engine/match_stats.py); the score is the level's.
 - handicap (--handicap N, or --gives N): the level takes Black with N stones in every game, or gives them to the
@@ -59,9 +60,9 @@ from tools.pachi_match import DEFAULT_PACHI, ensure_pachi
 
 ENGINE = f"{shlex.quote(sys.executable)} -m gtp_engine --log-level error"
 GNUGO = "gnugo --mode gtp --{scoring}-rules --level {level}"  # scoring: chinese or japanese
-PACHI = "{binary} -t ={playouts} threads=1,pondering=0"
+PACHI = "{binary} -t ={playouts} threads=1,pondering=0{options}"
 PACHI_MIN_PLAYOUTS = 500  # its fixed-playouts mode's least (GJ_MINGAMES)
-_PACHI_ANCHOR = re.compile(r"^pachi(\d+)$")
+_PACHI_ANCHOR = re.compile(r"^pachi(-light)?(\d+)$")
 FULL_VISITS = 800  # the full-strength search the moves command judges by (the engine's default visits)
 
 
@@ -77,10 +78,12 @@ def anchor_command(anchor: str, pachi: Path = DEFAULT_PACHI, rules: Rules = CHIN
         return f"GNU Go 3.8 level {anchor}", GNUGO.format(scoring=scoring, level=anchor)
     pachi_anchor = _PACHI_ANCHOR.match(anchor)
     if pachi_anchor:
-        playouts = int(pachi_anchor.group(1))
+        light, playouts = pachi_anchor.group(1), int(pachi_anchor.group(2))
         if playouts < PACHI_MIN_PLAYOUTS:  # fewer stop Pachi with a failed assertion
             raise ValueError(f"{anchor!r}: Pachi plays at least {PACHI_MIN_PLAYOUTS} playouts a move")
-        return f"Pachi {playouts} playouts", PACHI.format(binary=shlex.quote(str(pachi)), playouts=playouts)
+        return (f"Pachi {playouts} {'light ' if light else ''}playouts",
+                PACHI.format(binary=shlex.quote(str(pachi)), playouts=playouts,
+                             options=",playout=light" if light else ""))
     strength.parse_rank(anchor)
     return f"level {anchor}", engine_command(anchor)
 
@@ -174,8 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     moves.add_argument("--size", type=int, default=9)
     parser = commands.add_parser("match", help="play levels against anchors")
     parser.add_argument("--pairs", required=True,
-                        help="LEVEL:ANCHOR,... (ANCHOR: a GNU Go level 0-10, pachiN for Pachi at N playouts, or a "
-                             "rank)")
+                        help="LEVEL:ANCHOR,... (ANCHOR: a GNU Go level 0-10, pachiN for Pachi at N playouts, "
+                             "pachi-lightN with light playouts, or a rank)")
     parser.add_argument("--games", type=int, default=40, help="games per pair (default: 40)")
     parser.add_argument("--size", type=int, default=9)
     parser.add_argument("--komi", type=float, help="(default: the rules' komi for the handicap: 7.5 under area and "
@@ -189,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--opening-moves", type=int, default=4, help="moves of each opening (default: 4)")
     parser.add_argument("--sgf-dir", type=Path, help="write LEVEL-vs-ANCHOR/game-N.sgf here")
     parser.add_argument("--pachi", type=Path, default=DEFAULT_PACHI,
-                        help=f"Pachi's binary for pachiN anchors, built there when missing (default: {DEFAULT_PACHI})")
+                        help=f"Pachi's binary for Pachi anchors, built there when missing (default: {DEFAULT_PACHI})")
     handicaps = parser.add_mutually_exclusive_group()
     handicaps.add_argument("--handicap", type=int, default=0,
                            help="the level takes Black with this many stones in every game (no openings; 1: Black "
