@@ -24,6 +24,9 @@ Terms:
   filling connects it, where the opponent's move there would capture it), or the search is sure it is better
   than any other move it looked at (its LCB above their winrates: a shortage of liberties, a throw-in to
   prevent). It is no filling of our territory for the pass rules. (Skipping such a connection lost a won game.)
+  Under territory scoring, once the opponent has passed and while we are behind by the count, only the
+  connection is needed: a filling costs a point there and cannot win it back, however sure of it a search is
+  whose network does not charge that point (a lost game under korean rules filled nine points so).
 - rescue: the move that saves the largest chain of ours the count keeps alive and that is in atari: its last
   liberty, else the capture of an opponent chain in atari beside it, where that leaves our chain two liberties
   or more.
@@ -193,11 +196,16 @@ def own_territory(state: GameState, ownership: np.ndarray, captures_owed: bool =
     return territory
 
 
-def is_needed_filling(state: GameState, point: int, moves: Sequence[SearchedMove], territory: np.ndarray) -> bool:
-    """Whether the move at `point`, in our own `territory`, gains all the same, by the searched `moves`."""
+def is_needed_filling(state: GameState, point: int, moves: Sequence[SearchedMove], territory: np.ndarray,
+                      ownership: np.ndarray) -> bool:
+    """Whether the move at `point`, in our own `territory`, gains all the same, by the searched `moves` and the
+    `ownership` the count reads."""
     board, me = state.board, state.to_play
     if any(board.colors[n] == me and board.chain_liberties(n) == 1 for n in state.grid.neighbors[point]):
         return True
+    if (state.rules.scoring == "territory" and opponent_passed(state)
+            and lead_by_the_count(state, ownership) <= 0):
+        return False
     chosen = next((m for m in moves if m.point == point), None)
     flat = state.grid.flat
     others = [m.winrate for m in moves if m.point != point and (m.point == PASS or not territory[flat(m.point)])]
@@ -209,7 +217,7 @@ def territory_of_the_choice(state: GameState, searched: Searched, captures_owed:
     territory = own_territory(state, searched.snapshot.ownership, captures_owed)
     chosen, flat = searched.choice.point, state.grid.flat
     if chosen != PASS and territory[flat(chosen)] and is_needed_filling(state, chosen, searched.snapshot.moves,
-                                                                        territory):
+                                                                        territory, searched.snapshot.ownership):
         territory[flat(chosen)] = False
     return territory
 

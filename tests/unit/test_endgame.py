@@ -210,21 +210,22 @@ def test_a_filling_that_connects_a_chain_in_atari_is_needed():
     eye = g.point(3, 3)
     territory = np.zeros(49, dtype=bool)
     territory[g.flat(eye)] = True
-    assert endgame.is_needed_filling(game, eye, [], territory)
+    assert endgame.is_needed_filling(game, eye, [], territory, np.ones(49))
 
 
 def test_a_filling_the_search_is_sure_of_is_needed():
     game = position(SPLIT, BLACK)
-    territory = endgame.own_territory(game, split_ownership())
+    ownership = split_ownership()
+    territory = endgame.own_territory(game, ownership)
     other_filling = G.point(0, 0)
     sure = move(BLACK_TERRITORY, winrate=0.9, lcb=0.8)
     moves = [sure, move(PASS, winrate=0.7), move(WHITE_TERRITORY, winrate=0.75), move(other_filling, winrate=0.85)]
-    assert endgame.is_needed_filling(game, BLACK_TERRITORY, moves, territory)  # other fillings do not count
+    assert endgame.is_needed_filling(game, BLACK_TERRITORY, moves, territory, ownership)  # other fillings do not count
     assert not endgame.is_needed_filling(game, BLACK_TERRITORY, [move(BLACK_TERRITORY, 0.9, lcb=0.7)] + moves[1:],
-                                         territory)  # its LCB below pass's winrate
+                                         territory, ownership)  # its LCB below pass's winrate
     assert not endgame.is_needed_filling(game, BLACK_TERRITORY, [move(BLACK_TERRITORY, 0.9, visits=0, lcb=0.8)]
-                                         + moves[1:], territory)  # never searched
-    assert not endgame.is_needed_filling(game, BLACK_TERRITORY, [sure], territory)  # nothing to compare with
+                                         + moves[1:], territory, ownership)  # never searched
+    assert not endgame.is_needed_filling(game, BLACK_TERRITORY, [sure], territory, ownership)  # nothing to compare with
     # The territory of the choice leaves out a needed filling, and only that point.
     choice = endgame.territory_of_the_choice(game, searched(sure, split_ownership(), moves[1:]))
     assert not choice[G.flat(BLACK_TERRITORY)] and np.count_nonzero(choice) == 9
@@ -312,6 +313,29 @@ def test_after_the_opponents_pass_under_territory_scoring_a_dead_stone_is_not_ca
     assert point == (PASS if rules == "japanese" else beside)
     # In cleanup the dead stones are captured whatever the rules: no pass may be played.
     assert endgame.choose_move(game, result, anything, False, Searches()())[0] == beside
+
+
+@pytest.mark.parametrize("rules", ["japanese", "chinese"])
+def test_behind_by_the_count_after_the_opponents_pass_a_filling_is_needed_only_as_a_connection(rules):
+    # A lost game under korean rules: White passed every move, and Black, behind by the count, filled its own area
+    # point by point, each time the search sure of the filling (its network, fed chinese rules, charges no point).
+    game = after_white_pass(SPLIT, komi=5.5, rules=Rules.named(rules))  # Black 15, White 10 and komi: behind
+    ownership = split_ownership()
+    territory = endgame.own_territory(game, ownership)
+    moves = [move(BLACK_TERRITORY, winrate=0.3, lcb=0.25), move(PASS, winrate=0.0), move(WHITE_TERRITORY, 0.1)]
+    assert endgame.is_needed_filling(game, BLACK_TERRITORY, moves, territory, ownership) == (rules == "chinese")
+    assert endgame.lead_by_the_count(game, ownership) < 0
+    # Ahead by the count, the search's certainty counts again.
+    ahead = after_white_pass(SPLIT, komi=0.5, rules=Rules.named(rules))
+    assert endgame.is_needed_filling(ahead, BLACK_TERRITORY, moves, endgame.own_territory(ahead, ownership), ownership)
+    # The connection of a chain in atari stays needed, behind or not.
+    g = grid(7)
+    atari = position(FALSE_EYE, WHITE, komi=60.5, rules=Rules.named(rules))
+    atari.play(PASS, WHITE)
+    assert endgame.lead_by_the_count(atari, np.ones(49)) < 0
+    eye = np.zeros(49, dtype=bool)
+    eye[g.flat(g.point(3, 3))] = True
+    assert endgame.is_needed_filling(atari, g.point(3, 3), [], eye, np.ones(49))
 
 
 @pytest.mark.parametrize("rules", ["japanese", "chinese"])
