@@ -24,9 +24,10 @@ Terms:
   filling connects it, where the opponent's move there would capture it), or the search is sure it is better
   than any other move it looked at (its LCB above their winrates: a shortage of liberties, a throw-in to
   prevent). It is no filling of our territory for the pass rules. (Skipping such a connection lost a won game.)
-  Under territory scoring, once the opponent has passed and while we are behind by the count, only the
-  connection is needed: a filling costs a point there and cannot win it back, however sure of it a search is
-  whose network does not charge that point (a lost game under korean rules filled nine points so).
+  Under territory scoring, once the opponent has passed and while we are behind by the count even with every
+  stone of ours alive, only the connection is needed: a filling there costs a point, no stone it saves can turn
+  the game, and a search whose network does not charge that point may still be sure of it (a lost game under
+  korean rules filled nine points so).
 - rescue: the move that saves the largest chain of ours the count keeps alive and that is in atari: its last
   liberty, else the capture of an opponent chain in atari beside it, where that leaves our chain two liberties
   or more.
@@ -203,9 +204,10 @@ def is_needed_filling(state: GameState, point: int, moves: Sequence[SearchedMove
     board, me = state.board, state.to_play
     if any(board.colors[n] == me and board.chain_liberties(n) == 1 for n in state.grid.neighbors[point]):
         return True
-    if (state.rules.scoring == "territory" and opponent_passed(state)
-            and lead_by_the_count(state, ownership) <= 0):
-        return False
+    if state.rules.scoring == "territory" and opponent_passed(state):
+        ours_alive = state.score(dead_stones_of(state, opponent(me), ownership))
+        if (ours_alive if me == BLACK else -ours_alive) <= 0:
+            return False
     chosen = next((m for m in moves if m.point == point), None)
     flat = state.grid.flat
     others = [m.winrate for m in moves if m.point != point and (m.point == PASS or not territory[flat(m.point)])]

@@ -319,15 +319,19 @@ def test_after_the_opponents_pass_under_territory_scoring_a_dead_stone_is_not_ca
 def test_behind_by_the_count_after_the_opponents_pass_a_filling_is_needed_only_as_a_connection(rules):
     # A lost game under korean rules: White passed every move, and Black, behind by the count, filled its own area
     # point by point, each time the search sure of the filling (its network, fed chinese rules, charges no point).
-    game = after_white_pass(SPLIT, komi=5.5, rules=Rules.named(rules))  # Black 15, White 10 and komi: behind
+    game = after_white_pass(SPLIT, komi=5.5, rules=Rules.named(rules))  # behind by half a point, all alive
     ownership = split_ownership()
     territory = endgame.own_territory(game, ownership)
     moves = [move(BLACK_TERRITORY, winrate=0.3, lcb=0.25), move(PASS, winrate=0.0), move(WHITE_TERRITORY, 0.1)]
     assert endgame.is_needed_filling(game, BLACK_TERRITORY, moves, territory, ownership) == (rules == "chinese")
     assert endgame.lead_by_the_count(game, ownership) < 0
-    # Ahead by the count, the search's certainty counts again.
+    # Ahead by the count, the search's certainty counts again; and behind only with a group of ours dead by the
+    # count, a filling may save it.
     ahead = after_white_pass(SPLIT, komi=0.5, rules=Rules.named(rules))
     assert endgame.is_needed_filling(ahead, BLACK_TERRITORY, moves, endgame.own_territory(ahead, ownership), ownership)
+    wall_dead = np.where(np.arange(25) % 5 <= 1, 1.0, -1.0)  # Black's wall on column 2 dead
+    assert endgame.lead_by_the_count(ahead, wall_dead) < 0
+    assert endgame.is_needed_filling(ahead, BLACK_TERRITORY, moves, endgame.own_territory(ahead, ownership), wall_dead)
     # The connection of a chain in atari stays needed, behind or not.
     g = grid(7)
     atari = position(FALSE_EYE, WHITE, komi=60.5, rules=Rules.named(rules))
