@@ -18,8 +18,8 @@ Terms:
   of our area as the count has it, the opponent's dead stones off the board: there each filling costs a point,
   the capture of a dead stone too (the count takes it as a prisoner all the same), and a network unsure of its
   own area must not fill it point by point, its eyes last (a game under japanese rules looped so to the move
-  limit). Where captures are owed (cleanup), the points around dead stones are not ours. Playing in our own
-  territory usually gains nothing and may spoil eyes.
+  limit). Where captures are owed (cleanup, or rule 1 below finds that the count after passing does not win), the
+  points around dead stones are not ours. Playing in our own territory usually gains nothing and may spoil eyes.
 - needed filling: a move in our own territory that does gain: it is the last liberty of a chain of ours (the
   filling connects it, where the opponent's move there would capture it), or the search is sure it is better
   than any other move it looked at (its LCB above their winrates: a shortage of liberties, a throw-in to
@@ -342,9 +342,12 @@ def choose_move(state: GameState, searched: Searched, allowed: Callable[[int], b
         # or play on, keeps that chain alive, and the opponent's next move or a referee takes it.
         rescue_move = rescue(state, ownership) if passed or chosen == PASS or territory[flat(chosen)] else None
         if passed:
-            if (time_to_check and rule_1_may_pass(state, ownership, rescue_move)
-                    and count_after_passing(state, searches.after_passing)[0] > 0):
-                return PASS, searched
+            if time_to_check and rule_1_may_pass(state, ownership, rescue_move):
+                if count_after_passing(state, searches.after_passing)[0] > 0:
+                    return PASS, searched
+                # The count of the game our pass would end, the opponent to move, does not give us what ours does:
+                # the opponent's stones in our area may live there, so their capture is owed after all.
+                territory = territory_of_the_choice(state, searched, captures_owed=True)
             if rescue_move is None and chosen == PASS and searches.without_pass is not None and time_to_check:
                 # Our territory stays the first search's: without pass among its moves, the second finds fillings
                 # of it better than the rest where every move loses, and filled our eyes one by one.

@@ -313,6 +313,13 @@ def test_after_the_opponents_pass_under_territory_scoring_a_dead_stone_is_not_ca
     assert point == (PASS if rules == "japanese" else beside)
     # In cleanup the dead stones are captured whatever the rules: no pass may be played.
     assert endgame.choose_move(game, result, anything, False, Searches()())[0] == beside
+    # Where the count after passing finds the stone alive, the opponent to move, its capture is owed after all.
+    alive = Searches(after_passing=searched(PASS, -np.ones(25), to_play=WHITE))
+    assert endgame.choose_move(game, result, anything, True, alive())[0] == beside
+    assert alive.asked == ["after passing"]
+    # Where it finds it dead too, pass.
+    dead = Searches(after_passing=searched(PASS, split_ownership(), to_play=WHITE))
+    assert endgame.choose_move(game, result, anything, True, dead())[0] == PASS
 
 
 @pytest.mark.parametrize("rules", ["japanese", "chinese"])
