@@ -223,7 +223,8 @@ def test_katrain_plays_a_9x9_game_to_its_end_under_its_default_japanese_rules(ka
         game = Game(katrain, engine, game_properties={"SZ": 9, "KM": 6.5, "RU": "japanese"})
         winrates = self_play(game, katrain, generate_ai_move, 150)
         end = game.current_node
-        assert end.is_pass and end.parent.is_pass and len(winrates) < 150  # two passes ended it
+        moves = " ".join(node.move.gtp() for node in end.nodes_from_root[1:])
+        assert end.is_pass and end.parent.is_pass and len(winrates) < 150, moves  # two passes ended it
         changes = [abs(b - a) for a, b in zip(winrates, winrates[1:])]
         # Smooth: 0.02-0.03 a move on average at 300 visits (0.08 at 48, with six changes above 0.2), and a late
         # tactical surprise at most now and then.
