@@ -136,7 +136,12 @@ def dead_stones(state: GameState, ownership: np.ndarray) -> list[int]:
 
 def lead_by_the_count(state: GameState, ownership: np.ndarray) -> float:
     """The side to move's lead by the count: the score with the dead stones removed."""
-    score = state.score(dead_stones(state, ownership))
+    return lead_without(state, dead_stones(state, ownership))
+
+
+def lead_without(state: GameState, dead: Sequence[int]) -> float:
+    """The side to move's lead by the game's rules with the stones on the points `dead` removed."""
+    score = state.score(dead)
     return score if state.to_play == BLACK else -score
 
 
@@ -204,10 +209,9 @@ def is_needed_filling(state: GameState, point: int, moves: Sequence[SearchedMove
     board, me = state.board, state.to_play
     if any(board.colors[n] == me and board.chain_liberties(n) == 1 for n in state.grid.neighbors[point]):
         return True
-    if state.rules.scoring == "territory" and opponent_passed(state):
-        ours_alive = state.score(dead_stones_of(state, opponent(me), ownership))
-        if (ours_alive if me == BLACK else -ours_alive) <= 0:
-            return False
+    if (state.rules.scoring == "territory" and opponent_passed(state)
+            and lead_without(state, dead_stones_of(state, opponent(me), ownership)) <= 0):
+        return False  # behind with every stone of ours alive
     chosen = next((m for m in moves if m.point == point), None)
     flat = state.grid.flat
     others = [m.winrate for m in moves if m.point != point and (m.point == PASS or not territory[flat(m.point)])]

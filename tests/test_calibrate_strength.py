@@ -29,7 +29,8 @@ def test_each_kind_of_anchor_has_its_name_and_command():
 
 
 @pytest.mark.parametrize("anchor, problem", [
-    ("11", "rank"), ("-1", "rank"), ("pachi499", "at least 500 playouts"), ("pachi-light100", "at least 500"), ("pachi", "rank"), ("gnugo", "rank"),
+    ("11", "rank"), ("-1", "rank"), ("pachi499", "at least 500 playouts"), ("pachi-light100", "at least 500"),
+    ("pachi", "rank"), ("gnugo", "rank"),
 ])
 def test_what_is_no_anchor_is_refused(anchor, problem):
     with pytest.raises(ValueError, match=problem):
