@@ -23,11 +23,15 @@ Terms:
   and then every rule input goes to the network as the game's.
 - fed rules: what the network is given for a game's rule inputs: the game's own where it was trained on them,
   else the nearest trained ones (nearest_trained: the same scoring first, then the same ko rule, then the same
-  suicide rule). A change of scoring changes the compensation too, by the usual difference between area and
-  territory counting: area scoring counts Black's handicap stones and gives Black the last dame, so a territory
-  komi k is an area compensation of k + 1 + the handicap stones (and the other way round); the prisoner balance is
-  given under territory scoring only, as always. KataGo, for a network without a rule input, changes the rules
-  but not the komi. The tax (game.Rules) is no input: a network sees a taxed game as the same rules untaxed. The
+  suicide rule). A change of scoring changes the compensation too, by the stone difference: at the end of a game,
+  Black's lead by area counting less Black's lead by territory counting is exactly the stones Black has put on the
+  board (handicap and setup stones included) less those White has, each counted whether it stands, was captured or
+  is dead. A territory komi k is fed as an area compensation of k + the difference so far + one point more when
+  Black is to move (the last stone of the alternation to come, the usual point between Japanese 6.5 and Chinese
+  7.5); the other way round for an area game fed as territory. So a pass moves the fed compensation by a point:
+  after the opponent's pass, a stone played inside one's own territory costs the point there that it costs under
+  the game's rules. The prisoner balance is given under territory scoring only, as always. KataGo, for a network
+  without a rule input, changes the rules but not the komi. The tax (game.Rules) is no input: a network sees a taxed game as the same rules untaxed. The
   map is fixed per network; its trained rules are logged at info level when it loads, and the first time a
   game's rules are fed as others, the log says so at warning level, naming both. Only the network's inputs
   change: the game, its legality and the search's scoring keep the game's rules.
@@ -49,7 +53,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from gtp_engine import features, symmetry
-from gtp_engine.board import WHITE
+from gtp_engine.board import BLACK, WHITE
 from gtp_engine.evaluator import EvaluationBatch
 from gtp_engine.game import KO_RULES, RULE_SETS, SCORINGS, Rules
 
@@ -305,11 +309,11 @@ class NetworkEvaluator:
             raise ValueError(f"symmetry {mode} does not keep a {g.width}x{g.height} board's shape")
         averaged = kinds if mode == "average" else 1
         spatial, global_ = features.encode(states, syms)
-        self._feed_trained_rules(states, global_)
+        self._feed_trained_rules(states, spatial, global_)
         return _NetworkEvaluation(self, (spatial, global_), g, syms, count, averaged)
 
-    def _feed_trained_rules(self, states: Sequence[GameState], global_: np.ndarray) -> None:
-        """Rewrites the rule inputs of global_ (one row per state) to the fed rules, in place."""
+    def _feed_trained_rules(self, states: Sequence[GameState], spatial: np.ndarray, global_: np.ndarray) -> None:
+        """Rewrites the rule inputs of global_ (one row per state, spatial its planes) to the fed rules, in place."""
         if self._fed_codes is None:
             self._fed_codes = np.arange(16)  # codes no rules make (simple and situational ko) stay
             for code, game in _CODES.items():
@@ -324,7 +328,7 @@ class NetworkEvaluator:
             game, given = _CODES[code], _CODES[int(self._fed_codes[code])]
             log.warning("network %s was not trained on %s rules; it is given %s rules in their place%s",
                         self.info.describe(), game.describe(), given.describe(),
-                        " (area and territory compensation one point and the handicap apart)"
+                        " (the compensation moved by the stones each side has played)"
                         if game.scoring != given.scoring else "")
         for row in rows.tolist():
             game, given = _CODES[int(codes[row])], _CODES[int(fed[row])]
@@ -334,11 +338,15 @@ class NetworkEvaluator:
             global_[row, _SUICIDE] = given.suicide_allowed
             if game.scoring != given.scoring:
                 state = states[row]
-                handicap, captures = _counts(state)
-                white_more = (1 + handicap) * (1 if given.scoring == "area" else -1)
-                global_[row, _COMPENSATION] += (white_more if state.to_play == WHITE else -white_more) / features.SCALE
-                own = state.to_play
-                global_[row, _PRISONERS] = ((captures[own] - captures[WHITE + 1 - own]) / features.SCALE
+                own, opponent = state.to_play, WHITE + BLACK - state.to_play
+                captures = _captures(state)
+                # Stones each side has played: those on the board, and those the other side captured.
+                own_played = spatial[row, _OWN_STONES].sum() + captures[opponent]
+                opponent_played = spatial[row, _OPPONENT_STONES].sum() + captures[own]
+                area_less_territory = own_played - opponent_played + (own == BLACK)  # the side to move's lead
+                global_[row, _COMPENSATION] += (-area_less_territory if given.scoring == "area"
+                                                else area_less_territory) / features.SCALE
+                global_[row, _PRISONERS] = ((captures[own] - captures[opponent]) / features.SCALE
                                             if given.scoring == "territory" else 0.0)
 
     def _random_symmetries(self, kinds: int, count: int) -> np.ndarray:
@@ -353,6 +361,7 @@ class NetworkEvaluator:
 
 _COMPENSATION, _TERRITORY, _PRISONERS, _SIMPLE_KO, _SITUATIONAL, _SUICIDE = map(features.GLOBAL.index, (
     "compensation", "territory_scoring", "prisoner_balance", "simple_ko", "situational_superko", "suicide_allowed"))
+_OWN_STONES, _OPPONENT_STONES = features.SPATIAL.index("own_stones"), features.SPATIAL.index("opponent_stones")
 
 
 def _rule_codes(global_: np.ndarray) -> np.ndarray:
@@ -368,12 +377,9 @@ def rules_in(global_: np.ndarray) -> dict[RuleInputs, int]:
     return {_CODES[code]: count for code, count in zip(codes.tolist(), counts.tolist()) if code in _CODES}
 
 
-def _counts(state) -> tuple[int, list[int]]:
-    """The handicap stones and captures (Board.captures) of a GameState or a compiled search position."""
-    root = getattr(state, "root_state", None)
-    if root is None:
-        return state.handicap_stones, state.board.captures
-    return root.handicap_stones, state.captures
+def _captures(state) -> list[int]:
+    """The captures (Board.captures: stones each colour has taken) of a GameState or a compiled search position."""
+    return state.board.captures if getattr(state, "root_state", None) is None else state.captures
 
 
 class _NetworkEvaluation:

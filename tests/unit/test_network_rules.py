@@ -1,6 +1,7 @@
 """The rule inputs a network is given: its trained rules, the nearest ones in place of others, and the compensation
 moved by the difference between area and territory counting (network_evaluator.py)."""
 
+import dataclasses
 import logging
 
 import numpy as np
@@ -8,6 +9,7 @@ import pytest
 
 from gtp_engine import features, position
 from gtp_engine.board import BLACK, WHITE
+from gtp_engine.coords import PASS
 from gtp_engine.game import GameState, Rules
 from gtp_engine.network_evaluator import (
     SHIPPED_RULES,
@@ -72,14 +74,53 @@ def test_trained_rules_from_metadata_or_the_shipped_networks():
             trained_rules_of({"trained_rules": bad})
 
 
-@pytest.mark.parametrize("to_play", [BLACK, WHITE])
-def test_territory_game_is_given_area_rules_with_a_point_and_the_handicap_more_for_white(to_play):
+def test_territory_game_is_given_area_rules_with_the_usual_point_and_the_handicap_stones_for_white():
+    """Japanese 6.5 is given as Chinese 7.5; a Japanese handicap game as the Chinese one of the same komi, whose
+    bonus of N points gives White back the stones Black was given."""
     network = Recording((CHINESE,))
     for handicap in (0, 2, 3):
-        japanese = game("japanese", 0.5 if handicap else 6.5, handicap, CAPTURE).with_to_play(to_play)
-        chinese = game("chinese", japanese.komi + 1, handicap, CAPTURE).with_to_play(to_play)
-        assert features.white_compensation(chinese) == japanese.komi + 1 + handicap
-        np.testing.assert_allclose(given(network, [japanese]), features.encode([chinese])[1], atol=1e-6)
+        for moves in ((), CAPTURE):
+            japanese = game("japanese", 0.5 if handicap else 6.5, handicap, moves)
+            chinese = game("chinese", 0.5 if handicap else 7.5, handicap, moves)
+            assert features.white_compensation(chinese) == japanese.komi + (handicap or 1)
+            np.testing.assert_allclose(given(network, [japanese]), features.encode([chinese])[1], atol=1e-6)
+
+
+def white_compensation_given(network, state) -> float:
+    own_view = given(network, [state])[0, features.GLOBAL.index("compensation")] * features.SCALE
+    return own_view if state.to_play == WHITE else -own_view
+
+
+def test_the_fed_area_count_is_the_territory_count_in_every_position_of_games_with_passes_and_captures():
+    """Area less territory counting is the stones Black has played less White's, so the area count under the fed
+    compensation is the game's territory count, less the point of Black's move to come when Black is to move. A pass
+    moves it a point: after White's pass, a black stone inside Black's territory costs Black that point."""
+    network = Recording((CHINESE,))
+    rng = np.random.default_rng(5)
+    no_tax = dataclasses.replace(Rules.named("japanese"), tax="none")  # the tax is no input; keep it out
+    passes = captures = 0
+    for handicap in (0, 0, 2):
+        japanese = GameState(9, komi=6.5 if not handicap else 0.5, rules=no_tax)
+        chinese = GameState(9, komi=0.0, rules=Rules.named("chinese"))
+        for state in (japanese, chinese):
+            if handicap:
+                state.place_handicap([state.grid.point(2, 2), state.grid.point(6, 6)][:handicap])
+        for _ in range(160):
+            compensation = white_compensation_given(network, japanese)
+            chinese.komi += compensation - features.white_compensation(chinese)
+            assert japanese.territory_score() == pytest.approx(
+                chinese.area_score() + (japanese.to_play == BLACK), abs=1e-4)
+            legal = np.flatnonzero(japanese.legal_mask()[:-1])
+            if not len(legal) or (japanese.consecutive_passes == 0 and rng.random() < 0.08):
+                move = PASS
+                passes += 1
+            else:
+                move = japanese.grid.from_flat(int(rng.choice(legal)))
+            before = sum(japanese.board.captures)
+            for state in (japanese, chinese):
+                state.play(move)
+            captures += sum(japanese.board.captures) > before
+    assert passes >= 10 and captures >= 10  # the games had both
 
 
 def test_area_game_is_given_territory_rules_with_its_prisoners():
@@ -87,7 +128,9 @@ def test_area_game_is_given_territory_rules_with_its_prisoners():
     for handicap, rules, komi in ((0, "chinese", 7.5), (2, "chinese", 0.5), (3, "aga", 0.5)):
         area = game(rules, komi, handicap, CAPTURE)
         compensation = features.white_compensation(area)
-        territory = game("japanese", compensation - 1 - handicap, handicap, CAPTURE)
+        # After CAPTURE, Black is to move in the even game (the usual point) and White in the handicap games,
+        # where Black has put down the handicap stones more.
+        territory = game("japanese", compensation - (handicap or 1), handicap, CAPTURE)
         fed = given(network, [area])
         np.testing.assert_allclose(fed, features.encode([territory])[1], atol=1e-6)
         assert fed[0, features.GLOBAL.index("prisoner_balance")] != 0
