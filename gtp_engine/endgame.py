@@ -42,8 +42,9 @@ Terms:
   1. After the opponent's pass, passing ends the game: pass exactly when the count and the count after passing
      both win and there is no rescue (which is then played whatever move the search chose). Where the search
      chose pass and this rule does not pass, the move comes from a second search with pass excluded at the root:
-     the search scores the game its pass ends with every stone alive, so it puts its visits on pass and the
-     other moves keep few. Our territory stays the first search's, the one that had pass among its moves.
+     the search scores the game its pass ends by its own count (mcts.py, terminal node), so it puts its visits
+     on pass and the other moves keep few. Our territory stays the first search's, the one that had pass among its
+     moves.
   2. Passing first leaves the game to the opponent, so it needs a decided, settled game: the search prefers
      pass (it chose pass, or a move that only fills our own territory), no chain of ours the count keeps alive
      is in atari, the count and the count after passing win, the raw count wins even if the opponent got every

@@ -26,9 +26,11 @@ Terms (AlphaGo Zero / KataGo notation):
 - virtual loss: while a leaf waits in a batch, every edge on its path counts virtual_loss extra visits that
   were all lost, so the next selections of the batch spread to other leaves. It is always reverted, by the
   backup or, when evaluation fails, by abandon().
-- terminal node: the position after two passes in a row. It is scored exactly by the game's rules (GameState.score,
-  every stone alive: area counting, or territory counting with its prisoners, where filling one's own territory
-  costs a point) and never sent to the evaluator.
+- terminal node: the position after two passes in a row. It is scored exactly by the game's rules (GameState.score)
+  and never sent to the evaluator. Under area scoring every stone counts alive, as Tromp-Taylor has it (capturing a
+  dead stone costs nothing there, so the search captures before it passes). Under territory scoring the rules take
+  dead stones off without play, and each stone played to capture one costs a point: the stones dead by the root's
+  mean ownership (endgame.dead_stones) come off the count as prisoners, as a referee removes them.
 - pending batch: the two halves of a batch split apart, so that many trees (self-play games) can share one
   evaluator call: gather() selects the leaves under virtual loss and lists the positions to evaluate; finish()
   expands and backs up from their evaluations; abandon() reverts a gathered batch whose evaluation failed.
@@ -64,7 +66,7 @@ from typing import Sequence
 
 import numpy as np
 
-from gtp_engine import position, tree_core
+from gtp_engine import endgame, position, tree_core
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS, Grid
 from gtp_engine.evaluator import EvaluationBatch, Evaluator
@@ -241,8 +243,9 @@ class Tree:
         kind = self._kind = position.kind_for(evaluator)  # what the leaves' positions are (position.py)
         self._root_position = kind.root(root_state)  # what each descent copies and plays its line on
         # What descents call back into; no bound method, so that the tree holds no reference cycle.
+        judge = self._root_ownership if root_state.rules.scoring == "territory" else None
         self._hooks = tree_core.Hooks(
-            Node, functools.partial(_make_terminal, self.score_utility, self.score_scale, kind.game_state),
+            Node, functools.partial(_make_terminal, self.score_utility, self.score_scale, kind.game_state, judge),
             self._drop_illegal, kind.play_line, kind.illegal_reason, kind.copy)
         self.root_prior: np.ndarray | None = None  # replaces the root's priors in selection (noise)
         # the root's priors a strength level takes its candidates and draw from (the network's own, averaged over
@@ -362,6 +365,11 @@ class Tree:
         root.try_all()
         root.visits = 1
         root.add_ownership(ownership)
+
+    def _root_ownership(self) -> np.ndarray | None:
+        """The root's mean ownership so far (Black's view), None before any."""
+        root = self.root
+        return None if root.ownership_sum is None else root.ownership_sum / root.ownership_count
 
     @staticmethod
     def _drop_illegal(node: Node, edge: int) -> None:
@@ -502,13 +510,16 @@ def _utility(v: float, s: float, score_utility: float, score_scale: float) -> fl
     return v + score_utility * math.tanh(s / score_scale)
 
 
-def _make_terminal(score_utility: float, score_scale: float, game_state, node: Node, position) -> None:
+def _make_terminal(score_utility: float, score_scale: float, game_state, judge, node: Node, position) -> None:
     """Makes `node`, reached after two passes in `position` (a leaf position, whose GameState game_state gives),
-    terminal: scored exactly by the game's rules."""
+    terminal: scored exactly by the game's rules, without the stones dead by the ownership judge() gives where
+    judge is not None (territory scoring)."""
     state = game_state(position)
-    score = state.score()  # Black's view
+    ownership = judge() if judge is not None else None
+    dead = endgame.dead_stones(state, ownership) if ownership is not None else []
+    score = state.score(dead)  # Black's view
     s = score if state.to_play == BLACK else -score
     v = 1.0 if s > 0 else -1.0 if s < 0 else 0.0
     node.terminal = True
     node.net_v, node.net_s, node.net_u = v, s, _utility(v, s, score_utility, score_scale)
-    node.ownership = state.area_ownership().astype(np.float64)
+    node.ownership = state.area_ownership(dead).astype(np.float64)

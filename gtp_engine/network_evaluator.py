@@ -7,8 +7,8 @@ Terms:
   A subclass's forward(spatial, global_) computes them as float32 numpy arrays for at most max_batch
   positions; run() splits larger inputs into such chunks, and everything else is here too.
 - model info: what a network says about itself (features version, channels, accepted and trained sizes, trained
-  rules, preset, precision: fp32, or int8 for a quantized network) and where it runs (provider: "cpu", "cuda", "tensorrt",
-  "torch-cuda", ...).
+  rules, preset, precision: fp32, or int8 for a quantized network) and where it runs (provider: "cpu", "cuda",
+  "tensorrt", "torch-cuda", ...).
 - symmetry mode: "random" (one random board symmetry per position and evaluation), "average" (the mean over all
   symmetries of the board, 8 or 4 times the work), "none", or a fixed symmetry number 0..7 (symmetry.py).
 - quantized sibling: the int8 version of a network file X.onnx, written by training/quantize.py as
@@ -31,10 +31,10 @@ Terms:
   7.5); the other way round for an area game fed as territory. So a pass moves the fed compensation by a point:
   after the opponent's pass, a stone played inside one's own territory costs the point there that it costs under
   the game's rules. The prisoner balance is given under territory scoring only, as always. KataGo, for a network
-  without a rule input, changes the rules but not the komi. The tax (game.Rules) is no input: a network sees a taxed game as the same rules untaxed. The
-  map is fixed per network; its trained rules are logged at info level when it loads, and the first time a
-  game's rules are fed as others, the log says so at warning level, naming both. Only the network's inputs
-  change: the game, its legality and the search's scoring keep the game's rules.
+  without a rule input, changes the rules but not the komi. The tax (game.Rules) is no input: a network sees a
+  taxed game as the same rules untaxed. The map is fixed per network; its trained rules are logged at info level
+  when it loads, and the first time a game's rules are fed as others, the log says so at warning level, naming
+  both. Only the network's inputs change: the game, its legality and the search's scoring keep the game's rules.
 - ModelLoadError: the one error for a network that cannot be used (missing, corrupt, built for other features,
   or for another board size); its message names the file and the reason. DeviceUnavailable, a ModelLoadError:
   the device asked for cannot run it here (the file may be fine).

@@ -12,7 +12,7 @@ from gtp_engine import tree_core
 from gtp_engine.board import BLACK, WHITE
 from gtp_engine.coords import PASS
 from gtp_engine.evaluator import EvaluationBatch, UniformEvaluator
-from gtp_engine.game import GameState
+from gtp_engine.game import GameState, Rules
 from gtp_engine.mcts import OWNERSHIP_DEPTH, Node, Tree, TreeConfig
 
 PARAMS = dict(c_puct=1.0, c_puct_log=0.45, c_puct_base=500.0, fpu_reduction=0.25, root_fpu_reduction=0.1,
@@ -178,6 +178,32 @@ def test_two_passes_are_scored_exactly_without_the_network():
     assert root.V[edge] / root.N[edge] == pytest.approx(-1.0)
     assert root.S[edge] / root.N[edge] == pytest.approx(-4.5)
     check_tree(tree)
+
+
+@pytest.mark.parametrize("rules, black_lead", [
+    ("chinese", 5 - 11 - 0.5),  # every stone alive: the white stone makes Black's side neutral
+    ("japanese", 10 + 1 - 5 - 0.5),  # the white stone dead: Black's 10 points of territory and it as a prisoner
+])
+def test_two_passes_take_dead_stones_off_as_territory_rules_do(rules, black_lead):
+    """Under territory scoring the count of the game two passes end takes off the stones the root's ownership
+    calls dead, as a referee would, rather than have the search pay a point a stone to capture them."""
+    state = position("""
+        . . X O .
+        . O X O .
+        . . X O .
+        . . X O .
+        . . X O .
+    """, to_play=BLACK, rules=Rules.named(rules))
+    state.play(PASS)  # black passed; white to play
+    left = {state.grid.flat(p) for p in state.grid.points if state.grid.row_col(p)[1] <= 2}
+    owner = np.array([1.0 if flat in left else -1.0 for flat in range(state.grid.area)])
+    tree = make_tree(state, ScriptedEvaluator(value=lambda s: 0.0, ownership=lambda s: owner))
+    for _ in range(20):
+        tree.run_batch(4)
+    terminal = tree.root.children[tree.root.moves.index(PASS)]
+    assert terminal.terminal and terminal.net_s == pytest.approx(black_lead)
+    dead_point = state.grid.flat(state.grid.point(1, 1))
+    assert terminal.ownership[dead_point] == (1.0 if rules == "japanese" else -1.0)
 
 
 @pytest.mark.parametrize("to_play", [BLACK, WHITE])

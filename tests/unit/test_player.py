@@ -311,8 +311,11 @@ def opening(moves, komi, rules):
 def test_never_passes_first_in_the_opening_whatever_the_network_says(rules, ownership, moves, komi):
     evaluator = ScriptedEvaluator(favour=[PASS], value=loves_pass, ownership=OWNERSHIPS[ownership])
     game = opening(moves, komi, rules)
-    # The search itself wants to pass here: only the pass rules stand in the way.
-    assert Searcher(evaluator, SearchConfig(seed=0)).search(game.copy(), QUICK).choice.point == PASS
+    searched = Searcher(evaluator, SearchConfig(seed=0)).search(game.copy(), QUICK).choice.point
+    # The search itself wants to pass here, so that only the pass rules stand in the way; except where its count of
+    # the game two passes end takes White's stones off as dead (territory scoring, an ownership all Black's).
+    if not (rules == "japanese" and ownership == "all Black's" and game.to_play == WHITE):
+        assert searched == PASS
     player = Player(evaluator, player_config(seed=0, resign_threshold=None))
     assert player.genmove(game, game.to_play, QUICK).point != PASS
 
