@@ -115,3 +115,30 @@ def test_tuned_values_in_a_config_file_reach_the_engines_searcher(tiny_onnx_mode
         (1.7, 0.3, 2.5, 0.05, 16)
     assert cfg == tune.make_config({"c_puct": 1.7, "fpu_reduction": 0.3, "lcb_z": 2.5, "score_utility": 0.05,
                                     "batch_size": 16})
+
+
+def test_a_games_root_takes_the_sides_policy_temperature():
+    """A side's root_policy_temperature reaches its searches' roots, as the engine's Searcher sets it."""
+    from gtp_engine.evaluator import UniformEvaluator
+    from gtp_engine.game import GameState
+
+    class Peaked(UniformEvaluator):  # a policy with a clear favourite, so that a temperature changes it
+        def evaluate(self, states):
+            batch = super().evaluate(states)
+            batch.policy[:, 0] += 1.0
+            batch.policy /= batch.policy.sum(axis=1, keepdims=True)
+            return batch
+
+    for temperature in (1.0, 2.0):
+        side = tune.Side(tune.make_config({"root_policy_temperature": temperature}), 8)
+        game = tune.Game(Peaked(), GameState(5), side, side, tag=0)
+        batch = game.evaluator.evaluate([game.tree.root_state])
+        game.tree.finish(game.tree.gather(1), batch)
+        game.advance()
+        root = game.tree.root
+        if temperature == 1.0:
+            assert game.tree.root_prior is None
+        else:
+            expected = root.prior ** 0.5 / (root.prior ** 0.5).sum()
+            np.testing.assert_allclose(game.tree.root_prior, expected)
+            assert game.tree.root_prior.max() < root.prior.max()

@@ -7,19 +7,21 @@ Terms:
   as the engine builds one from its config file, so every value the tool prints is one the engine accepts.
   The base: the defaults with --set.
 - equal time: both sides of a game get the same CPU time per move, expressed as visits. The parameters of
-  selection and choice (c_puct and its growth, FPU, LCB, score utility) change what a visit does, not what it
-  costs, so SPSA plays them at equal visits (`spsa` measures the throughput of its answer to show it). Batch size
-  and virtual loss change the cost of a visit (a batch shares one network call; colliding leaves are evaluated
-  once): a match scales each side's visits by its throughput, the visits per CPU second of a real Searcher
-  (one search, its own batches, onnxruntime on one thread) measured in the same run on the same positions,
-  interleaved so that load falls on both alike. CPU seconds (time.process_time) rather than wall seconds: on a
-  loaded machine they still measure what a search costs.
+  selection and choice (c_puct and its growth, FPU, LCB, score utility, the root's policy temperature) change
+  what a visit does, not what it costs, so SPSA plays them at equal visits (`spsa` measures the throughput of its
+  answer to show it). Batch size and virtual loss change the cost of a visit (a batch shares one network call;
+  colliding leaves are evaluated once): a match scales each side's visits by its throughput, the visits per CPU
+  second of a real Searcher (one search, its own batches, onnxruntime on one thread) measured in the same run on
+  the same positions, interleaved so that load falls on both alike. CPU seconds (time.process_time) rather than
+  wall seconds: on a loaded machine they still measure what a search costs.
 - game: in process, two Searchers' worth of trees sharing one evaluator: every round gathers a batch of leaves
   from each running game's tree (at most its side's batch_size), evaluates them together and finishes them
-  (search.play_games, as training/gating.py: two lanes of games whose rounds overlap with --evaluation-threads). Every move is a fresh search of the side's visits (no tree reuse, no early
-  stop: both sides spend exactly their budget), chosen by search.choose_edge (LCB per the side's config). A game
-  ends at two passes (area scoring of the board as it stands, komi 7, Chinese rules by default), when the mover's
-  winrate stays below 5% for three of its moves (it resigns), or at twice the board's area in moves.
+  (search.play_games, as training/gating.py: two lanes of games whose rounds overlap with --evaluation-threads).
+  Every move is a fresh search of the side's visits (no tree reuse, no early stop: both sides spend exactly their
+  budget; the root's priors under the side's policy temperature, as the Searcher sets them), chosen by
+  search.choose_edge (LCB per the side's config). A game ends at two passes (area scoring of the board as it
+  stands, komi 7, Chinese rules by default), when the mover's winrate stays below 5% for three of its moves (it
+  resigns), or at twice the board's area in moves.
 - pair: two games from one opening (--opening-moves moves drawn from the network's policy), colours swapped.
   SPSA's result of a pair is the plus side's wins minus losses (-2 .. 2).
 - SPSA (Spall; as fishtest runs it): at iteration k every parameter moves by +-c_k (a random sign, `flip`) for
@@ -58,12 +60,13 @@ from gtp_engine.board import BLACK, WHITE
 from gtp_engine.evaluator import Evaluator
 from gtp_engine.game import GameState, Rules
 from gtp_engine.mcts import Tree
-from gtp_engine.search import (ResignConfig, ResignCounter, SearchConfig, Searcher, StopCondition, choose_edge,
-                               network_threads, play_games)
+from gtp_engine.search import (ResignConfig, ResignCounter, SearchConfig, Searcher, StopCondition, add_noise,
+                               choose_edge, network_threads, play_games)
 
 SETTINGS, JOURNAL = "settings.json", "journal.jsonl"
 GAMMA, ALPHA = 0.101, 0.602  # SPSA's exponents (Spall; fishtest)
 RESIGN = ResignConfig(winrate=0.05, consecutive=3, after_moves=0)
+NO_RANDOMNESS = np.random.default_rng(0)  # add_noise's generator: the engine's defaults draw no Dirichlet noise
 
 
 class TuneError(Exception):
@@ -89,6 +92,7 @@ SPECS = {spec.name: spec for spec in (
     Spec("lcb_z", 0.1, 6.0, 0.3),
     Spec("lcb_min_visits_ratio", 0.01, 0.9, 0.03),
     Spec("score_utility", 0.0, 1.0, 0.04),
+    Spec("root_policy_temperature", 0.5, 3.0, 0.1),
     Spec("virtual_loss", 0.0, 5.0, 0.25, costly=True),
     Spec("batch_size", 1, 64, 2, integer=True, costly=True),
 )}
@@ -166,7 +170,10 @@ class Game:
         return max(1, min(side.config.batch_size, side.visits - self.tree.root.visits))
 
     def advance(self) -> None:
-        if self.tree.root.visits >= self.sides[self.state.to_play].visits:
+        side = self.sides[self.state.to_play]
+        if self.tree.root.visits == 1:  # just expanded: the root's priors for selection, as the Searcher sets them
+            add_noise(self.tree, side.config.noise, NO_RANDOMNESS)
+        if self.tree.root.visits >= side.visits:
             self.move()
 
     def move(self) -> None:
