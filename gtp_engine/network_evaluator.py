@@ -343,7 +343,8 @@ class NetworkEvaluator:
                 # Stones each side has played: those on the board, and those the other side captured.
                 own_played = spatial[row, _OWN_STONES].sum() + captures[opponent]
                 opponent_played = spatial[row, _OPPONENT_STONES].sum() + captures[own]
-                area_less_territory = own_played - opponent_played + (own == BLACK)  # the side to move's lead
+                # How much more the side to move will lead by area than by territory (module docstring, fed rules).
+                area_less_territory = own_played - opponent_played + (own == BLACK)
                 global_[row, _COMPENSATION] += (-area_less_territory if given.scoring == "area"
                                                 else area_less_territory) / features.SCALE
                 global_[row, _PRISONERS] = ((captures[own] - captures[opponent]) / features.SCALE
