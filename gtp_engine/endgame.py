@@ -75,6 +75,7 @@ OWN_TERRITORY_OWNERSHIP = 0.8  # how sure the ownership must be before a point c
 SETTLED_OWNERSHIP = 0.6  # how sure the ownership of every non-neutral point must be before we pass first
 NEUTRAL_OWNERSHIP = 0.5  # a liberty whose |ownership| is below this belongs to nobody (seki, dame)
 PASS_FIRST_WINRATE_LOSS = 0.2  # the most our winrate may fall, from the move's search to the search after our pass
+SURE_DEAD_OWNERSHIP = 0.5  # how far on the other side a chain's mean ownership is where the search's count takes it off
 
 
 class SearchedMove(Protocol):
@@ -112,8 +113,8 @@ class PassSearches:
 
 # ---- the count ----------------------------------------------------------------------------------------------
 
-def dead_stones_of(state: GameState, color: int, ownership: np.ndarray) -> list[int]:
-    """Stones of `color` in chains whose mean ownership is on the other side."""
+def dead_stones_of(state: GameState, color: int, ownership: np.ndarray, margin: float = 0.0) -> list[int]:
+    """Stones of `color` in chains whose mean ownership is on the other side, by more than `margin`."""
     board, g = state.board, state.grid
     sign = 1.0 if color == BLACK else -1.0
     dead, seen = [], set()
@@ -122,17 +123,18 @@ def dead_stones_of(state: GameState, color: int, ownership: np.ndarray) -> list[
             continue
         chain = board.chain(point)
         seen.update(chain)
-        if sign * float(ownership[g.flat_of[chain]].mean()) < 0:
+        if sign * float(ownership[g.flat_of[chain]].mean()) < -margin:
             dead.extend(chain)
     return dead
 
 
-def dead_stones(state: GameState, ownership: np.ndarray) -> list[int]:
-    """The dead stones of both colours, Black's first; none where the rules count the board as it stands
-    (Tromp-Taylor: no friendly pass), so that the count is the raw count and the pass rules capture first."""
+def dead_stones(state: GameState, ownership: np.ndarray, margin: float = 0.0) -> list[int]:
+    """The dead stones of both colours, Black's first (by more than `margin`, see dead_stones_of); none where the
+    rules count the board as it stands (Tromp-Taylor: no friendly pass), so that the count is the raw count and the
+    pass rules capture first."""
     if state.rules.counts_the_board_as_it_stands:
         return []
-    return dead_stones_of(state, BLACK, ownership) + dead_stones_of(state, WHITE, ownership)
+    return dead_stones_of(state, BLACK, ownership, margin) + dead_stones_of(state, WHITE, ownership, margin)
 
 
 def lead_by_the_count(state: GameState, ownership: np.ndarray) -> float:

@@ -29,8 +29,9 @@ Terms (AlphaGo Zero / KataGo notation):
 - terminal node: the position after two passes in a row. It is scored exactly by the game's rules (GameState.score)
   and never sent to the evaluator. Under area scoring every stone counts alive, as Tromp-Taylor has it (capturing a
   dead stone costs nothing there, so the search captures before it passes). Under territory scoring the rules take
-  dead stones off without play, and each stone played to capture one costs a point: the stones dead by the root's
-  mean ownership (endgame.dead_stones) come off the count as prisoners, as a referee removes them.
+  dead stones off without play, and each stone played to capture one costs a point: the stones the root's mean
+  ownership holds for dead with confidence (endgame.SURE_DEAD_OWNERSHIP) come off the count as prisoners, as a
+  referee removes them; a chain it is unsure of stays, for the search to settle by play.
 - pending batch: the two halves of a batch split apart, so that many trees (self-play games) can share one
   evaluator call: gather() selects the leaves under virtual loss and lists the positions to evaluate; finish()
   expands and backs up from their evaluations; abandon() reverts a gathered batch whose evaluation failed.
@@ -512,11 +513,11 @@ def _utility(v: float, s: float, score_utility: float, score_scale: float) -> fl
 
 def _make_terminal(score_utility: float, score_scale: float, game_state, judge, node: Node, position) -> None:
     """Makes `node`, reached after two passes in `position` (a leaf position, whose GameState game_state gives),
-    terminal: scored exactly by the game's rules, without the stones dead by the ownership judge() gives where
-    judge is not None (territory scoring)."""
+    terminal: scored exactly by the game's rules, without the stones surely dead by the ownership judge() gives
+    where judge is not None (territory scoring)."""
     state = game_state(position)
     ownership = judge() if judge is not None else None
-    dead = endgame.dead_stones(state, ownership) if ownership is not None else []
+    dead = endgame.dead_stones(state, ownership, endgame.SURE_DEAD_OWNERSHIP) if ownership is not None else []
     score = state.score(dead)  # Black's view
     s = score if state.to_play == BLACK else -score
     v = 1.0 if s > 0 else -1.0 if s < 0 else 0.0
