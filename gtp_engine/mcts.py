@@ -164,6 +164,10 @@ class Node(tree_core.NODE_FIELDS):
         self.ownership_sum += ownership
         self.ownership_count += 1
 
+    def mean_ownership(self) -> np.ndarray | None:
+        """The mean of the ownership maps counted here (Black's view), None before any."""
+        return self.ownership_sum / self.ownership_count if self.ownership_count else None
+
     @property
     def is_expanded(self) -> bool:
         return self.moves is not None
@@ -244,7 +248,7 @@ class Tree:
         kind = self._kind = position.kind_for(evaluator)  # what the leaves' positions are (position.py)
         self._root_position = kind.root(root_state)  # what each descent copies and plays its line on
         # What descents call back into; no bound method, so that the tree holds no reference cycle.
-        judge = self._root_ownership if root_state.rules.scoring == "territory" else None
+        judge = self.root.mean_ownership if root_state.rules.scoring == "territory" else None
         self._hooks = tree_core.Hooks(
             Node, functools.partial(_make_terminal, self.score_utility, self.score_scale, kind.game_state, judge),
             self._drop_illegal, kind.play_line, kind.illegal_reason, kind.copy)
@@ -367,11 +371,6 @@ class Tree:
         root.visits = 1
         root.add_ownership(ownership)
 
-    def _root_ownership(self) -> np.ndarray | None:
-        """The root's mean ownership so far (Black's view), None before any."""
-        root = self.root
-        return None if root.ownership_sum is None else root.ownership_sum / root.ownership_count
-
     @staticmethod
     def _drop_illegal(node: Node, edge: int) -> None:
         """Removes a first-tried edge found illegal (lazy legality): it ends the tried prefix."""
@@ -482,7 +481,7 @@ class Tree:
             batch = self.evaluator.evaluate([self.root_state])
             sign = 1.0 if self.root_state.to_play == BLACK else -1.0
             root.add_ownership(sign * batch.ownership[0].astype(np.float64))
-        return root.ownership_sum / root.ownership_count
+        return root.mean_ownership()
 
     def principal_variation(self, edge: int, limit: int = 30) -> list[int]:
         """Points of the line that starts with the root's edge and then follows the most visited edges."""
@@ -502,9 +501,7 @@ class Tree:
     def edge_ownership(self, edge: int) -> np.ndarray | None:
         """Mean ownership (Black's view) over the backups through the root's edge, None when it has none."""
         child = self.root.children.get(edge)
-        if child is None or not child.ownership_count:
-            return None
-        return child.ownership_sum / child.ownership_count
+        return None if child is None else child.mean_ownership()
 
 
 def _utility(v: float, s: float, score_utility: float, score_scale: float) -> float:
