@@ -81,8 +81,9 @@ def test_every_parameter_is_a_config_file_option_set_where_the_engine_reads_it()
     for name, spec in tune.SPECS.items():
         value = spec.high if spec.integer else (spec.low + spec.high) / 2
         built = tune.make_config({name: value})
-        assert tune.value_of(built, name) == value
-        assert tune.value_of(tune.make_config({}), name) != value  # so the value above really moved
+        assert tune.value_of(built, name, 9) == value
+        assert tune.value_of(tune.make_config({}), name, 9) != value  # so the value above really moved
+    assert tune.value_of(tune.make_config({}), "score_scale", 9) == 4.5  # unset: half the side of the board
 
 
 @pytest.mark.parametrize("text, words", [

@@ -92,6 +92,7 @@ SPECS = {spec.name: spec for spec in (
     Spec("lcb_z", 0.1, 6.0, 0.3),
     Spec("lcb_min_visits_ratio", 0.01, 0.9, 0.03),
     Spec("score_utility", 0.0, 1.0, 0.04),
+    Spec("score_scale", 1.0, 40.0, 1.0),
     Spec("root_policy_temperature", 0.5, 3.0, 0.1),
     Spec("virtual_loss", 0.0, 5.0, 0.25, costly=True),
     Spec("batch_size", 1, 64, 2, integer=True, costly=True),
@@ -134,8 +135,11 @@ def make_config(values: dict[str, float]) -> SearchConfig:
         raise TuneError(str(error)) from None
 
 
-def value_of(config: SearchConfig, name: str) -> float:
-    """A parameter's value in `config`, found where the config file's option puts it."""
+def value_of(config: SearchConfig, name: str, size: int) -> float:
+    """A parameter's value in `config` on a size x size board, found where the config file's option puts it (a
+    score scale left unset is the board's own)."""
+    if name == "score_scale":
+        return config.tree.scale_for(size * size)
     value: object = config
     for field in _OPTIONS[option_name(name)].target[2:]:  # past ("player", "search")
         value = getattr(value, field)
@@ -332,7 +336,7 @@ def spsa_params(text: str) -> list[str]:
 def run_spsa(args: argparse.Namespace, evaluator: Evaluator, base: dict[str, float]) -> dict[str, float]:
     names = spsa_params(args.params)
     spsa = Spsa([SPECS[n] for n in names], args.pairs, args.r_end)
-    start_values = {n: value_of(make_config(base), n) for n in names}
+    start_values = {n: value_of(make_config(base), n, args.size) for n in names}
     journal = Journal(args.out, {"command": "spsa", **_common_settings(args), "params": names,
                                  "pairs": args.pairs, "r_end": args.r_end, "start": start_values})
     theta = np.array(journal.lines[-1]["theta"]) if journal.lines else np.array([start_values[n] for n in names])
