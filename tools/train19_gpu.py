@@ -129,9 +129,10 @@ def ensure_shards(archive: Path, work: Path, config: sgf_ingest.IngestConfig, pa
 
 
 def _same_ingest(written: dict, config: sgf_ingest.IngestConfig) -> bool:
-    """Whether a shard folder's sidecar config is `config`'s, the number of worker processes aside."""
-    wanted = dataclasses.asdict(config)
-    return all(written.get(key) == value for key, value in wanted.items() if key != "workers")
+    """Whether a shard folder's sidecar config is `config`'s, the number of worker processes aside (a setting the
+    sidecar lacks was written before it existed, and so with its default)."""
+    wanted, defaults = dataclasses.asdict(config), dataclasses.asdict(sgf_ingest.IngestConfig())
+    return all(written.get(key, defaults[key]) == value for key, value in wanted.items() if key != "workers")
 
 
 def ingest_config(args: argparse.Namespace) -> sgf_ingest.IngestConfig:

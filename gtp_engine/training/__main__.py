@@ -77,6 +77,9 @@ _HELP = {
     "relabel_rules": "rule sets a relabelled game draws from, separated by commas",
     "relabel_komi_stdev": "spread of a relabelled game's komi around the record's own (a normal draw, rounded to a "
                           "half point)",
+    "ownership_playouts": "rollouts of the final board that judge the dead stones of a game ended by counting, "
+                          "for its ownership target where the count without them gives the recorded margin (0: only "
+                          "games whose final board counts as it stands)",
     "data": "shard folders written by ingest",
     "preset": "model preset (training/model.py)",
     "steps": "optimizer steps in the whole run",

@@ -15,7 +15,11 @@ Terms:
 - score target: the RE margin from the side to move, only for games that ended by counting.
 - ownership target: the final position's Tromp-Taylor owners, only when the game ended in two passes and the
   Tromp-Taylor count of the final board equals the RE margin (within a point under territory scoring, where
-  the two counts may differ by one): then no dead stones were left on the board. Masked everywhere else.
+  the two counts may differ by one): then no dead stones were left on the board. With ownership_playouts, a
+  game ended by counting that this leaves out has its dead stones judged by rollouts: the shipped rollout policy
+  plays the final board out that many times, and a chain whose mean area ownership lies on the other side is dead
+  (endgame.dead_stones). Where the record's own count without them equals the RE margin (within that point), the
+  target is the Tromp-Taylor owners of the board without them. Masked everywhere else.
 - setup drawn anew (relabel_share > 0): a share of the training games that ended by counting keep their moves but
   are labelled as if played under a rule set and komi drawn from relabel_rules and relabel_komi_stdev around the
   record's own komi (game_setups.SetupDistribution): the margin moves by the komi, exactly. A rule set of the
@@ -35,6 +39,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import logging
 import math
 import multiprocessing
@@ -48,8 +53,10 @@ from typing import Iterable, Iterator
 import numpy as np
 from tqdm import tqdm
 
-from gtp_engine import features, sgf_io
+from gtp_engine import endgame, features, network_loader, sgf_io
 from gtp_engine.board import BLACK, WHITE, Board, IllegalMoveError
+from gtp_engine.game import GameState
+from gtp_engine.rollout import RolloutPolicy
 from gtp_engine.training import dataset, game_setups, splits
 
 log = logging.getLogger(__name__)
@@ -73,6 +80,7 @@ class IngestConfig:
     relabel_share: float = 0.0
     relabel_rules: str = "chinese,japanese"
     relabel_komi_stdev: float = 1.0
+    ownership_playouts: int = 0  # rollouts that judge a counted game's dead stones for its ownership target
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.relabel_share <= 1.0:
@@ -80,6 +88,8 @@ class IngestConfig:
         self.relabel_setups()  # a ValueError for unknown rules or a negative spread
         if self.min_rank is not None and parse_rank(self.min_rank) is None:
             raise ValueError(f"min_rank {self.min_rank!r} is not a rank like 3d, 5k or 1p")
+        if self.ownership_playouts < 0:
+            raise ValueError("ownership_playouts must not be negative")
         if not 0.0 <= self.val_fraction < 1.0:
             raise ValueError("val_fraction must be in [0, 1)")
         if self.shard_samples < 1:
@@ -145,6 +155,23 @@ def _parse_elo(text: str | None) -> float | None:
         return float(text) if text and re.fullmatch(r"\s*\d+(\.\d*)?\s*", text) else None
     except ValueError:
         return None
+
+
+def rollout_dead_stones(state: GameState, playouts: int, seed: int) -> list[int]:
+    """The points of the chains that `playouts` rollouts of the final board, by the shipped rollout policy for its
+    size, leave on the other side on average (endgame.dead_stones of their mean area ownership)."""
+    board_left = state.copy()
+    board_left.consecutive_passes = 0  # a game two passes ended is played on all the same
+    policy, rng = _rollout_policy(state.width, state.height), np.random.default_rng(seed)
+    owners = sum(policy.play_out(board_left, rng).area_ownership().astype(np.float64) for _ in range(playouts))
+    return endgame.dead_stones(state, owners / playouts)
+
+
+@functools.cache
+def _rollout_policy(width: int, height: int) -> RolloutPolicy:
+    """The shipped rollout policy for the size (network_loader.shipped_rollout), else the uniform one."""
+    path = network_loader.shipped_rollout(width, height)
+    return RolloutPolicy.load(path) if path is not None else RolloutPolicy.uniform()
 
 
 def check_players(record: sgf_io.GameRecord, config: IngestConfig) -> None:
@@ -226,10 +253,14 @@ def game_samples(record: sgf_io.GameRecord, config: IngestConfig) -> dict[str, n
         if black_lead is not None:
             score[:] = np.where(to_play == BLACK, black_lead, -black_lead)
             score_mask[:] = True
-            if state.is_over:
-                tolerance = 0.0 if state.rules.scoring == "area" else 1.0
-                if abs(state.area_score() - recorded_lead) <= tolerance:
-                    ownership[0] = state.area_ownership()
+            tolerance = 0.0 if state.rules.scoring == "area" else 1.0
+            if state.is_over and abs(state.area_score() - recorded_lead) <= tolerance:
+                ownership[0] = state.area_ownership()
+                trusted_ownership = True
+            elif config.ownership_playouts:
+                dead = rollout_dead_stones(state, config.ownership_playouts, seed=key)
+                if abs(state.score(dead) - recorded_lead) <= tolerance:
+                    ownership[0] = state.area_ownership(dead)
                     trusted_ownership = True
     game.update(value=value, score=score, score_mask=score_mask, game_ownership=ownership,
                 ownership_mask=np.array([trusted_ownership]),

@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gtp_engine import features, sgf_io, symmetry  # noqa: E402
+from gtp_engine import coords, features, sgf_io, symmetry  # noqa: E402
 from gtp_engine.board import BLACK  # noqa: E402
 from gtp_engine.game import GameState, Rules  # noqa: E402
 from gtp_engine.training import dataset, sgf_ingest, splits  # noqa: E402
@@ -364,3 +364,29 @@ def test_bad_relabel_settings_are_refused():
     for bad in (dict(relabel_share=1.5), dict(relabel_rules="chinese,chess"), dict(relabel_komi_stdev=-1.0)):
         with pytest.raises(ValueError):
             IngestConfig(**bad)
+
+
+# Black's wall on column E, White's on F, a dead white stone at B5 in Black's area; then C7 and H7, two passes.
+DEAD_STONE_GAME = ("(;GM[1]FF[4]SZ[9]KM[0]RU[Chinese]RE[{result}]AB[ea][eb][ec][ed][ee][ef][eg][eh][ei]"
+                   "AW[fa][fb][fc][fd][fe][ff][fg][fh][fi][be];B[cc];W[hc];B[];W[])")
+
+
+def test_rollouts_take_dead_stones_off_for_the_ownership_target_where_the_count_then_gives_the_result():
+    record = sgf_io.load_sgf(DEAD_STONE_GAME.format(result="B+9").encode())
+    config = replace(CONFIG, min_moves=0)
+    as_it_stands = sgf_ingest.game_samples(record, config)
+    assert not as_it_stands["ownership_mask"][0]  # every stone alive, White gets B5's region: W+28, not B+9
+    judged = sgf_ingest.game_samples(record, replace(config, ownership_playouts=32))
+    owner = judged["game_ownership"][0]
+    g = record.grid
+    assert judged["ownership_mask"][0]
+    assert owner[g.flat(coords.from_gtp(g, "B5"))] == 1 and owner[g.flat(coords.from_gtp(g, "F5"))] == -1
+    assert owner.sum() == 9  # Black's 45 points against White's 36: the recorded margin at komi 0
+
+    wrong = sgf_io.load_sgf(DEAD_STONE_GAME.format(result="B+20").encode())
+    assert not sgf_ingest.game_samples(wrong, replace(config, ownership_playouts=32))["ownership_mask"][0]
+
+
+def test_ownership_playouts_must_not_be_negative():
+    with pytest.raises(ValueError, match="ownership_playouts"):
+        IngestConfig(ownership_playouts=-1)

@@ -180,3 +180,15 @@ def test_a_fresh_machine_goes_on_from_a_committed_network(tmp_path, archive, cap
     parameters = [key for key, value in imported.items() if value.is_floating_point() and "running" not in key]
     assert parameters and set(parameters) <= set(trained)
     assert all(torch.equal(trained[key], imported[key]) for key in parameters)
+
+
+def test_a_sidecar_written_before_a_setting_existed_counts_it_at_its_default():
+    import dataclasses
+
+    from gtp_engine.training import sgf_ingest
+
+    config = sgf_ingest.IngestConfig(size=19, workers=4)
+    written = dataclasses.asdict(config)
+    del written["ownership_playouts"]
+    assert train19_gpu._same_ingest(written, config)
+    assert not train19_gpu._same_ingest(written, dataclasses.replace(config, ownership_playouts=8))
