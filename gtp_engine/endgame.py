@@ -4,7 +4,10 @@ the caller hands it in (PassSearches).
 
 Terms:
 - ownership: flat, Black's view (+1 Black's), from a search or from the network alone.
-- dead stones: chains whose mean ownership is on the opponent's side. The score "by the count" is the game's
+- dead stones: chains whose mean ownership is on the opponent's side, and chains the ownership is unsure of (their
+  mean below UNSURE_ALIVE_OWNERSHIP for their owner) whose mean over their stones and liberties is on the opponent's
+  side: a lone stone in a framework, its liberties the framework's, which a network may half hold alive. (One such
+  stone counted alive turns the whole framework into dame.) The score "by the count" is the game's
   score after removing them, per its rules; the "raw count" is the same with every stone alive (Tromp-Taylor
   under area scoring).
 - seki stones: the rules' seki stones (GameState.seki_stones: chains beside a point neither colour can fill, which
@@ -76,6 +79,7 @@ SETTLED_OWNERSHIP = 0.6  # how sure the ownership of every non-neutral point mus
 NEUTRAL_OWNERSHIP = 0.5  # a liberty whose |ownership| is below this belongs to nobody (seki, dame)
 PASS_FIRST_WINRATE_LOSS = 0.2  # the most our winrate may fall, from the move's search to the search after our pass
 SURE_DEAD_OWNERSHIP = 0.5  # how far on the other side a chain's mean ownership is where the search's count takes it off
+UNSURE_ALIVE_OWNERSHIP = 0.7  # below this mean for its owner, a chain's liberties join its stones in judging it
 
 
 class SearchedMove(Protocol):
@@ -114,7 +118,7 @@ class PassSearches:
 # ---- the count ----------------------------------------------------------------------------------------------
 
 def dead_stones_of(state: GameState, color: int, ownership: np.ndarray, margin: float = 0.0) -> list[int]:
-    """Stones of `color` in chains whose mean ownership is on the other side, by more than `margin`."""
+    """Stones of `color` in dead chains (see dead stones): on the other side by more than `margin`."""
     board, g = state.board, state.grid
     sign = 1.0 if color == BLACK else -1.0
     dead, seen = [], set()
@@ -123,8 +127,13 @@ def dead_stones_of(state: GameState, color: int, ownership: np.ndarray, margin: 
             continue
         chain = board.chain(point)
         seen.update(chain)
-        if sign * float(ownership[g.flat_of[chain]].mean()) < -margin:
+        owned = sign * ownership[g.flat_of[chain]]
+        if owned.mean() < -margin:
             dead.extend(chain)
+        elif owned.mean() < UNSURE_ALIVE_OWNERSHIP:
+            liberties = g.flat_of[list(board.chain_liberty_points(point))]
+            if (owned.sum() + sign * ownership[liberties].sum()) / (len(chain) + len(liberties)) < -margin:
+                dead.extend(chain)
     return dead
 
 

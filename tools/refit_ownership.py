@@ -146,8 +146,9 @@ def main(argv: list[str] | None = None) -> int:
         scores = {split: evaluate(weight, *data) for split, data in (("train", train), ("val", val))}
         print(f"{label}: " + "; ".join(f"{split} " + ", ".join(f"{k} {v:.4g}" for k, v in s.items())
                                        for split, s in scores.items()), flush=True)
-    note = (f"refitted by tools/refit_ownership.py to {len(train[0])} samples of {args.shards.name} "
-            f"(seed {args.seed}, {args.steps} steps)")
+    note = (f"refitted by tools/refit_ownership.py ({args.steps} steps, seed {args.seed}) to {len(train[0])} "
+            f"positions of {sidecar['games']['train']} games ingested with ownership_playouts "
+            f"{sidecar['config'].get('ownership_playouts', 0)}")
     for path in args.apply:
         apply(path, after, note)
         print(f"wrote the fitted readout into {path}")

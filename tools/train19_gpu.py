@@ -139,7 +139,7 @@ def ingest_config(args: argparse.Namespace) -> sgf_ingest.IngestConfig:
     return sgf_ingest.IngestConfig(
         size=args.size, val_fraction=args.val_fraction, workers=args.workers or os.cpu_count(),
         relabel_share=args.relabel_share, relabel_rules=args.relabel_rules,
-        relabel_komi_stdev=args.relabel_komi_stdev)
+        relabel_komi_stdev=args.relabel_komi_stdev, ownership_playouts=args.ownership_playouts)
 
 
 # ---- carrying the checkpoint ----------------------------------------------------------------------------------
@@ -377,6 +377,9 @@ def main(argv: list[str] | None = None) -> int:
                          help="rule sets a relabelled game draws from, separated by commas")
         sub.add_argument("--relabel-komi-stdev", type=float, default=1.0,
                          help="spread of a relabelled game's komi around the record's own")
+        sub.add_argument("--ownership-playouts", type=int, default=0,
+                         help="rollouts that judge a counted game's dead stones for its ownership target (ingest's "
+                              "--ownership-playouts)")
         sub.add_argument("--device", default="auto", help="auto (cuda when there is one), cuda or cpu")
         sub.add_argument("--batch-size", type=int, default=RECIPE["batch_size"])
         sub.add_argument("--compile", action="store_true",

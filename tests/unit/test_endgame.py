@@ -131,6 +131,21 @@ def test_dead_stones_are_the_chains_whose_mean_ownership_is_the_opponents():
     assert sorted(endgame.dead_stones_of(game, BLACK, leaning)) == [G.point(row, 2) for row in range(5)]
 
 
+def test_a_chain_the_ownership_is_unsure_of_is_judged_with_its_liberties():
+    game = position(SPLIT_WITH_DEAD_STONE, BLACK)
+    stone = G.point(1, 1)
+    liberties = [G.flat(p) for p in (G.point(0, 1), G.point(2, 1), G.point(1, 0))]
+    ownership = split_ownership()
+    ownership[G.flat(stone)] = -0.3  # half held alive for White, inside Black's area: (0.3 - 3) / 4 for White
+    assert endgame.dead_stones(game, ownership) == [stone]
+    assert endgame.dead_stones(game, ownership, margin=endgame.SURE_DEAD_OWNERSHIP) == [stone]
+    ownership[liberties] = -0.5  # its liberties White's too: (0.3 + 1.5) / 4, alive
+    assert endgame.dead_stones(game, ownership) == []
+    ownership = split_ownership()
+    ownership[G.flat(stone)] = -endgame.UNSURE_ALIVE_OWNERSHIP  # sure of it: its own mean decides
+    assert endgame.dead_stones(game, ownership) == []
+
+
 def test_the_count_removes_the_dead_stones_and_is_the_side_to_moves():
     game = position(SPLIT_WITH_DEAD_BLACK_STONE, BLACK, komi=7.5)
     assert game.score() == pytest.approx(3.5)  # the raw count
