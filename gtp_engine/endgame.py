@@ -78,7 +78,7 @@ OWN_TERRITORY_OWNERSHIP = 0.8  # how sure the ownership must be before a point c
 SETTLED_OWNERSHIP = 0.6  # how sure the ownership of every non-neutral point must be before we pass first
 NEUTRAL_OWNERSHIP = 0.5  # a liberty whose |ownership| is below this belongs to nobody (seki, dame)
 PASS_FIRST_WINRATE_LOSS = 0.2  # the most our winrate may fall, from the move's search to the search after our pass
-SURE_DEAD_OWNERSHIP = 0.5  # how far on the other side a chain's mean ownership is where the search's count takes it off
+SURE_DEAD_OWNERSHIP = 0.5  # how far on the other side a chain is (dead stones) where the search's count takes it off
 UNSURE_ALIVE_OWNERSHIP = 0.7  # below this mean for its owner, a chain's liberties join its stones in judging it
 
 

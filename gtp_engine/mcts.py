@@ -30,8 +30,8 @@ Terms (AlphaGo Zero / KataGo notation):
   and never sent to the evaluator. Under area scoring every stone counts alive, as Tromp-Taylor has it (capturing a
   dead stone costs nothing there, so the search captures before it passes). Under territory scoring the rules take
   dead stones off without play, and each stone played to capture one costs a point: the stones the root's mean
-  ownership holds for dead with confidence (endgame.SURE_DEAD_OWNERSHIP) come off the count as prisoners, as a
-  referee removes them; a chain it is unsure of stays, for the search to settle by play.
+  ownership holds for dead with confidence (endgame.dead_stones beyond SURE_DEAD_OWNERSHIP) come off the count as
+  prisoners, as a referee removes them; a chain it is unsure of stays, for the search to settle by play.
 - pending batch: the two halves of a batch split apart, so that many trees (self-play games) can share one
   evaluator call: gather() selects the leaves under virtual loss and lists the positions to evaluate; finish()
   expands and backs up from their evaluations; abandon() reverts a gathered batch whose evaluation failed.

@@ -180,12 +180,13 @@ def test_two_passes_are_scored_exactly_without_the_network():
     check_tree(tree)
 
 
-@pytest.mark.parametrize("rules, sure, black_lead", [
-    ("chinese", 1.0, 5 - 11 - 0.5),  # every stone alive: the white stone makes Black's side neutral
-    ("japanese", 1.0, 10 + 1 - 5 - 0.5),  # the white stone dead: Black's 10 points of territory and it as a prisoner
-    ("japanese", 0.3, 0 - 5 - 0.5),  # the ownership unsure of it: it stays, and Black's side is neutral
+@pytest.mark.parametrize("rules, sure, liberties, black_lead", [
+    ("chinese", 1.0, 1.0, 5 - 11 - 0.5),  # every stone alive: the white stone makes Black's side neutral
+    ("japanese", 1.0, 1.0, 10 + 1 - 5 - 0.5),  # the white stone dead: Black's 10 points of territory and it a prisoner
+    ("japanese", 0.3, 1.0, 10 + 1 - 5 - 0.5),  # unsure of it, sure its liberties are Black's: dead all the same
+    ("japanese", 0.3, 0.3, 0 - 5 - 0.5),  # unsure of it and of its liberties: it stays, and Black's side is neutral
 ])
-def test_two_passes_take_dead_stones_off_as_territory_rules_do(rules, sure, black_lead):
+def test_two_passes_take_dead_stones_off_as_territory_rules_do(rules, sure, liberties, black_lead):
     """Under territory scoring the count of the game two passes end takes off the stones the root's ownership
     is sure are dead, as a referee would, rather than have the search pay a point a stone to capture them."""
     state = position("""
@@ -200,12 +201,14 @@ def test_two_passes_take_dead_stones_off_as_territory_rules_do(rules, sure, blac
     dead_point = state.grid.flat(state.grid.point(1, 1))
     owner = np.array([1.0 if flat in left else -1.0 for flat in range(state.grid.area)])
     owner[dead_point] = sure
+    owner[[state.grid.flat(p) for p in state.board.chain_liberty_points(state.grid.point(1, 1))]] = liberties
     tree = make_tree(state, ScriptedEvaluator(value=lambda s: 0.0, ownership=lambda s: owner))
     for _ in range(20):
         tree.run_batch(4)
     terminal = tree.root.children[tree.root.moves.index(PASS)]
     assert terminal.terminal and terminal.net_s == pytest.approx(black_lead)
-    assert terminal.ownership[dead_point] == (1.0 if rules == "japanese" and sure == 1.0 else -1.0)
+    taken_off = rules == "japanese" and black_lead > 0
+    assert terminal.ownership[dead_point] == (1.0 if taken_off else -1.0)
 
 
 @pytest.mark.parametrize("to_play", [BLACK, WHITE])
