@@ -699,7 +699,8 @@ class Session:
 
     @command("loadsgf")
     def loadsgf(self, cmd: Command, stream: Stream) -> str:
-        """loadsgf FILE [N]: the game of FILE up to, not including, move N; the session keeps its rules."""
+        """loadsgf FILE [N]: the game of FILE up to, not including, move N, under the rules its RU names (as KataGo
+        does, said on stderr where they change); the session's rules where RU names none this engine knows."""
         if not cmd.args:
             raise GtpError(SYNTAX_ERROR)
         path, number = cmd.arg_text, None
@@ -712,16 +713,33 @@ class Session:
             record = sgf_io.load_sgf_file(path)
             if not (MIN_SIZE <= record.width <= coords.MAX_SIZE and MIN_SIZE <= record.height <= coords.MAX_SIZE):
                 raise sgf_io.SgfError(path, "board size", f"{record.width}x{record.height}")
-            game = record.to_game(rules=self.game.rules, max_moves=None if number is None else max(0, number - 1))
+            rules = self._record_rules(record)
+            game = record.to_game(rules=rules, max_moves=None if number is None else max(0, number - 1))
         except (OSError, sgf_io.SgfError) as error:
             log.warning("loadsgf: %s", error)
             raise GtpError(CANNOT_LOAD_FILE) from None
+        if rules != self.game.rules:
+            log.warning("loadsgf: rules changed to %s, as the record's RU[%s] says", rules.name, record.rules)
         if record.komi is None and self.komi_given:
             game.komi = self.game.komi  # else the rules' default for the record's game
         self.game = game
         self.clock = Clock(self.clock.settings)
         self.players.prepare(game.width, game.height)
         return ""
+
+    def _record_rules(self, record: sgf_io.GameRecord) -> Rules:
+        """The rules a loaded record's RU names, else the session's (said on stderr where RU is unknown)."""
+        if not record.rules:
+            return self.game.rules
+        try:
+            rules, differences = Rules.nearest_katago(record.rules)
+        except ValueError as error:
+            log.warning("loadsgf: RU[%s] is no rule set this engine knows (%s); the session's rules stay",
+                        record.rules, error)
+            return self.game.rules
+        for difference in differences:
+            log.warning("loadsgf: %s", difference)
+        return rules
 
     @command("printsgf")
     def printsgf(self, cmd: Command, stream: Stream) -> str:

@@ -3,6 +3,7 @@ handicap, time, rules, SGF and the ways the process ends."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -238,6 +239,21 @@ def test_rules_can_be_read_and_set(engine):
     refused = gtp('kata-set-rules {"scoring":"AREA","ko":"SOMETIMES"}')
     assert not refused.ok and "ko" in refused.text
     assert not gtp("kata-set-rules backgammon").ok
+
+
+@pytest.mark.parametrize("ru, scoring", [
+    ("Japanese", "TERRITORY"),  # the record's rules, as KataGo's loadsgf takes them
+    ("backgammon", "AREA"),  # no rule set: the session's stay
+    (None, "AREA"),
+])
+def test_loadsgf_takes_the_rules_the_records_ru_names(engine, tmp_path, ru, scoring):
+    gtp = engine()
+    gtp.ok("kata-set-rules chinese")
+    path = tmp_path / "game.sgf"
+    path.write_text(f"(;GM[1]FF[4]SZ[9]KM[6.5]{f'RU[{ru}]' if ru else ''};B[ee];W[cc])")
+    gtp.ok(f"loadsgf {path}")
+    assert json.loads(gtp.ok("kata-get-rules"))["scoring"] == scoring
+    assert gtp.ok("get_komi") == "6.5"
 
 
 def test_printsgf_and_loadsgf_round_trip(engine, tmp_path):
