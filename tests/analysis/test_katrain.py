@@ -235,6 +235,9 @@ def test_katrain_plays_a_9x9_game_to_its_end_under_its_default_japanese_rules(ka
         # next, as the Japanese rules once made it, moves far more.
         assert sum(changes) / len(changes) < 0.1 and sum(change > 0.25 for change in changes) <= 4
         wait_for(lambda: end.analysis_complete)
-        assert (end.winrate > 0.5) == (end.score > 0)  # the winner by the evaluation is the winner by the lead
+        # The winner by the evaluation is the winner by the lead, where the lead is a point or more: in a game
+        # decided by half a point the search's mean lead mixes lines won and lost by a little and may fall on
+        # either side of zero (winrate 0.81 beside a lead of -0.38 once).
+        assert abs(end.score) < 1 or (end.winrate > 0.5) == (end.score > 0)
     finally:
         engine.shutdown(finish=False)
