@@ -379,7 +379,8 @@ class Player:
 def _key(state: GameState, move_filter: MoveFilter = MoveFilter()) -> tuple:
     """Tells apart the positions whose search results Player keeps; a filtered search judges its position only
     for its own filter."""
-    return state.to_play, state.komi, state.rules, tuple(state.moves), state.board.hash, move_filter
+    return state.width, state.height, state.to_play, state.komi, state.rules, tuple(state.moves), state.board.hash, \
+        move_filter
 
 
 def _earliest(*deadlines: float | None) -> float | None:

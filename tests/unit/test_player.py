@@ -656,3 +656,12 @@ def test_the_time_kept_for_rule_1_goes_back_to_the_move_where_it_neither_passes_
     assert start + 0.98 <= clock() <= start + 1.0 + 0.01
     tree = player.searcher.tree  # the move's own tree, grown on through the whole second (two thirds: 530 visits)
     assert tree.root_state.moves[-1:] == [(WHITE, PASS)] and tree.root.visits > 700
+
+
+def test_a_search_result_is_kept_for_its_own_board_size():
+    """Two empty boards of different sizes are different positions (a GTP session that changes boardsize): the
+    search of one never answers for the other."""
+    player = Player(ScriptedEvaluator(), player_config(seed=0, resign_threshold=None))
+    assert player.ownership(GameState(5)).shape == (25,)
+    assert player.ownership(GameState(7)).shape == (49,)
+    assert player.final_score(GameState(7)) == pytest.approx(-GameState(7).komi)
