@@ -128,9 +128,10 @@ def dead_stones_of(state: GameState, color: int, ownership: np.ndarray, margin: 
         chain = board.chain(point)
         seen.update(chain)
         owned = sign * ownership[g.flat_of[chain]]
-        if owned.mean() < -margin:
+        mean = float(owned.mean())
+        if mean < -margin:
             dead.extend(chain)
-        elif owned.mean() < UNSURE_ALIVE_OWNERSHIP:
+        elif mean < UNSURE_ALIVE_OWNERSHIP:
             liberties = g.flat_of[list(board.chain_liberty_points(point))]
             if (owned.sum() + sign * ownership[liberties].sum()) / (len(chain) + len(liberties)) < -margin:
                 dead.extend(chain)

@@ -36,6 +36,14 @@ READOUT = "ownership_out.weight"
 METADATA_KEY = "gtp_engine"
 
 
+def readout(model: onnx.ModelProto) -> onnx.TensorProto:
+    """The readout's weight initializer."""
+    initializer = next((i for i in model.graph.initializer if i.name == READOUT), None)
+    if initializer is None:
+        raise SystemExit(f"refit_ownership: the network has no {READOUT}")
+    return initializer
+
+
 def readout_input(model: onnx.ModelProto) -> str:
     """The name of the tensor the readout convolution reads (v)."""
     for node in model.graph.node:
@@ -44,9 +52,9 @@ def readout_input(model: onnx.ModelProto) -> str:
     raise SystemExit(f"refit_ownership: the network has no {READOUT} convolution")
 
 
-def feature_session(path: Path, threads: int) -> tuple[ort.InferenceSession, str]:
-    """An onnxruntime session of the network with v as an extra output."""
-    model = onnx.load(str(path))
+def feature_session(model: onnx.ModelProto, threads: int) -> tuple[ort.InferenceSession, str]:
+    """An onnxruntime session of the network with v as an extra output (the model itself is left as it is)."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
     name = readout_input(model)
     model.graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
     options = ort.SessionOptions()
@@ -92,11 +100,11 @@ def evaluate(weight: np.ndarray, v: np.ndarray, target: np.ndarray, stones: np.n
 def fit(weight: np.ndarray, v: np.ndarray, target: np.ndarray, steps: int, lr: float) -> np.ndarray:
     """Full-batch Adam on the mean squared error of tanh(W . v), from `weight`."""
     w = torch.tensor(weight, dtype=torch.float64, requires_grad=True)
-    features, goal = torch.from_numpy(v).double(), torch.from_numpy(target).double()
+    value_features, goal = torch.from_numpy(v).double(), torch.from_numpy(target).double()
     optimizer = torch.optim.Adam([w], lr=lr)
     for _ in range(steps):
         optimizer.zero_grad()
-        loss = (torch.tanh(torch.einsum("c,nchw->nhw", w, features)) - goal).square().mean()
+        loss = (torch.tanh(torch.einsum("c,nchw->nhw", w, value_features)) - goal).square().mean()
         loss.backward()
         optimizer.step()
     return w.detach().numpy()
@@ -105,9 +113,7 @@ def fit(weight: np.ndarray, v: np.ndarray, target: np.ndarray, steps: int, lr: f
 def apply(path: Path, weight: np.ndarray, note: str) -> None:
     """Writes `weight` into the network file's readout, and `note` into its metadata."""
     model = onnx.load(str(path))
-    initializer = next((i for i in model.graph.initializer if i.name == READOUT), None)
-    if initializer is None:
-        raise SystemExit(f"refit_ownership: {path} has no {READOUT}")
+    initializer = readout(model)
     shape = tuple(initializer.dims)
     initializer.CopyFrom(onnx.numpy_helper.from_array(weight.astype(np.float32).reshape(shape), READOUT))
     for prop in model.metadata_props:
@@ -136,11 +142,11 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("refit_ownership: square boards only")
     size = sidecar["width"]
     rng = np.random.default_rng(args.seed)
-    session, name = feature_session(args.network, args.threads)
+    model = onnx.load(str(args.network))
+    session, name = feature_session(model, args.threads)
     train = features_and_targets(session, name, samples(args.shards, "train", args.train_samples, rng), size)
     val = features_and_targets(session, name, samples(args.shards, "val", args.val_samples, rng), size)
-    model = onnx.load(str(args.network))
-    before = onnx.numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == READOUT)).reshape(-1)
+    before = onnx.numpy_helper.to_array(readout(model)).reshape(-1)
     after = fit(before.astype(np.float64), *train[:2], args.steps, args.lr)
     for label, weight in (("before", before), ("after", after)):
         scores = {split: evaluate(weight, *data) for split, data in (("train", train), ("val", val))}

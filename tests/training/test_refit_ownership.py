@@ -30,13 +30,12 @@ def shards(tmp_path_factory):
 
 
 def test_the_fit_lowers_the_error_and_leaves_every_other_output_alone(tiny_onnx_model, shards, tmp_path, capsys):
-    session, name = refit_ownership.feature_session(tiny_onnx_model, threads=1)
+    model = onnx.load(str(tiny_onnx_model))
+    session, name = refit_ownership.feature_session(model, threads=1)
     rng = np.random.default_rng(0)
     v, target, stones = refit_ownership.features_and_targets(
         session, name, refit_ownership.samples(shards, "train", 200, rng), 9)
-    model = onnx.load(str(tiny_onnx_model))
-    before = onnx.numpy_helper.to_array(
-        next(i for i in model.graph.initializer if i.name == refit_ownership.READOUT)).reshape(-1).astype(np.float64)
+    before = onnx.numpy_helper.to_array(refit_ownership.readout(model)).reshape(-1).astype(np.float64)
     after = refit_ownership.fit(before, v, target, steps=100, lr=0.05)
     assert refit_ownership.evaluate(after, v, target, stones)["mse"] < \
         refit_ownership.evaluate(before, v, target, stones)["mse"]

@@ -198,10 +198,11 @@ def test_two_passes_take_dead_stones_off_as_territory_rules_do(rules, sure, libe
     """, to_play=BLACK, rules=Rules.named(rules))
     state.play(PASS)  # black passed; white to play
     left = {state.grid.flat(p) for p in state.grid.points if state.grid.row_col(p)[1] <= 2}
-    dead_point = state.grid.flat(state.grid.point(1, 1))
+    stone = state.grid.point(1, 1)
+    dead_point = state.grid.flat(stone)
     owner = np.array([1.0 if flat in left else -1.0 for flat in range(state.grid.area)])
     owner[dead_point] = sure
-    owner[[state.grid.flat(p) for p in state.board.chain_liberty_points(state.grid.point(1, 1))]] = liberties
+    owner[[state.grid.flat(p) for p in state.board.chain_liberty_points(stone)]] = liberties
     tree = make_tree(state, ScriptedEvaluator(value=lambda s: 0.0, ownership=lambda s: owner))
     for _ in range(20):
         tree.run_batch(4)
