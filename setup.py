@@ -1,4 +1,5 @@
-"""The compiled twins (gtp_engine/_tree_core.c, _rules_core.c, _features_core.c; see gtp_engine/native.py).
+"""The compiled twins (gtp_engine/_tree_core.c, _rules_core.c, _features_core.c, _rollout_core.c; see
+gtp_engine/native.py).
 Everything else is in pyproject.toml.
 
 optional=True: where no C compiler is found the install goes on without them, and the engine runs their Python
@@ -18,4 +19,5 @@ setup(ext_modules=[
               optional=True, extra_compile_args=FLAGS),
     Extension("gtp_engine._features_core", ["gtp_engine/_features_core.c"], depends=["gtp_engine/_position.h"],
               optional=True, extra_compile_args=FLAGS),
+    Extension("gtp_engine._rollout_core", ["gtp_engine/_rollout_core.c"], optional=True, extra_compile_args=FLAGS),
 ])

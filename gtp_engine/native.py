@@ -6,9 +6,10 @@ Terms:
   without one succeeds). _tree_core.c is tree_core.py's node fields, selection, descent, candidate moves, expansion
   and backup; _rules_core.c is the board's and the game's play and legality (board.py, game.py), and the compiled
   search positions whose reference is GameState itself (position.py); _features_core.c is features.py's planes,
-  global inputs, position key and decoding.
+  global inputs, position key and decoding; _rollout_core.c is rollout.py's candidates and their feature indices.
 - implementation: the functions of a module that have a twin, as one record of the module's own type
-  (board.BoardFunctions, game.GameFunctions, features.FeatureFunctions, tree_core.Core, position.PositionKind),
+  (board.BoardFunctions, game.GameFunctions, features.FeatureFunctions, rollout.RolloutFunctions, tree_core.Core,
+  position.PositionKind),
   built once from the Python reference and once from the twin.
 - implementations (Implementations): a module's two, python and compiled, the latter None where the twin is not
   built or GTP_ENGINE_PURE_PYTHON=1; chosen is compiled where there is one, else python.
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable, Generic, TypeVar
 
-TWINS = ("_tree_core", "_rules_core", "_features_core")
+TWINS = ("_tree_core", "_rules_core", "_features_core", "_rollout_core")
 PURE_PYTHON = os.environ.get("GTP_ENGINE_PURE_PYTHON") == "1"
 
 T = TypeVar("T")

@@ -28,9 +28,11 @@ Terms:
 - weights file: .npz with format (FORMAT), vocabulary (sorted canonical pattern codes) and weights (float32,
   feature_count(len(vocabulary)) entries); training/alphago/rollout_train.py writes it, with its provenance.
 
-Speed: a move costs one pass of numpy over the empty points; the four neighbours of a point are read as one number
-that indexes tables of facts about them (_SIDES). Python runs per point only next to chains in atari, and where the
-liberties after need a neighbouring chain's liberties.
+Speed: candidates (a position's candidates and the weight indices of their features, what a rollout's move needs)
+has a compiled twin (_rollout_core.c): IMPLEMENTATIONS (native.py) holds both, and candidates_python is the reference
+it is tested against. In the reference a move costs one pass of numpy over the empty points; the four neighbours of
+a point are read as one number that indexes tables of facts about them (_SIDES). Python runs per point only next to
+chains in atari, and where the liberties after need a neighbouring chain's liberties.
 """
 
 from __future__ import annotations
@@ -38,10 +40,12 @@ from __future__ import annotations
 import functools
 import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import ModuleType
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
 import numpy as np
 
+from gtp_engine import native
 from gtp_engine.board import BLACK, EDGE, EMPTY, WHITE, Board
 from gtp_engine.coords import PASS, Grid
 
@@ -243,6 +247,44 @@ def _liberties_after(board: Board, point: int, color: int, libs: np.ndarray) -> 
     return len(liberties)
 
 
+def feature_indices(vocabulary: np.ndarray, offsets: np.ndarray, features: MoveFeatures) -> np.ndarray:
+    """[k, len(GROUPS)] indices into a policy's weights (its sorted vocabulary, each group's offset) of the features
+    of each candidate."""
+    size = len(vocabulary)
+    indices = features.groups + offsets
+    indices[:, 0] = pattern_ids(vocabulary, canonical_patterns(features.cells)) + (size + 1) * features.groups[:, 0]
+    return indices
+
+
+def candidates_python(board: Board, color: int, last: int, previous: int, vocabulary: np.ndarray,
+                      offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(flat indices of color's candidates, their feature_indices): the reference of the compiled twin."""
+    features = move_features(board, color, last, previous)
+    return features.flat, feature_indices(vocabulary, offsets, features)
+
+
+class RolloutFunctions(NamedTuple):
+    """The functions of this module that have a compiled twin (native.py)."""
+
+    candidates: Callable[[Board, int, int, int, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def _compiled_functions(twin: ModuleType) -> RolloutFunctions:
+    def candidates(board: Board, color: int, last: int, previous: int, vocabulary: np.ndarray,
+                   offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        area = board.grid.area
+        flat = np.empty(area, dtype=np.int64)
+        indices = np.empty((area, len(GROUPS)), dtype=np.int64)
+        count = twin.candidates(board, color, last, previous, vocabulary, offsets, flat, indices)
+        return flat[:count], indices[:count]
+
+    return RolloutFunctions(candidates)
+
+
+IMPLEMENTATIONS = native.implementations("_rollout_core", RolloutFunctions(candidates_python), _compiled_functions)
+candidates = IMPLEMENTATIONS.chosen.candidates
+
+
 def game_features(state: GameState) -> MoveFeatures:
     """move_features for the side to move of a game, with its last two moves."""
     last, previous = _last_two(state)
@@ -313,11 +355,7 @@ class RolloutPolicy:
 
     def feature_indices(self, features: MoveFeatures) -> np.ndarray:
         """[k, len(GROUPS)] indices into weights of the features of each candidate."""
-        size = len(self.vocabulary)
-        indices = features.groups + self.offsets
-        indices[:, 0] = pattern_ids(self.vocabulary, canonical_patterns(features.cells)) + (size + 1) * \
-            features.groups[:, 0]
-        return indices
+        return feature_indices(self.vocabulary, self.offsets, features)
 
     def logits(self, features: MoveFeatures) -> np.ndarray:
         return self.weights[self.feature_indices(features)].sum(axis=1)
@@ -325,14 +363,14 @@ class RolloutPolicy:
     def probabilities(self, state: GameState) -> np.ndarray:
         """[area + 1] move probabilities for the side to move over its candidates (superko is not looked at here),
         pass last: 1 exactly when there is no candidate."""
-        features = game_features(state)
+        flat, indices = candidates(state.board, state.to_play, *_last_two(state), self.vocabulary, self.offsets)
         result = np.zeros(state.grid.area + 1)
-        if len(features.flat) == 0:
+        if len(flat) == 0:
             result[-1] = 1.0
             return result
-        logits = self.logits(features)
+        logits = self.weights[indices].sum(axis=1)
         p = np.exp(logits - logits.max())
-        result[features.flat] = p / p.sum()
+        result[flat] = p / p.sum()
         return result
 
     # ---- rollouts -------------------------------------------------------------------------------------
@@ -351,9 +389,9 @@ class RolloutPolicy:
             if game.is_over:
                 break
             move = PASS
-            features = move_features(board, game.to_play, last, previous)
-            if len(features.flat):
-                weights = np.exp(self.logits(features))
+            flat, indices = candidates(board, game.to_play, last, previous, self.vocabulary, self.offsets)
+            if len(flat):
+                weights = np.exp(self.weights[indices].sum(axis=1))
                 while True:
                     cumulative = np.cumsum(weights)
                     total = cumulative[-1]
@@ -361,7 +399,7 @@ class RolloutPolicy:
                         break
                     choice = min(int(np.searchsorted(cumulative, rng.random() * total, side="right")),
                                  len(weights) - 1)
-                    point = int(points[features.flat[choice]])
+                    point = int(points[flat[choice]])
                     if not check_superko or game.illegal_reason(point) is None:
                         move = point
                         break

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from search_support import position
 
+from gtp_engine import rollout
 from gtp_engine.board import BLACK, EMPTY, WHITE, opponent
 from gtp_engine.coords import PASS, grid
 from gtp_engine.game import GameState, Rules
@@ -23,6 +24,8 @@ from gtp_engine.rollout import (
 )
 
 GROUP = {name: i for i, (name, _) in enumerate(GROUPS)}
+PYTHON, COMPILED = rollout.IMPLEMENTATIONS.python, rollout.IMPLEMENTATIONS.compiled
+WEIGHTS = Path(__file__).resolve().parents[2] / "weights"
 
 # Black to move: the white stone at C3 is in atari, its last liberty C2.
 ATARI = """
@@ -272,7 +275,48 @@ def test_candidates_are_legal_and_only_own_eyes_are_left_out(random_states):
 
 def test_shipped_rollout_policies_load_and_prefer_the_capture():
     for size in (9, 19):
-        policy = RolloutPolicy.load(Path(__file__).resolve().parents[2] / "weights" / f"rollout-{size}x{size}.npz")
+        policy = RolloutPolicy.load(WEIGHTS / f"rollout-{size}x{size}.npz")
         assert policy.info["board_size"] == size
         state = position(ATARI, BLACK)
         assert policy.probabilities(state).argmax() == grid(5).flat(grid(5).point(3, 2))
+
+
+@pytest.mark.skipif(COMPILED is None, reason="the compiled rollout candidates are not built")
+@pytest.mark.parametrize("size, policy_file", [(5, None), ((7, 5), None), (9, "rollout-9x9.npz"),
+                                               (13, "rollout-19x19.npz"), (19, "rollout-19x19.npz")])
+def test_compiled_candidates_are_the_references_along_rollouts(size, policy_file, random_states):
+    """Every position of rollouts from random starts (ataris, captures, ko, filled boards): the same candidates and
+    feature indices, value for value, for both colours."""
+    policy = RolloutPolicy.load(WEIGHTS / policy_file) if policy_file else weighted(capture=2.0, self_atari=-1.0)
+    rng = np.random.default_rng(7)
+    compared = 0
+    for start in random_states(size, 4, seed=11, max_fill=0.6):
+        final = policy.play_out(start, rng)
+        replay = start.copy()
+        for _, point in final.moves[len(start.moves):] + [(None, PASS)]:
+            last, previous = rollout._last_two(replay)
+            for color in (BLACK, WHITE):
+                expected = PYTHON.candidates(replay.board, color, last, previous, policy.vocabulary, policy.offsets)
+                got = COMPILED.candidates(replay.board, color, last, previous, policy.vocabulary, policy.offsets)
+                assert np.array_equal(got[0], expected[0]) and np.array_equal(got[1], expected[1])
+                compared += len(expected[0])
+            if point == PASS and replay.is_over:
+                break
+            replay.play_unchecked(point)
+    assert compared > 200
+
+
+@pytest.mark.skipif(COMPILED is None, reason="the compiled rollout candidates are not built")
+def test_compiled_candidates_refuse_bad_arguments():
+    policy, board = RolloutPolicy.uniform(), GameState(5).board
+    flat, indices = np.empty(25, np.int64), np.empty((25, len(GROUPS)), np.int64)
+    twin = rollout.native.load("_rollout_core")
+    with pytest.raises(ValueError, match="color"):
+        twin.candidates(board, EMPTY, PASS, PASS, policy.vocabulary, policy.offsets, flat, indices)
+    with pytest.raises(ValueError, match="off the board"):
+        twin.candidates(board, BLACK, 10_000, PASS, policy.vocabulary, policy.offsets, flat, indices)
+    with pytest.raises(TypeError, match="indices"):
+        twin.candidates(board, BLACK, PASS, PASS, policy.vocabulary, policy.offsets, flat, indices[:3])
+    with pytest.raises(TypeError, match="vocabulary"):
+        twin.candidates(board, BLACK, PASS, PASS, policy.vocabulary.astype(np.float64), policy.offsets, flat,
+                        indices)
