@@ -360,15 +360,19 @@ class RolloutPolicy:
     def logits(self, features: MoveFeatures) -> np.ndarray:
         return self.weights[self.feature_indices(features)].sum(axis=1)
 
+    def candidate_logits(self, board: Board, color: int, last: int, previous: int) -> tuple[np.ndarray, np.ndarray]:
+        """(flat indices of color's candidates, their logits), through the module's chosen candidates."""
+        flat, indices = candidates(board, color, last, previous, self.vocabulary, self.offsets)
+        return flat, self.weights[indices].sum(axis=1)
+
     def probabilities(self, state: GameState) -> np.ndarray:
         """[area + 1] move probabilities for the side to move over its candidates (superko is not looked at here),
         pass last: 1 exactly when there is no candidate."""
-        flat, indices = candidates(state.board, state.to_play, *_last_two(state), self.vocabulary, self.offsets)
+        flat, logits = self.candidate_logits(state.board, state.to_play, *_last_two(state))
         result = np.zeros(state.grid.area + 1)
         if len(flat) == 0:
             result[-1] = 1.0
             return result
-        logits = self.weights[indices].sum(axis=1)
         p = np.exp(logits - logits.max())
         result[flat] = p / p.sum()
         return result
@@ -389,9 +393,9 @@ class RolloutPolicy:
             if game.is_over:
                 break
             move = PASS
-            flat, indices = candidates(board, game.to_play, last, previous, self.vocabulary, self.offsets)
+            flat, logits = self.candidate_logits(board, game.to_play, last, previous)
             if len(flat):
-                weights = np.exp(self.weights[indices].sum(axis=1))
+                weights = np.exp(logits)
                 while True:
                     cumulative = np.cumsum(weights)
                     total = cumulative[-1]
