@@ -10,14 +10,19 @@ Terms:
 - projection: the archive's positions (--archive-positions) over --cores times the per-core rate; the pipeline's
   share of that rate (start-up, reading, dedup, compression) is printed beside it, and on a small sample the
   workers' start-up dominates it.
+- ownership rollouts (--ownership-playouts N): ingest's rollouts of counted games' final boards (sgf_ingest), all
+  the rates with them; the per-core rate is then measured once more with the rollout policy's Python candidates
+  (rollout.IMPLEMENTATIONS.python) in place of the compiled twin, and the ratio of the two printed.
 
 Usage (from the repository root):
   python -m tools.bench_ingest ../shared/data/go19_curated.tar.xz --games 300 --workers 2
+  python -m tools.bench_ingest COUNTED_GAMES --games 40 --ownership-playouts 16
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import shutil
 import sys
@@ -25,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gtp_engine import sgf_io
+from gtp_engine import rollout, sgf_io
 from gtp_engine.training import dataset, sgf_ingest
 
 GO19_POSITIONS = 18_000_000  # go19_curated: 71.7k games, about 250 positions each (weights/README.md)
@@ -65,6 +70,17 @@ def samples_rate(records: list[tuple[str, bytes]], config: sgf_ingest.IngestConf
     return positions, time.perf_counter() - started
 
 
+@contextlib.contextmanager
+def python_rollout_candidates():
+    """Rollouts through the Python reference of the rollout policy's candidates while inside."""
+    chosen = rollout.candidates
+    rollout.candidates = rollout.IMPLEMENTATIONS.python.candidates
+    try:
+        yield
+    finally:
+        rollout.candidates = chosen
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("source", help="SGF archive, folder or file")
@@ -74,15 +90,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cores", type=int, default=16, help="cores of the machine the projection is for")
     parser.add_argument("--archive-positions", type=int, default=GO19_POSITIONS)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ownership-playouts", type=int, default=0,
+                        help="rollouts judging counted games' dead stones, as ingest --ownership-playouts")
     args = parser.parse_args(argv)
 
     records = sample_records(args.source, args.games, args.seed)
-    config = sgf_ingest.IngestConfig(size=args.size, workers=args.workers, shard_samples=50_000)
+    config = sgf_ingest.IngestConfig(size=args.size, workers=args.workers, shard_samples=50_000,
+                                     ownership_playouts=args.ownership_playouts)
     replayed, replay_s = replay_rate(records, args.size)
     encoded, encode_s = samples_rate(records, config)
     print(f"sample: {len(records)} records; replay (reference) {replayed / replay_s:,.0f} positions/s; "
           f"game_samples {encoded / encode_s:,.0f} positions/s per core; ratio ingest/replay time "
           f"{(encode_s / max(encoded, 1)) / (replay_s / max(replayed, 1)):.2f}")
+    if args.ownership_playouts:
+        with python_rollout_candidates():
+            _, python_s = samples_rate(records, config)
+        chosen = "Python" if rollout.IMPLEMENTATIONS.compiled is None else "compiled"
+        print(f"ownership rollouts {args.ownership_playouts} a counted game, rollout candidates {chosen}: "
+              f"game_samples {encode_s:.1f} s against {python_s:.1f} s with the Python candidates "
+              f"(ratio {python_s / encode_s:.2f})")
 
     with tempfile.TemporaryDirectory(prefix="bench_ingest-") as tmp:
         folder = Path(tmp) / "sgf"
