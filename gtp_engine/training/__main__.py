@@ -118,6 +118,8 @@ _HELP = {
     "epochs": "passes over the training positions",
     "l2": "L2 penalty on the weights",
     "init_from": "checkpoint whose weights start a new run (same preset)",
+    "train_parts": "the parts of the network that learn: trunk, policy, value (value, score and ownership); the "
+                   "others keep init-from's weights exactly",
     "value_weight": "weight of the value loss",
     "opponent_policy_weight": "weight of the auxiliary opponent-reply policy loss (KataGo: 0.15); above 0 the "
                               "network gets that output (left out of the ONNX export); 0: none",

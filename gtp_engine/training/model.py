@@ -16,6 +16,9 @@ Terms:
   value     [N, 3] logits of (win, loss, draw) for the side to move;
   score     [N] lead of the side to move in points;
   ownership [N, H, W] tanh, +1 owned by the side to move, 0 off the board.
+- parts: the trunk (stem to trunk_norm), the policy head (policy, pass and opponent outputs) and the value head
+  (value, score and ownership, which share its first convolution); PARTS names them, part_of(parameter name)
+  tells a parameter's, and train_parts() puts a network in training mode with only some parts learning.
 - opponent policy (KataGo's auxiliary target, ModelConfig.opponent_policy): a second output of the policy head,
   logits like policy's for the opponent's reply to the move played. It only trains the trunk and the policy head:
   forward(..., opponent=True) returns it as a fifth output, and the ONNX export (the default forward) leaves it
@@ -191,6 +194,36 @@ class GoNet(nn.Module):
         if opponent:
             return policy, value, score, ownership, opponent_policy
         return policy, value, score, ownership
+
+
+PARTS = ("trunk", "policy", "value")
+_PART_PREFIXES = {"trunk": ("stem", "blocks.", "trunk_norm."), "policy": ("policy_", "pass_out.", "opponent_"),
+                  "value": ("value_", "ownership_out.")}
+
+
+def part_of(name: str) -> str:
+    """The part ("trunk", "policy" or "value") of the parameter or module with this name in GoNet."""
+    for part, prefixes in _PART_PREFIXES.items():
+        if name.startswith(prefixes):
+            return part
+    raise ValueError(f"{name!r} belongs to no part of the network")
+
+
+def train_parts(net: GoNet, parts: tuple[str, ...]) -> list[nn.Parameter]:
+    """Training mode for `parts` alone: their parameters require gradients (returned, for the optimizer); the other
+    parts' parameters do not, and their norms stay in eval mode, so they compute exactly what they did."""
+    unknown = set(parts) - set(PARTS)
+    if unknown or not parts:
+        raise ValueError(f"parts must be some of {PARTS}, got {parts}")
+    net.train()
+    for name, module in net.named_children():
+        module.train(part_of(name + ".") in parts)
+    learning = []
+    for name, parameter in net.named_parameters():
+        parameter.requires_grad_(part_of(name) in parts)
+        if parameter.requires_grad:
+            learning.append(parameter)
+    return learning
 
 
 def build(config: ModelConfig | str) -> GoNet:

@@ -21,6 +21,9 @@ Terms:
   played (KataGo's auxiliary target: dataset.py's opponent_move); the last four only over samples that have
   that target. With opponent_policy_weight > 0 the network is built with the opponent policy output
   (model.py); it costs nothing at play time, where the export leaves it out.
+- parts: train_parts, the parts of the network (model.PARTS: trunk, policy, value) that learn; the others keep
+  the initial weights (init_from) and their batch statistics, so a run that trains only the value head leaves
+  the policy exactly as it was.
 - top-1 accuracy: how often the move played is the policy's largest logit.
 - initial weights: a new run starts from random weights, or from the weights of the checkpoint init_from
   (same preset; its optimizer state and step count are not taken; an opponent policy output the one network
@@ -105,6 +108,7 @@ class TrainConfig:
     compute_dtype: str = "auto"  # runs.COMPUTE_DTYPES; auto: bfloat16 where the device has it natively
     compile: bool = False  # run the training steps through torch.compile (see compile)
     init_from: str = ""  # checkpoint whose weights start a new run (same preset); "": random weights
+    train_parts: tuple[str, ...] = model_lib.PARTS  # the parts that learn (see parts)
 
     def __post_init__(self) -> None:
         model_lib.preset(self.preset)
@@ -118,6 +122,10 @@ class TrainConfig:
             raise ValueError("search_value_weight must be in [0, 1]")
         if self.compute_dtype not in runs.COMPUTE_DTYPES:
             raise ValueError(f"compute_dtype must be one of {runs.COMPUTE_DTYPES}")
+        if not self.train_parts or set(self.train_parts) - set(model_lib.PARTS):
+            raise ValueError(f"train_parts must be some of {model_lib.PARTS}")
+        if set(self.train_parts) != set(model_lib.PARTS) and not self.init_from:
+            raise ValueError("training only some parts needs init_from: the others would stay random")
         if min(self.batch_size, self.steps, self.eval_every) < 1:
             raise ValueError("batch_size, steps and eval_every must be positive")
 
@@ -219,8 +227,9 @@ class _Trainer:
         torch.manual_seed(config.seed)
         self.net = prepare(model_lib.build(config.model), self.device)
         self.step_net = compiled(self.net) if config.compile else self.net  # the same parameters
-        decay = [p for p in self.net.parameters() if p.ndim > 1]  # no weight decay on norms and biases
-        rest = [p for p in self.net.parameters() if p.ndim <= 1]
+        learning = model_lib.train_parts(self.net, config.train_parts)
+        decay = [p for p in learning if p.ndim > 1]  # no weight decay on norms and biases
+        rest = [p for p in learning if p.ndim <= 1]
         groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": rest, "weight_decay": 0.0}]
         if config.optimizer == "adamw":
             self.optimizer = torch.optim.AdamW(groups, lr=config.lr)
@@ -340,7 +349,7 @@ class _Trainer:
                 terms = self.forward(dataset.take(arrays, index), self.net)
                 for key in _LOSSES:
                     sums[key] += float(terms[key]) * len(index)
-        self.net.train()
+        model_lib.train_parts(self.net, self.config.train_parts)
         return {key: value / count for key, value in sums.items()}
 
     def run(self, max_minutes: float | None, stop_at: int | None) -> dict:
@@ -351,7 +360,7 @@ class _Trainer:
         sums = {key: torch.zeros((), device=self.device) for key in _LOSSES}
         counted, row_started, val = 0, time.monotonic(), None
         bar = runs.progress(self.progress, total=config.steps, initial=self.step, unit="step", desc="train")
-        self.net.train()
+        model_lib.train_parts(self.net, config.train_parts)
         with runs.StopFlag(max_minutes) as stop, contextlib.closing(stream):
             while self.step < end and not stop.stopped:
                 lr = learning_rate(config, self.step)

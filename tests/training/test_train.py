@@ -14,6 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from gtp_engine.training import checkpoint as checkpoint_lib  # noqa: E402
+from gtp_engine.training import model as model_lib  # noqa: E402
 from gtp_engine.training import sgf_ingest, train  # noqa: E402
 from gtp_engine.training.train import TrainConfig  # noqa: E402
 
@@ -209,6 +210,22 @@ def test_a_new_run_starts_from_the_weights_of_init_from(shards, tmp_path, one_th
     with pytest.raises(ValueError, match="a tiny network .* cannot start a b6c64 run"):
         train.train(config_for(shards, preset="b6c64", init_from=str(start)), tmp_path / "other", export=False,
                     progress=False)
+
+
+def test_a_run_of_the_value_head_alone_leaves_the_trunk_and_the_policy_exactly_as_they_were(shards, tmp_path,
+                                                                                                one_thread):
+    train.train(config_for(shards, steps=2), tmp_path / "first", export=False, progress=False)
+    start = tmp_path / "first" / train.CHECKPOINT
+    train.train(config_for(shards, init_from=str(start), train_parts=("value",)), tmp_path / "value",
+                export=False, progress=False)
+    before, after = (checkpoint_lib.load(path).state_dict for path in (start, tmp_path / "value" / train.CHECKPOINT))
+    changed = {model_lib.part_of(key) for key in before if not torch.equal(before[key], after[key])}
+    assert changed == {"value"}  # the trunk's and the policy head's weights and norm statistics too
+    assert not torch.equal(before["ownership_out.weight"], after["ownership_out.weight"])
+    with pytest.raises(ValueError, match="needs init_from"):
+        config_for(shards, train_parts=("value",))
+    with pytest.raises(ValueError, match="train_parts must be some of"):
+        config_for(shards, init_from=str(start), train_parts=("head",))
 
 
 def test_soft_policy_loss_is_cross_entropy_over_the_samples_with_a_policy_target():
