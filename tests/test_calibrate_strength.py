@@ -26,6 +26,10 @@ def test_each_kind_of_anchor_has_its_name_and_command():
         "gnugo --mode gtp --japanese-rules --level 10"  # counts as the rules count
     name, command = calibrate.anchor_command("4k")
     assert name == "level 4k" and shlex.split(command)[-2:] == ["--strength", "4k"]
+    # another network for the levels, and for a rank as the anchor
+    assert shlex.split(calibrate.engine_command("1d", "--weights 'my net.onnx'"))[-4:] == \
+        ["--strength", "1d", "--weights", "my net.onnx"]
+    assert calibrate.anchor_command("4k", engine_flags="--weights x.onnx")[1].endswith("--strength 4k --weights x.onnx")
 
 
 @pytest.mark.parametrize("anchor, problem", [

@@ -25,7 +25,8 @@ Terms:
 
 Usage (from the repository root):
   python -m tools.calibrate_strength match --pairs 12k:1,8k:10,5k:pachi8000,8k:12k --games 40 --size 9 --komi 7 \\
-      [--openings ../shared/data/go9_curated.tar.xz] [--sgf-dir runs/strength] [--max-minutes 30] [--first-game N]
+      [--openings ../shared/data/go9_curated.tar.xz] [--sgf-dir runs/strength] [--max-minutes 30] [--first-game N] \\
+      [--engine-flags "--weights FILE"]
   python -m tools.calibrate_strength match --pairs 12k:10 --handicap 4 --rules japanese --size 19 --games 40
   python -m tools.calibrate_strength match --pairs 4k:10 --gives 4 --rules japanese --size 19 --games 40
   python -m tools.calibrate_strength match --pairs 12k:10 --handicap 1 --komi -1 --size 9 --games 40 \\
@@ -66,13 +67,15 @@ _PACHI_ANCHOR = re.compile(r"^pachi(-light)?(\d+)$")
 FULL_VISITS = 800  # the full-strength search the moves command judges by (the engine's default visits)
 
 
-def engine_command(level: str) -> str:
-    return f"{ENGINE} --strength {level}"
+def engine_command(level: str, flags: str = "") -> str:
+    """The engine at `level`, with `flags` (further engine options, e.g. another network) after it."""
+    return f"{ENGINE} --strength {level}" + (f" {flags}" if flags else "")
 
 
-def anchor_command(anchor: str, pachi: Path = DEFAULT_PACHI, rules: Rules = CHINESE) -> tuple[str, str]:
+def anchor_command(anchor: str, pachi: Path = DEFAULT_PACHI, rules: Rules = CHINESE,
+                   engine_flags: str = "") -> tuple[str, str]:
     """(its name in the table, its command) for an anchor (see pair), Pachi's binary at `pachi`, GNU Go counting
-    as the rules score (area or territory); ValueError for none."""
+    as the rules score (area or territory), a rank with the levels' engine_flags; ValueError for none."""
     if anchor.isdigit() and 0 <= int(anchor) <= 10:
         scoring = "japanese" if rules.scoring == "territory" else "chinese"
         return f"GNU Go 3.8 level {anchor}", GNUGO.format(scoring=scoring, level=anchor)
@@ -85,7 +88,7 @@ def anchor_command(anchor: str, pachi: Path = DEFAULT_PACHI, rules: Rules = CHIN
                 PACHI.format(binary=shlex.quote(str(pachi)), playouts=playouts,
                              options=",playout=light" if light else ""))
     strength.parse_rank(anchor)
-    return f"level {anchor}", engine_command(anchor)
+    return f"level {anchor}", engine_command(anchor, engine_flags)
 
 
 def parse_pairs(text: str) -> list[tuple[str, str]]:
@@ -199,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
                                 "without stones, from the openings; see handicap)")
     handicaps.add_argument("--gives", type=int, default=0,
                            help="the level gives the anchor this many stones in every game (see handicap)")
+    parser.add_argument("--engine-flags", default="",
+                        help="further options of the engine for the levels (and ranks as anchors), e.g. "
+                             "'--weights FILE' to calibrate another network")
     parser.add_argument("--max-minutes", type=float, help="start no new game after this many minutes, in all")
     parser.add_argument("--first-game", type=int, default=1,
                         help="go on with pairs whose games before this one were played (colours and openings as if "
@@ -239,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
 
         sgf_dir = args.sgf_dir / f"{level}-vs-{anchor}" if args.sgf_dir else None
         try:
-            _, _, results = play_match(engine_command(level), anchor_command(anchor, args.pachi, rules)[1],
+            _, _, results = play_match(engine_command(level, args.engine_flags),
+                                       anchor_command(anchor, args.pachi, rules, args.engine_flags)[1],
                                        args.games, args.size, komi, referee=referee_for(rules), rules=rules,
                                        sgf_dir=sgf_dir, deadline=deadline, on_game=report,
                                        openings=openings, first_game=args.first_game, handicap=stones,
