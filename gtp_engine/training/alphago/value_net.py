@@ -12,9 +12,9 @@ Terms:
   training here ignores it); score and ownership are set, since the game was played out and counted. Games go
   to the validation split by their key, as in ingest.
 - value training: from a checkpoint (the SL one by default), the value head's cross-entropy over (win, loss,
-  draw) alone. trainable "head": only the value head learns (the trunk frozen, the whole network in eval mode,
-  so the policy stays the initial network's exactly); "all": the trunk too (the policy head then means
-  nothing). The run folder is runs.py's: config.json, checkpoint.pt every eval_every steps and at every stop
+  draw) alone. trainable "head": only the value part learns (model.train_parts: the trunk and policy frozen
+  in eval mode, so the policy stays the initial network's exactly); "all": the trunk too (the policy head then
+  means nothing). The run folder is runs.py's: config.json, checkpoint.pt every eval_every steps and at every stop
   (max_minutes, SIGINT, SIGTERM; rerunning resumes), metrics.csv, and model.onnx at the end, which the engine
   loads as a network like any other.
 - value losses: cross-entropy in nats over the samples with a value target, and the mean squared error of the
@@ -46,7 +46,6 @@ log = logging.getLogger(__name__)
 
 SL, RANDOM_MOVE, RL = 0, 1, 2  # the agents of a value game, in policy_play's agent list
 TRAINABLE = ("head", "all")
-VALUE_HEAD = ("value_",)  # parameter name prefixes of the value head (the score shares its last layer)
 COLUMNS = ("step", "samples", "lr", "seconds", "train_value_loss", "val_value_loss", "val_value_mse")
 _RESUMABLE_CHANGES = ("data", "device", "eval_every")
 
@@ -225,9 +224,8 @@ def train_value(config: ValueTrainConfig, run_dir: str | Path, *, max_minutes: f
     resumed = folder.load(with_optimizer=True)
     ckpt = resumed or checkpoint_lib.load(config.init)
     net = ckpt.build_model().to(device)
-    for name, parameter in net.named_parameters():
-        parameter.requires_grad_(config.trainable == "all" or name.startswith(VALUE_HEAD))
-    optimizer = torch.optim.AdamW([p for p in net.parameters() if p.requires_grad], lr=config.lr,
+    learning_parts = model_lib.PARTS if config.trainable == "all" else ("value",)
+    optimizer = torch.optim.AdamW(model_lib.train_parts(net, learning_parts), lr=config.lr,
                                   weight_decay=config.weight_decay)
     step, seconds = 0, 0.0
     if resumed:
@@ -255,7 +253,6 @@ def train_value(config: ValueTrainConfig, run_dir: str | Path, *, max_minutes: f
     stream = train_set.batches(config.batch_size, config.seed, start=step, augment=config.augment)
     bar = runs.progress(progress, total=config.steps, initial=step, unit="step", desc="value-train")
     loss_sum, counted, row_started, validation = 0.0, 0, time.monotonic(), None
-    net.train(config.trainable == "all")  # "head": frozen batch statistics, the trunk computes what it did
     with runs.StopFlag(max_minutes) as stop:
         while step < config.steps and not stop.stopped:
             lr = config.lr * 0.5 * (1.0 + math.cos(math.pi * step / config.steps))  # cosine to zero
@@ -276,7 +273,7 @@ def train_value(config: ValueTrainConfig, run_dir: str | Path, *, max_minutes: f
             if step % config.eval_every == 0 or step == config.steps:
                 seconds += time.monotonic() - row_started
                 validation = evaluate(net, val_arrays, val_set.height, val_set.width, device=device)
-                net.train(config.trainable == "all")
+                model_lib.train_parts(net, learning_parts)
                 folder.append({"step": step, "samples": step * config.batch_size, "lr": lr, "seconds": seconds,
                                "train_value_loss": loss_sum / counted, "val_value_loss": validation["value_loss"],
                                "val_value_mse": validation["value_mse"]})
