@@ -297,6 +297,12 @@ def opponent_passed(state: GameState) -> bool:
     return state.moves[-1:] == [(opponent(state.to_play), PASS)]
 
 
+def pass_may_come_up(state: GameState) -> bool:
+    """Whether any pass rule may pass here, known before a search: after the opponent's pass (rule 1), or where the
+    raw count decides the game (rule 2). Elsewhere the rules pass only when no other move is left."""
+    return opponent_passed(state) or decided_by_the_raw_count(state)
+
+
 def decided_and_settled(state: GameState, ownership: np.ndarray) -> bool:
     """Rule 2's conditions on the position itself, before the search after our pass."""
     neutral = state.area_ownership() == 0

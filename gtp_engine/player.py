@@ -9,13 +9,16 @@ Terms:
 - ended game: a position after two passes. Its ownership comes from a search in which the side to move may not
   pass at the root: a pass would end the search's game at once, scored with every stone alive, where a referee
   removes the stones that play on from the position would capture.
+- a pass that may come up: after the opponent's pass, or where the raw count decides the game
+  (endgame.pass_may_come_up). Elsewhere no pass rule passes, so the move's search leaves pass out at the root and
+  spends its visits on moves that can be played (a network that never saw a pass in a handicap opening values one
+  above every move there: the search gave three quarters of White's first move to it).
 - pass checks: the searches the pass rules ask for (endgame.PassSearches), inside the move's time. Where a pass
-  may come up (after the opponent's pass, or where the raw count decides the game), the move's search leaves
-  PASS_CHECK_SHARE of its time to them, and goes on with that time, its tree kept, where no rule will search
-  again. The search after our pass stops at the move's hard deadline (the network's own evaluation when no
-  time is left): for rule 1 it is ownership_playouts playouts, leaving the rest to the search without pass,
-  which has the move's time left (or its visits once more); for rule 2, which decides the move, it has all the
-  time to the move's own deadline.
+  may come up, the move's search leaves PASS_CHECK_SHARE of its time to them, and goes on with that time, its tree
+  kept, where no rule will search again. The search after our pass stops at the move's hard deadline (the
+  network's own evaluation when no time is left): for rule 1 it is ownership_playouts playouts, leaving the rest
+  to the search without pass, which has the move's time left (or its visits once more); for rule 2, which decides
+  the move, it has all the time to the move's own deadline.
 - resignation: when the chosen move's winrate (the network's for the root when the move has no visits, as in a
   1-visit search) has been below config.resign.winrate for resign.consecutive genmoves in a row of that colour,
   from move resign.after_moves on (search.ResignCounter); never in cleanup (kgs-genmove_cleanup).
@@ -221,15 +224,17 @@ class Player:
             return move_filter.permits(color, point, 1)
 
         dead_opponent = cleanup and bool(endgame.dead_stones_of(state, opponent(color), self._quick_ownership(state)))
+        pass_may_come_up = endgame.pass_may_come_up(state)
         may_pass = allowed(PASS) and not dead_opponent
         hard_deadline = stop.max_deadline if stop.max_deadline is not None else stop.deadline
         move_stop = stop
-        if endgame.opponent_passed(state) or endgame.decided_by_the_raw_count(state):
+        if pass_may_come_up:
             stop = self._leaving_time(stop, PASS_CHECK_SHARE)  # for the search after our pass (rules 1 and 2)
 
         def search(stop: StopCondition) -> SearchResult:
             return self._search(state, stop, on_snapshot, reports,
-                                exclude=(PASS,) if dead_opponent else (), move_filter=move_filter, strength=level)
+                                exclude=(PASS,) if dead_opponent or not pass_may_come_up else (),
+                                move_filter=move_filter, strength=level)
 
         result = search(stop)
         time_to_check = True

@@ -95,11 +95,14 @@ def level_prior(tree: Tree) -> np.ndarray:
 
 
 def restrict_root(tree: Tree, level: StrengthLevel) -> None:
-    """The expanded root searched as the level searches it: its candidates alone (others excluded, as are the
-    edges excluded already), each given a first visit before PUCT chooses."""
+    """The expanded root searched as the level searches it: its candidates alone, drawn from the edges not excluded
+    already (others excluded), each given a first visit before PUCT chooses."""
     root = tree.root
+    prior = level_prior(tree)
+    if tree.root_excluded is not None:
+        prior = np.where(tree.root_excluded, -np.inf, prior)
     outside = np.ones(len(root.moves), dtype=bool)
-    outside[candidate_edges(level_prior(tree))] = False
+    outside[candidate_edges(prior)] = False
     excluded = outside if tree.root_excluded is None else outside | tree.root_excluded
     if not excluded.all():
         tree.root_excluded = excluded if excluded.any() else None

@@ -127,14 +127,15 @@ def test_does_not_end_the_game_with_a_group_that_lives_only_if_it_moves_first():
 def test_saves_a_living_chain_in_atari_before_it_passes():
     # White has passed; Black leads by the count and the network loves to pass, sure that the point at (3, 3) is
     # Black's eye. But Black's stone at (3, 4) has that point as its last liberty: a false eye. Black connects.
+    # (The walls leave no neutral point, so that a pass may come up without White's pass too: the raw count wins.)
     text = """
-        . . . . . . .
-        . . . . . . .
+        . . . X O . .
+        . . . X O . .
         . . . X O . .
         . . X . X O .
         . . . X O . .
-        . . . . . . .
-        . . . . . . .
+        . . . X O . .
+        . . . X O . .
     """
     g = grid(7)
     false_eye = g.point(3, 3)
@@ -149,6 +150,20 @@ def test_saves_a_living_chain_in_atari_before_it_passes():
     player = Player(BlackLovesPass(favour=[PASS], value=loves_pass, ownership=black_side),
                     player_config(seed=0, resign_threshold=None))
     assert player.genmove(position(text, BLACK, komi=0.5), BLACK, QUICK).point == false_eye
+
+
+def root_pass_visits(player: Player) -> int:
+    root = player.searcher.tree.root
+    edge = root.moves.index(PASS)
+    return int(root.N[edge]) if edge < root.tried else 0
+
+
+def test_the_moves_search_spends_nothing_on_a_pass_no_rule_could_play():
+    # On an open board no pass rule passes before the opponent's pass, so the search leaves pass out however much
+    # the network loves it (as a network that never saw a handicap game loves a pass in one).
+    player = Player(BlackLovesPass(favour=[PASS], value=loves_pass), player_config(seed=0, resign_threshold=None))
+    assert player.genmove(GameState(7), BLACK, QUICK).point != PASS
+    assert root_pass_visits(player) == 0 and player.searcher.tree.root.visits >= QUICK.visits
 
 
 def black_everywhere(state):

@@ -124,6 +124,16 @@ def test_a_level_takes_its_candidates_from_the_policy_averaged_over_the_symmetri
     assert plain.genmove(GameState(9), BLACK, StopCondition()).point in single
 
 
+def test_a_level_whose_policy_loves_pass_still_searches_ten_moves_it_may_play():
+    """Where no pass rule may pass (an open board), pass is left out before the level takes its candidates: the
+    ten are the best ten other moves, each searched."""
+    player = Player(ScriptedEvaluator(favour=[PASS]), PlayerConfig(SearchConfig(seed=0), strength=strength.Rank(8)))
+    assert player.genmove(GameState(9), BLACK, StopCondition()).point != PASS
+    root = player.searcher.tree.root
+    visited = [root.moves[edge] for edge in range(root.tried) if root.N[edge] > 0]
+    assert len(visited) == strength.CANDIDATES and PASS not in visited
+
+
 def test_the_analysis_human_policy_draws_from_the_averaged_policy_and_reports_the_plain_one():
     """As in GTP, humanPolicy's candidates are the averaged policy's top ten (the search's choice aside), while
     the response's policy stays the root's own evaluation, as KataGo reports it."""
