@@ -252,7 +252,8 @@ class Player:
         choice = result.choice
         snapshot = result.snapshot
         if not cleanup and self._resign.update(color, choice.winrate, state.move_number, state.grid.area,
-                                               count=not trial, lead=choice.score_lead):
+                                               count=not trial, lead=choice.score_lead,
+                                               opponent_passed=endgame.opponent_passed(state)):
             return MoveChoice(PASS, resign=True, winrate=choice.winrate, score_lead=choice.score_lead,
                               visits=snapshot.visits)
         searches = endgame.PassSearches(

@@ -25,6 +25,7 @@ from gtp_engine.coords import PASS
 from gtp_engine.mcts import Node, Tree
 from gtp_engine.search.settings import (
     HOPELESS_MOVES_SHARE,
+    PASSED_HOPELESS_LEAD_SHARE,
     ChoiceConfig,
     NoiseConfig,
     ResignConfig,
@@ -148,22 +149,25 @@ class ResignCounter:
         self.below = {BLACK: 0, WHITE: 0}
 
     def update(self, color: int, winrate: float, move_number: int, area: int, count: bool = True,
-               lead: float | None = None) -> bool:
-        """Counts one search of `color` (winrate and score lead: its own; lead None: not known) at `move_number`;
-        True when it should resign now. count=False: the answer counting it would give, with nothing counted (a
-        move asked for and not played)."""
+               lead: float | None = None, opponent_passed: bool = False) -> bool:
+        """Counts one search of `color` (winrate and score lead: its own; lead None: not known) at `move_number`,
+        opponent_passed: right after the opponent's pass; True when it should resign now. count=False: the answer
+        counting it would give, with nothing counted (a move asked for and not played)."""
         cfg = self.config
         after = cfg.after_moves if cfg.after_moves is not None else int(area * cfg.after_moves_share)
         low = bool(cfg.winrate) and move_number >= after and (
-            winrate < cfg.winrate or self._hopeless(winrate, lead, move_number, area))
+            winrate < cfg.winrate or self._hopeless(winrate, lead, move_number, area, opponent_passed))
         below = self.below[color] + 1 if low else 0
         if count:
             self.below[color] = below
         return below >= cfg.consecutive
 
-    def _hopeless(self, winrate: float, lead: float | None, move_number: int, area: int) -> bool:
+    def _hopeless(self, winrate: float, lead: float | None, move_number: int, area: int,
+                  opponent_passed: bool) -> bool:
         """Whether a search that is not below the threshold counts as below by its lead (ResignConfig's
-        hopeless_lead_share): far behind, a winrate near the threshold, and late enough in the game."""
+        hopeless_lead_share, less after the opponent's pass): far behind, a winrate near the threshold, and late
+        enough in the game."""
         cfg = self.config
-        return (cfg.hopeless_lead_share > 0 and lead is not None and lead < -cfg.hopeless_lead_share * area
+        share = min(cfg.hopeless_lead_share, PASSED_HOPELESS_LEAD_SHARE) if opponent_passed else cfg.hopeless_lead_share
+        return (share > 0 and lead is not None and lead < -share * area
                 and winrate < cfg.hopeless_winrate_factor * cfg.winrate and move_number >= HOPELESS_MOVES_SHARE * area)

@@ -48,6 +48,7 @@ class NoiseConfig:
 
 
 HOPELESS_MOVES_SHARE = 0.5  # and its move number at least this share of the board's points
+PASSED_HOPELESS_LEAD_SHARE = 0.1  # after the opponent's pass, a lead behind by this share is hopeless already
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,10 @@ class ResignConfig:
     winrate below hopeless_winrate_factor times the threshold, from HOPELESS_MOVES_SHARE of the board's points in
     moves on (a value head that never gets sure of a loss, as a network trained on human games, still resigns a
     game lost by a quarter of the board's points; before half the game such a lead may be the stones a handicap
-    gave, not yet caught up)."""
+    gave, not yet caught up). Right after the opponent's pass, which our pass would answer with the count, the lead
+    is nearly final: there PASSED_HOPELESS_LEAD_SHARE of the board's points behind is hopeless (at most
+    hopeless_lead_share), so that a lost game ends instead of being played on move after move while the
+    opponent passes."""
 
     winrate: float | None = 0.05  # resign when the search's winrate is below this; None or 0: never
     consecutive: int = 1  # searches in a row of the same player below it

@@ -564,6 +564,37 @@ def test_resigns_a_lost_handicap_game_with_the_shipped_19x19_network(fixture_nam
     assert choice.resign and choice.score_lead < -50
 
 
+def test_resigns_a_game_lost_by_the_count_right_after_the_opponents_pass():
+    # 9x9, walls on columns 3 and 4: Black's area 36 and White's 45 at komi 7, Black 16 points behind. A network
+    # unsure of the loss (Black's winrate 0.15, above the threshold) would have Black play on while White passes;
+    # behind by more than a tenth of the board right after White's pass, Black resigns. Before the pass it plays.
+    class Unsure(ScriptedEvaluator):  # Black 16 points behind wherever it plays
+        def evaluate(self, states):
+            batch = super().evaluate(states)
+            batch.score[:] = [-16.0 if state.to_play == BLACK else 16.0 for state in states]
+            return batch
+
+    game = GameState(9, komi=7.0)
+    g = game.grid
+    for row in range(9):
+        game.play(g.point(row, 3), BLACK)
+        game.play(g.point(row, 4), WHITE)
+    for row in range(0, 9, 2):  # moves inside each area, leaving it whole
+        for column in (0, 2):
+            game.play(g.point(row, column), BLACK)
+            game.play(g.point(row, column + 6), WHITE)
+    for row in (1, 3):  # past half the game
+        game.play(g.point(row, 1), BLACK)
+        game.play(g.point(row, 7), WHITE)
+    assert game.area_score() == 36 - 45 - 7 and game.move_number == 42
+    unsure = Unsure(value=lambda state: -0.7 if state.to_play == BLACK else 0.7)
+    assert not Player(unsure, player_config(seed=0)).genmove(game, BLACK, QUICK).resign
+    game.play(g.point(5, 1), BLACK)
+    game.play(PASS, WHITE)
+    choice = Player(unsure, player_config(seed=0)).genmove(game, BLACK, QUICK)
+    assert choice.resign and choice.score_lead == pytest.approx(-16.0, abs=1.0)
+
+
 def test_plays_a_game_with_a_real_network(tiny_onnx_model):
     player = Player(OnnxEvaluator(tiny_onnx_model, device="cpu"), player_config(seed=0, resign_threshold=None))
     game = GameState(9)

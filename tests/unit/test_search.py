@@ -339,6 +339,20 @@ def test_a_search_behind_by_a_quarter_of_the_board_late_in_the_game_resigns_belo
     assert not ResignCounter(ResignConfig(winrate=None)).update(BLACK, 0.10, 200, area, lead=-200.0)
 
 
+def test_right_after_the_opponents_pass_a_tenth_of_the_board_behind_is_hopeless():
+    """The opponent's pass leaves the count nearly final: a lost game resigns there rather than being played on
+    while the opponent passes again and again (a 19x19 level played 40 moves so, 45 points behind at 0.12)."""
+    area = 361
+    counter = ResignCounter(ResignConfig(winrate=0.05, after_moves=0))
+    assert not counter.update(BLACK, 0.12, 293, area, lead=-45.0)
+    assert counter.update(BLACK, 0.12, 293, area, lead=-45.0, opponent_passed=True)
+    assert not counter.update(BLACK, 0.12, 293, area, lead=-0.1 * area + 1, opponent_passed=True)
+    assert not counter.update(BLACK, 0.26, 293, area, lead=-45.0, opponent_passed=True)  # above 5 x 5%
+    assert not counter.update(BLACK, 0.12, 179, area, lead=-45.0, opponent_passed=True)  # before half the game
+    assert not ResignCounter(ResignConfig(winrate=0.05, after_moves=0, hopeless_lead_share=0)).update(
+        BLACK, 0.12, 293, area, lead=-45.0, opponent_passed=True)
+
+
 class CountingEvaluator(UniformEvaluator):
     def __init__(self):
         self.sizes = []
