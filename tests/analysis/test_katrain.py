@@ -208,7 +208,11 @@ def test_katrain_with_its_own_defaults_gets_sane_moves_on_19x19(katrain_modules,
             column, row = move.coords
             assert 2 <= column <= 16 and 2 <= row <= 16  # an opening move, off the first two lines
         winrates = self_play(game, katrain, generate_ai_move, 28)
-        assert len(winrates) == 28 and max(abs(b - a) for a, b in zip(winrates, winrates[1:])) < 0.15
+        changes = [abs(b - a) for a, b in zip(winrates, winrates[1:])]
+        # At 48 visits a move: 0.012-0.021 on average and at most 0.04-0.11 in 8 games of 9; in the ninth one move
+        # swung 0.18 (the games differ by the network's random symmetries).
+        assert len(winrates) == 28 and sum(changes) / len(changes) < 0.05
+        assert max(changes) < 0.3 and sum(change > 0.15 for change in changes) <= 1
     finally:
         engine.shutdown(finish=False)
 
