@@ -229,7 +229,8 @@ OPTIONS: tuple[Option, ...] = (
            "no resignation before this move number (default: a quarter of the board's points)", "N"),
     Option("resign-lead-share", ("player", "resign", "hopeless_lead_share"), _weight,
            "from half the board's points in moves on, also resign below 5 times the threshold where the score "
-           "lead is behind by this share of the board's points, 0 never (default: 0.25)", "P"),
+           "lead is behind by this share of the board's points (right after the opponent's pass by a tenth at "
+           "most), 0 never (default: 0.25)", "P"),
     Option("resign-lead-winrate-factor", ("player", "resign", "hopeless_winrate_factor"), _positive,
            "the winrate bound of --resign-lead-share, this many times the threshold (default: 5)", "F"),
     Option("strength", ("player", "strength"), _strength,

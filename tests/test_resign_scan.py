@@ -13,13 +13,17 @@ AREA = 361
 
 
 def test_a_rule_resigns_after_consecutive_positions_of_one_colour_below_it():
-    rows = [(WHITE, 181, 0.20, -100.0), (BLACK, 182, 0.8, 100.0), (WHITE, 183, 0.22, -95.0),
-            (BLACK, 184, 0.8, 95.0), (WHITE, 185, 0.24, -91.0)]
+    rows = [(WHITE, 181, 0.20, -100.0, False), (BLACK, 182, 0.8, 100.0, False), (WHITE, 183, 0.22, -95.0, False),
+            (BLACK, 184, 0.8, 95.0, False), (WHITE, 185, 0.24, -91.0, False)]
     assert resign_scan.first_resignation(rows, AREA, 0.05, 0.25, 5, 3) == (WHITE, 185)
     assert resign_scan.first_resignation(rows, AREA, 0.05, 0.2, 3, 3) is None  # winrates above 3 x 5%
     assert resign_scan.first_resignation(rows, AREA, 0.05, 0, 0, 3) is None  # the winrate alone
     assert resign_scan.first_resignation(rows, AREA, 0.05, 0.3, 100, 3) is None  # never 108 points behind
     assert resign_scan.first_resignation(rows[:3], AREA, 0.05, 0.25, 5, 2) == (WHITE, 183)
+    # right after the opponent's pass a tenth of the board behind counts, as the engine counts it
+    after_pass = [(WHITE, 291, 0.12, -45.0, True)]
+    assert resign_scan.first_resignation(after_pass, AREA, 0.05, 0.25, 5, 1) == (WHITE, 291)
+    assert resign_scan.first_resignation([after_pass[0][:4] + (False,)], AREA, 0.05, 0.25, 5, 1) is None
 
 
 def test_the_command_reads_finished_records_and_prints_a_row_per_rule(capsys):

@@ -4,9 +4,9 @@ evaluations as ResignCounter counts them.
 
 Terms:
 - rule SHARE:FACTOR: a search counts as below the threshold where its winrate is below --threshold, or where its
-  lead is behind by SHARE of the board's points and its winrate below FACTOR times the threshold (ResignConfig's
-  hopeless_lead_share and hopeless_winrate_factor, counted by the engine's own ResignCounter); SHARE 0 is the
-  winrate alone.
+  lead is behind by SHARE of the board's points (right after the opponent's pass by at most a tenth) and its
+  winrate below FACTOR times the threshold (ResignConfig's hopeless_lead_share and hopeless_winrate_factor, counted
+  by the engine's own ResignCounter); SHARE 0 is the winrate alone.
 - resigns: --consecutive positions in a row of one colour below (both colours are counted, as either could be
   the engine); a false resignation is the eventual winner's, a saved move one of the loser's moves after it.
 - beyond the winrate alone: the false resignations a rule adds to the winrate rule's, and the loser's moves it
@@ -26,6 +26,7 @@ from pathlib import Path
 
 from gtp_engine import sgf_io
 from gtp_engine.board import BLACK, WHITE
+from gtp_engine.endgame import opponent_passed
 from gtp_engine.onnx_evaluator import OnnxEvaluator
 from gtp_engine.search import ResignConfig, ResignCounter
 from gtp_engine.search.settings import HOPELESS_MOVES_SHARE
@@ -58,9 +59,9 @@ def finished_games(sources: list[Path], size: int, records: int) -> list[tuple[s
     return games
 
 
-def evaluations(network: OnnxEvaluator, record: sgf_io.GameRecord) -> list[tuple[int, int, float, float]] | None:
-    """(colour to play, move number, winrate, lead) of each position from HOPELESS_MOVES_SHARE of the board's points
-    in moves on; None for a record with an illegal move."""
+def evaluations(network: OnnxEvaluator, record: sgf_io.GameRecord) -> list[tuple[int, int, float, float, bool]] | None:
+    """(colour to play, move number, winrate, lead, right after the opponent's pass) of each position from
+    HOPELESS_MOVES_SHARE of the board's points in moves on; None for a record with an illegal move."""
     try:
         game = record.to_game(max_moves=0)
         states = []
@@ -74,7 +75,7 @@ def evaluations(network: OnnxEvaluator, record: sgf_io.GameRecord) -> list[tuple
     for start in range(0, len(states), BATCH):
         chunk = states[start:start + BATCH]
         batch = network.evaluate(chunk)
-        rows += [(state.to_play, state.move_number + 1, float((value + 1) / 2), float(lead))
+        rows += [(state.to_play, state.move_number + 1, float((value + 1) / 2), float(lead), opponent_passed(state))
                  for state, value, lead in zip(chunk, batch.value, batch.score)]
     return rows
 
@@ -83,8 +84,8 @@ def first_resignation(rows, area: int, threshold: float, share: float, factor: f
     """(colour, move number) of the first resignation under the rule, or None."""
     counter = ResignCounter(ResignConfig(winrate=threshold, consecutive=consecutive, after_moves=0,
                                          hopeless_lead_share=share, hopeless_winrate_factor=factor))
-    for color, number, winrate, lead in rows:
-        if counter.update(color, winrate, number, area, lead=lead):
+    for color, number, winrate, lead, after_pass in rows:
+        if counter.update(color, winrate, number, area, lead=lead, opponent_passed=after_pass):
             return color, number
     return None
 
