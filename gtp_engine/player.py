@@ -167,7 +167,7 @@ class Player:
         self._background: BackgroundSearch | None = None
         self._last: tuple[tuple, SearchResult] | None = None  # (position of a search, its result)
         self._lock = threading.Lock()
-        self._capped: set[tuple[Rank, str]] = set()  # (rank, the level it plays) said in the log
+        self._said: set[tuple[Rank, str]] = set()  # (rank, the level it plays) said in the log
 
     def reset(self) -> None:
         """Forgets the search tree and the last result (clear_cache)."""
@@ -191,15 +191,20 @@ class Player:
 
     def _level(self, area: int) -> StrengthLevel | None:
         """The level genmove plays at on a board of `area` points (None: full strength); says once in the log when
-        the rank is above the strongest level calibrated for the board and plays that one (strength, table)."""
+        the rank is above the strongest level calibrated for the board and plays that one (strength, table), or
+        when matches have not placed the level at its rank (strength, placed)."""
         rank = self.config.strength
         if rank is None:
             return None
         level = rank.level(area)
-        if level.name != rank.name and (rank, level.name) not in self._capped:
-            self._capped.add((rank, level.name))
-            log.warning("strength %s: the strongest level calibrated for this board is %s, which it plays "
-                        "(max plays at full strength)", rank.name, level.name)
+        if (rank, level.name) not in self._said:
+            self._said.add((rank, level.name))
+            if level.name != rank.name:
+                log.warning("strength %s: the strongest level calibrated for this board is %s, which it plays "
+                            "(max plays at full strength)", rank.name, level.name)
+            elif not level.placed:
+                log.warning("strength %s: not yet placed at this rank by matches on this board (the README's "
+                            "Strength levels); it may play weaker, most of all giving handicap stones", rank.name)
         return level
 
     # ---- searching ------------------------------------------------------------------------------------

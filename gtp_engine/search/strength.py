@@ -15,6 +15,9 @@ Terms:
   (level_for). A table starts at the scale's weakest rank and ends at the strongest rank measured on its board;
   a rank above that plays the table's strongest row (capped): on 9x9 the levels end at 4k, where the engine's
   own default search plays.
+- placed: whether matches put a row at the rank it is named. One that is not (19x19's 1d: it beats 4k at even,
+  but gives stones as a 4-5k does) names a target, as do the ranks between it and the row below; the Player
+  says so once in the log.
 - candidates: the first CANDIDATES root moves by the network's policy, averaged over the board's symmetries where
   the evaluator offers that (one symmetry's top 10 holds a move outside the network's own top 10 in about one case
   in ten on 19x19), so that a level only ever plays among the policy's top 10. The level's search looks at no
@@ -61,6 +64,7 @@ class StrengthLevel:
     temperature: float  # of the draw among the candidates, on their priors
     search_share: float  # probability of playing the search's own choice outright, 0 .. 1
     max_loss: float  # the largest loss it accepts, a share of the board's points (0 .. MAX_LOSS_SHARE)
+    placed: bool = True  # matches put it at its rank (see placed)
 
     def __post_init__(self) -> None:
         if self.playouts < CANDIDATES:
@@ -108,7 +112,7 @@ TABLES: dict[int, tuple[StrengthLevel, ...]] = {
         StrengthLevel("12k", playouts=11, temperature=3.0, search_share=0.11, max_loss=0.21),
         StrengthLevel("8k", playouts=12, temperature=2.0, search_share=0.15, max_loss=0.19),
         StrengthLevel("4k", playouts=37, temperature=0.57, search_share=0.475, max_loss=0.115),
-        StrengthLevel("1d", playouts=168, temperature=0.34, search_share=0.76, max_loss=0.07),
+        StrengthLevel("1d", playouts=168, temperature=0.34, search_share=0.76, max_loss=0.07, placed=False),
     ),
 }
 
@@ -147,7 +151,8 @@ def level_for(kyu: int, area: int) -> StrengthLevel:
                 rank_name(kyu), playouts=round(weak.playouts * (strong.playouts / weak.playouts) ** t),
                 temperature=weak.temperature * (strong.temperature / weak.temperature) ** t,
                 search_share=weak.search_share + t * (strong.search_share - weak.search_share),
-                max_loss=weak.max_loss + t * (strong.max_loss - weak.max_loss))
+                max_loss=weak.max_loss + t * (strong.max_loss - weak.max_loss),
+                placed=weak.placed and strong.placed)
     raise AssertionError("every table starts at the scale's weakest rank")
 
 

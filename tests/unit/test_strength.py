@@ -71,6 +71,23 @@ def test_a_rank_above_the_boards_strongest_level_plays_it_and_says_so_once(caplo
                     "(max plays at full strength)"]
 
 
+def test_a_level_matches_have_not_placed_at_its_rank_says_so_once_and_the_placed_ones_say_nothing(caplog):
+    assert [row.placed for row in strength.TABLES[19]] == [True, True, True, False]
+    assert all(row.placed for row in strength.TABLES[9])
+    assert not strength.parse_rank("2k").level(361).placed and strength.parse_rank("5k").level(361).placed
+    said = {}
+    for rank in ("1d", "2k", "4k", "5k"):
+        player = Player(ScriptedEvaluator(), PlayerConfig(SearchConfig(seed=0), strength=strength.parse_rank(rank)))
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="gtp_engine.player"):
+            for _ in range(2):
+                player.genmove(GameState(19), BLACK, StopCondition(visits=1000))
+        said[rank] = [record.getMessage() for record in caplog.records if "not yet placed" in record.getMessage()]
+    assert said["1d"] == ["strength 1d: not yet placed at this rank by matches on this board (the README's "
+                          "Strength levels); it may play weaker, most of all giving handicap stones"]
+    assert len(said["2k"]) == 1 and said["4k"] == said["5k"] == []
+
+
 def test_ranks_parse_and_each_board_takes_the_table_of_the_nearest_calibrated_size():
     assert strength.parse_rank("max") is None and strength.parse_rank(" 12K ") == strength.Rank(12)
     assert strength.parse_rank("1d").name == "1d" and strength.rank_label(None) == "max"
