@@ -20,17 +20,16 @@ Terms:
   neighbours are all our stones), and under territory scoring, once the opponent has passed, every empty point
   of our area as the count has it, the opponent's dead stones off the board: there each filling costs a point,
   the capture of a dead stone too (the count takes it as a prisoner all the same), and a network unsure of its
-  own area must not fill it point by point, its eyes last (a game under japanese rules looped so to the move
-  limit). Where captures are owed (cleanup, or rule 1 below finds that the count after passing does not win), the
-  points around dead stones are not ours. Playing in our own territory usually gains nothing and may spoil eyes.
+  own area must not fill it point by point, its eyes last. Where captures are owed (cleanup, or rule 1 below
+  finds that the count after passing does not win), the points around dead stones are not ours. Playing in our
+  own territory usually gains nothing and may spoil eyes.
 - needed filling: a move in our own territory that does gain: it is the last liberty of a chain of ours (the
   filling connects it, where the opponent's move there would capture it), or the search is sure it is better
   than any other move it looked at (its LCB above their winrates: a shortage of liberties, a throw-in to
-  prevent). It is no filling of our territory for the pass rules. (Skipping such a connection lost a won game.)
+  prevent). It is no filling of our territory for the pass rules.
   Under territory scoring, once the opponent has passed and while we are behind by the count even with every
   stone of ours alive, only the connection is needed: a filling there costs a point, no stone it saves can turn
-  the game, and a search whose network does not charge that point may still be sure of it (a lost game under
-  korean rules filled nine points so).
+  the game, and a search whose network does not charge that point may still be sure of it.
 - rescue: the move that saves the largest chain of ours the count keeps alive and that is in atari: its last
   liberty, else the capture of an opponent chain in atari beside it, where that leaves our chain two liberties
   or more.
@@ -39,7 +38,7 @@ Terms:
   if we move first is alive in the search of our move and dead there, as it is to a referee who scores the game
   our pass ends.
 - time to check: whether the move's time still holds the searches the pass rules ask for. Without it no rule
-  passes or searches again: the move plays on, as unchecked passes lost games.
+  passes or searches again: the move plays on rather than pass unchecked.
 - pass rules, area and territory scoring alike (Leela Zero's "pass only if passing wins", made safe against a
   network that is wrong and sure of itself):
   1. After the opponent's pass, passing ends the game: pass exactly when the count and the count after passing

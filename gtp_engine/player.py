@@ -11,8 +11,7 @@ Terms:
   removes the stones that play on from the position would capture.
 - a pass that may come up: after the opponent's pass, or where the raw count decides the game
   (endgame.pass_may_come_up). Elsewhere no pass rule passes, so the move's search leaves pass out at the root and
-  spends its visits on moves that can be played (a network that never saw a pass in a handicap opening values one
-  above every move there: the search gave three quarters of White's first move to it).
+  spends its visits on moves that can be played, however much the network values a pass.
 - pass checks: the searches the pass rules ask for (endgame.PassSearches), inside the move's time. Where a pass
   may come up, the move's search leaves PASS_CHECK_SHARE of its time to them, and goes on with that time, its tree
   kept, where no rule will search again. The search after our pass stops at the move's hard deadline (the
