@@ -8,11 +8,8 @@ Terms:
   output channel, activations unsigned (the u8 x s8 product of VNNI; s8 activations ran at 1.2x fp32 against
   1.9x). The stem, the heads, normalisation, masks and pooling stay in fp32.
 - calibration method: minmax takes each activation's whole range, percentile (the default) clips the top
-  0.001% of it, which leaves the bulk of the values more int8 steps. Measured on the shipped networks
-  (held-out positions, top-1 agreement / value MAD): every block convolution in int8, percentile 0.982 / 0.012
-  on 9x9 and 0.972 / 0.013 on 19x19, 1.15x the speed of the first block convolution kept in fp32 under minmax
-  (0.972 / 0.010 and 0.976 / 0.013), which every block convolution under minmax misses on 19x19 (0.969).
-  Earlier, under minmax: all 3x3 convolutions 0.96 / 0.011 on 9x9; without the stem 0.969 / 0.014 on 19x19.
+  0.001% of it, which leaves the bulk of the values more int8 steps (the two compared on the shipped networks:
+  docs/network-history.md).
 - calibration positions / held-out positions: positions of real games (an SGF folder or archive), replayed
   with the engine's own rules and features. Games are split by their game key (splits.py), so no game gives
   positions to both sides; from each game a few positions at random move numbers are kept.

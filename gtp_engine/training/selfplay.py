@@ -27,8 +27,7 @@ Terms:
 - policy target: the root's visits per move divided by their sum, flat order, pass last; it sums to 1. With
   prune_policy_target (the default) the visits are first pruned (prune_visits): the noise and the virtual loss
   send visits to moves that the network's own prior would not have searched, and a network taught those
-  visits learns to spread its policy over whatever moves noise might pick (measured: a policy entropy of 2.23
-  nats after one generation, against 1.68 for the network that played the games).
+  visits learns to spread its policy over whatever moves noise might pick (docs/training.md).
 - winrate of a search: (root value + 1) / 2 for the player to move. Resignation: a player resigns when its
   winrate stays below resign_winrate for resign_consecutive of its searches in a row (search.ResignCounter).
   A share no_resign_fraction
